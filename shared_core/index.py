@@ -1,0 +1,536 @@
+"""``ConceptGraphIndex``: chunks in, core-chunk selection and concept-graph retrieval out.
+
+Stored state is only what is expensive or cannot be recomputed: chunk texts and
+metadata, sentence spans, sentence embeddings and the sentence x term counts.
+Everything else (TF-IDF concepts, concept vectors, edges, PageRank) is sparse
+algebra on that state, recomputed after every add/delete in well under the
+time the new sentences took to embed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .concepts import count_terms, extract_concepts, term_analyzer
+from .config import ConceptGraphConfig
+from .embeddings import Embedder, check_texts, normalise_rows
+from .fusion import ContextItem
+from .graph import ConceptEdges, adjacency, concept_edges, concept_vectors, pagerank
+from .retrieval import Hit, SearchTrace, Stage, local_search
+from .selection import Selection, chunk_scores, select_by_scores
+from .text import count_tokens_batch, split_sentences
+
+EMBED_BATCH = 512
+
+
+def content_id(text: str) -> str:
+    """The id a chunk gets from its text alone, so re-adding it is a no-op."""
+    return "c" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    id: str
+    text: str
+    tokens: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Why a chunk is in the context: the concept that brought it and at which stage."""
+
+    concept: str
+    concept_similarity: float
+    stage: Stage
+    hop: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"concept": self.concept, "concept_similarity": self.concept_similarity,
+                "stage": self.stage, "hop": self.hop}
+
+
+@dataclass(frozen=True)
+class RetrievedChunk:
+    chunk: Chunk
+    score: float
+    provenance: Provenance
+
+    @property
+    def id(self) -> str:
+        return self.chunk.id
+
+    @property
+    def text(self) -> str:
+        return self.chunk.text
+
+    def to_context_item(self) -> ContextItem:
+        return ContextItem(self.chunk.id, self.chunk.text, self.chunk.tokens, self.score,
+                           {**self.chunk.metadata, **self.provenance.to_dict()})
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    query: str
+    chunks: tuple[RetrievedChunk, ...]
+    direct_concepts: tuple[str, ...]
+    expanded_concepts: int
+    stopped_by_budget: bool
+    budget: int
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.chunk.tokens for c in self.chunks)
+
+    @property
+    def context(self) -> str:
+        return "\n\n".join(c.text for c in self.chunks)
+
+    def tokens_by_stage(self) -> dict[str, int]:
+        out = {"direct": 0, "expanded": 0}
+        for c in self.chunks:
+            out[c.provenance.stage] += c.chunk.tokens
+        return out
+
+
+@dataclass
+class _Derived:
+    """Everything recomputed from the stored state after a change."""
+
+    concepts: list[str]
+    concept_terms: np.ndarray
+    links: sp.csr_matrix
+    links_csc: sp.csc_matrix
+    vectors: np.ndarray
+    sentence_counts: np.ndarray
+    edges: ConceptEdges
+    adjacency: sp.csr_matrix
+    rank: np.ndarray
+    chunk_vectors: np.ndarray | None
+
+
+class ConceptGraphIndex:
+    """The G2ConS concept graph over a set of chunks.
+
+    >>> from shared_core import ConceptGraphIndex, HashingEmbedder
+    >>> index = ConceptGraphIndex.from_texts(
+    ...     ["Ada Lovelace wrote the first program.", "Charles Babbage designed the engine."],
+    ...     embedder=HashingEmbedder())
+    >>> index.retrieve("Who wrote the first program?").chunks[0].text
+    'Ada Lovelace wrote the first program.'
+    """
+
+    def __init__(self, embedder: Embedder, config: ConceptGraphConfig | None = None) -> None:
+        if not isinstance(embedder, Embedder):
+            raise TypeError(
+                f"embedder must implement the Embedder protocol (model_id, dim, embed), "
+                f"got {type(embedder).__name__}"
+            )
+        if config is not None and not isinstance(config, ConceptGraphConfig):
+            raise TypeError(f"config must be a ConceptGraphConfig, got {type(config).__name__}")
+        self.embedder = embedder
+        self.config = config or ConceptGraphConfig()
+        self._analyzer = term_analyzer(self.config.ngram_max, self.config.min_term_chars)
+        self._ids: list[str] = []
+        self._position: dict[str, int] = {}
+        self._texts: list[str] = []
+        self._metadata: list[dict[str, Any]] = []
+        self._tokens = np.zeros(0, dtype=np.int64)
+        self._spans = np.zeros((0, 2), dtype=np.int64)
+        self._offsets = np.zeros(1, dtype=np.int64)
+        self._embeddings = np.zeros((0, embedder.dim), dtype=np.float32)
+        self._vocabulary: dict[str, int] = {}
+        self._sentence_terms = sp.csr_matrix((0, 0), dtype=np.int32)
+        self._derived: _Derived | None = None
+
+    # ----------------------------------------------------------------- building
+    @classmethod
+    def from_texts(
+        cls,
+        texts: Sequence[str],
+        *,
+        embedder: Embedder,
+        ids: Sequence[str] | None = None,
+        metadatas: Sequence[Mapping[str, Any]] | None = None,
+        config: ConceptGraphConfig | None = None,
+        show_progress: bool = False,
+    ) -> ConceptGraphIndex:
+        index = cls(embedder, config)
+        index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress)
+        return index
+
+    def add(
+        self,
+        texts: Sequence[str],
+        *,
+        ids: Sequence[str] | None = None,
+        metadatas: Sequence[Mapping[str, Any]] | None = None,
+        show_progress: bool = False,
+    ) -> list[str]:
+        """Add chunks; returns their ids. A chunk already present (same id, same text) is skipped.
+
+        Without ``ids`` a chunk's id is the hash of its text, so identical texts are
+        one chunk. Raises on blank text, duplicate explicit ids, mismatched lengths,
+        or an existing id that now holds different text.
+        """
+        texts = check_texts(texts)
+        ids = self._check_ids(texts, ids)
+        metadatas = self._check_metadatas(texts, metadatas)
+        batch_first: dict[str, int] = {}
+        for i, cid in enumerate(ids):  # identical texts under content ids are one chunk
+            batch_first.setdefault(cid, i)
+        new = [i for cid, i in batch_first.items() if not self._is_known(cid, texts[i])]
+        if not new:
+            return ids
+        new_texts = [texts[i] for i in new]
+        spans = [split_sentences(t) for t in new_texts]
+        sentences = [t[s:e] for t, sp_ in zip(new_texts, spans, strict=True) for s, e in sp_]
+        vectors = self._embed(sentences, show_progress)
+        counts = count_terms(sentences, self._vocabulary, self._analyzer)
+
+        base = len(self._spans)
+        sizes = np.fromiter((len(s) for s in spans), dtype=np.int64, count=len(spans))
+        self._offsets = np.concatenate([self._offsets, base + np.cumsum(sizes)])
+        self._spans = np.concatenate(
+            [self._spans, np.asarray([x for s in spans for x in s], dtype=np.int64).reshape(-1, 2)]
+        )
+        self._embeddings = np.concatenate([self._embeddings, vectors])
+        self._sentence_terms = _vstack_grow(self._sentence_terms, counts, len(self._vocabulary))
+        self._tokens = np.concatenate([self._tokens, count_tokens_batch(new_texts)])
+        for i in new:
+            self._position[ids[i]] = len(self._ids)
+            self._ids.append(ids[i])
+            self._texts.append(texts[i])
+            self._metadata.append(metadatas[i])
+        self._refresh()
+        return ids
+
+    def delete(self, ids: Iterable[str]) -> None:
+        """Remove chunks everywhere: text, sentences, embeddings, concepts, edges."""
+        if isinstance(ids, str):
+            raise TypeError("delete takes an iterable of ids, not a single str")
+        doomed = set(ids)
+        unknown = sorted(doomed - set(self._position))
+        if unknown:
+            raise KeyError(f"unknown chunk ids: {', '.join(unknown[:5])}")
+        if not doomed:
+            return
+        keep_chunk = np.array([cid not in doomed for cid in self._ids], dtype=bool)
+        sentence_chunk = self._sentence_chunk()
+        keep_sentence = keep_chunk[sentence_chunk]
+        sizes = np.diff(self._offsets)[keep_chunk]
+        self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._spans = self._spans[keep_sentence]
+        self._embeddings = self._embeddings[keep_sentence]
+        terms = self._sentence_terms[keep_sentence]
+        live = np.flatnonzero(np.asarray(terms.sum(axis=0)).ravel() > 0)
+        self._sentence_terms = sp.csr_matrix(terms[:, live])
+        names = list(self._vocabulary)
+        self._vocabulary = {names[t]: i for i, t in enumerate(live)}
+        self._tokens = self._tokens[keep_chunk]
+        kept = np.flatnonzero(keep_chunk)
+        self._ids = [self._ids[i] for i in kept]
+        self._texts = [self._texts[i] for i in kept]
+        self._metadata = [self._metadata[i] for i in kept]
+        self._position = {cid: i for i, cid in enumerate(self._ids)}
+        self._refresh()
+
+    def _is_known(self, chunk_id: str, text: str) -> bool:
+        pos = self._position.get(chunk_id)
+        if pos is None:
+            return False
+        if self._texts[pos] != text:
+            raise ValueError(
+                f"chunk id {chunk_id!r} already holds different text; delete it before re-adding"
+            )
+        return True
+
+    @staticmethod
+    def _check_ids(texts: list[str], ids: Sequence[str] | None) -> list[str]:
+        if ids is None:
+            out = [content_id(t) for t in texts]
+        else:
+            if isinstance(ids, str) or not isinstance(ids, Sequence):
+                raise TypeError(f"ids must be a sequence of str, got {type(ids).__name__}")
+            out = list(ids)
+            if len(out) != len(texts):
+                raise ValueError(f"got {len(out)} ids for {len(texts)} texts")
+            for i, cid in enumerate(out):
+                if not isinstance(cid, str) or not cid.strip():
+                    raise ValueError(f"ids[{i}] must be a non-empty str, got {cid!r}")
+            seen: dict[str, int] = {}
+            for i, cid in enumerate(out):
+                if cid in seen:
+                    raise ValueError(f"duplicate chunk id {cid!r} at positions {seen[cid]} and {i}")
+                seen[cid] = i
+        return out
+
+    @staticmethod
+    def _check_metadatas(
+        texts: list[str], metadatas: Sequence[Mapping[str, Any]] | None
+    ) -> list[dict[str, Any]]:
+        if metadatas is None:
+            return [{} for _ in texts]
+        out = list(metadatas)
+        if len(out) != len(texts):
+            raise ValueError(f"got {len(out)} metadata entries for {len(texts)} texts")
+        for i, meta in enumerate(out):
+            if not isinstance(meta, Mapping):
+                raise TypeError(f"metadatas[{i}] must be a mapping, got {type(meta).__name__}")
+            try:
+                json.dumps(dict(meta))
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"metadatas[{i}] is not JSON-serialisable: {exc}") from exc
+        return [dict(m) for m in out]
+
+    def _embed(self, sentences: list[str], show_progress: bool) -> np.ndarray:
+        dim = self.embedder.dim
+        if not sentences:
+            return np.zeros((0, dim), dtype=np.float32)
+        batches = range(0, len(sentences), EMBED_BATCH)
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            batches = tqdm(batches, desc="embedding sentences", unit="batch")  # type: ignore[assignment]
+        parts = []
+        for start in batches:
+            batch = sentences[start : start + EMBED_BATCH]
+            parts.append(normalise_rows(self.embedder.embed(batch), len(batch), dim,
+                                        self.embedder.model_id))
+        return np.concatenate(parts)
+
+    def _sentence_chunk(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self._ids)), np.diff(self._offsets))
+
+    def _chunk_sentence_matrix(self) -> sp.csr_matrix:
+        n_sent = len(self._spans)
+        return sp.csr_matrix(
+            (np.ones(n_sent, dtype=np.int32), np.arange(n_sent), self._offsets),
+            shape=(len(self._ids), n_sent),
+        )
+
+    def _refresh(self) -> None:
+        cfg = self.config
+        n_terms = len(self._vocabulary)
+        sentence_terms = sp.csr_matrix(self._sentence_terms, shape=(len(self._spans), n_terms))
+        chunk_terms = sp.csr_matrix(self._chunk_sentence_matrix() @ sentence_terms)
+        extracted = extract_concepts(chunk_terms, cfg.concepts_per_chunk)
+        concept_terms = np.flatnonzero(np.diff(extracted.tocsc().indptr) > 0)
+        if cfg.concept_links == "extracted":
+            links = sp.csr_matrix(extracted[:, concept_terms], dtype=np.float32)
+        else:
+            links = sp.csr_matrix(chunk_terms[:, concept_terms] > 0, dtype=np.float32)
+        # Eq. 1 over the sentences that contain the concept, within its linked chunks
+        contains = sp.csr_matrix(sentence_terms[:, concept_terms] > 0, dtype=np.float32)
+        in_linked_chunk = links[self._sentence_chunk()]
+        sentence_concepts = sp.csr_matrix(contains.multiply(in_linked_chunk))
+        vectors, sentence_counts = concept_vectors(sentence_concepts, self._embeddings)
+        edges = concept_edges(links, vectors, cfg.theta_co, cfg.theta_sem)
+        adj = adjacency(edges, len(concept_terms), weighted=True)
+        rank_adj = adj if cfg.pagerank_weighted else adjacency(edges, len(concept_terms), False)
+        chunk_vecs = None
+        if cfg.chunk_similarity == "mean" and len(self._ids):
+            sums = np.asarray(self._chunk_sentence_matrix() @ self._embeddings, dtype=np.float32)
+            chunk_vecs = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+        names = list(self._vocabulary)
+        self._derived = _Derived(
+            concepts=[names[t] for t in concept_terms],
+            concept_terms=concept_terms,
+            links=links,
+            links_csc=links.tocsc(),
+            vectors=vectors,
+            sentence_counts=sentence_counts,
+            edges=edges,
+            adjacency=adj,
+            rank=pagerank(rank_adj, cfg.pagerank_damping),
+            chunk_vectors=chunk_vecs,
+        )
+
+    @property
+    def _state(self) -> _Derived:
+        if self._derived is None:
+            self._refresh()
+        assert self._derived is not None
+        return self._derived
+
+    # ------------------------------------------------------------------ reading
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self._position
+
+    @property
+    def chunk_ids(self) -> list[str]:
+        return list(self._ids)
+
+    def get(self, chunk_id: str) -> Chunk:
+        pos = self._position.get(chunk_id)
+        if pos is None:
+            raise KeyError(f"unknown chunk id {chunk_id!r}")
+        return self._chunk(pos)
+
+    def _chunk(self, pos: int) -> Chunk:
+        return Chunk(self._ids[pos], self._texts[pos], int(self._tokens[pos]),
+                     dict(self._metadata[pos]))
+
+    @property
+    def concepts(self) -> list[str]:
+        return list(self._state.concepts)
+
+    def concept_vector(self, concept: str) -> np.ndarray:
+        return self._state.vectors[self._state.concepts.index(concept)].copy()
+
+    def concept_chunks(self, concept: str) -> list[str]:
+        """The chunk ids a concept links to."""
+        state = self._state
+        col = state.concepts.index(concept)
+        rows = state.links_csc.indices[state.links_csc.indptr[col]:state.links_csc.indptr[col + 1]]
+        return [self._ids[r] for r in sorted(rows)]
+
+    @property
+    def edges(self) -> list[tuple[str, str, int, float, float]]:
+        """(concept, concept, Co, cosine, Dice) for every edge."""
+        state = self._state
+        e = state.edges
+        return [(state.concepts[a], state.concepts[b], int(c), float(s), float(d))
+                for a, b, c, s, d in zip(e.source, e.target, e.cooccurrence, e.cosine, e.dice,
+                                         strict=True)]
+
+    def concept_pagerank(self) -> dict[str, float]:
+        state = self._state
+        return dict(zip(state.concepts, state.rank.tolist(), strict=True))
+
+    def stats(self) -> dict[str, Any]:
+        state = self._state
+        n_concepts = len(state.concepts)
+        degree = np.diff(state.adjacency.indptr)
+        return {
+            "chunks": len(self._ids),
+            "tokens": int(self._tokens.sum()),
+            "sentences": len(self._spans),
+            "terms": len(self._vocabulary),
+            "concepts": n_concepts,
+            "edges": len(state.edges),
+            "isolated_concepts": int((degree == 0).sum()),
+            "mean_degree": float(degree.mean()) if n_concepts else 0.0,
+            "embedding_model": self.embedder.model_id,
+            "embedding_dim": self.embedder.dim,
+        }
+
+    # ------------------------------------------------------------ selection
+    def chunk_scores(self) -> dict[str, float]:
+        """Each chunk's importance from its concepts' PageRank (``config.chunk_score``)."""
+        scores = chunk_scores(self._state.links, self._state.rank, self.config.chunk_score)
+        return dict(zip(self._ids, scores.tolist(), strict=True))
+
+    def select(self, kappa: float | None = None, *, prompt_tokens_per_chunk: int = 0) -> Selection:
+        """The core chunks: the top ``kappa`` share by chunk score, with the cost report."""
+        kappa = self.config.kappa if kappa is None else kappa
+        ConceptGraphConfig(kappa=kappa)  # validates with the knob's name in the error
+        scores = chunk_scores(self._state.links, self._state.rank, self.config.chunk_score)
+        return select_by_scores(self._ids, scores, self._tokens, kappa, prompt_tokens_per_chunk)
+
+    # ------------------------------------------------------------ retrieval
+    def embed_query(self, query: str) -> np.ndarray:
+        check_texts([query], "query")
+        return normalise_rows(self.embedder.embed([query]), 1, self.embedder.dim,
+                              self.embedder.model_id)[0]
+
+    def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        hops: int | None = None,
+        budget: int | None = None,
+    ) -> RetrievalResult:
+        """G2ConS local search for ``query``; every chunk carries its provenance."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be str, got {type(query).__name__}")
+        return self.retrieve_by_vector(self.embed_query(query), query=query, top_k=top_k,
+                                       hops=hops, budget=budget)
+
+    def retrieve_by_vector(
+        self,
+        query_vector: np.ndarray,
+        *,
+        query: str = "",
+        top_k: int | None = None,
+        hops: int | None = None,
+        budget: int | None = None,
+    ) -> RetrievalResult:
+        cfg = replace(self.config, **{k: v for k, v in
+                                      {"top_k": top_k, "hops": hops, "budget": budget}.items()
+                                      if v is not None})
+        q = np.asarray(query_vector, dtype=np.float32)
+        if q.shape != (self.embedder.dim,):
+            raise ValueError(f"query vector has shape {q.shape}, expected ({self.embedder.dim},)")
+        state = self._state
+        hits: list[Hit]
+        if not self._ids:
+            hits, trace = [], SearchTrace((), 0, 0, False)
+        else:
+            hits, trace = local_search(
+                state.vectors @ q,
+                state.links_csc,
+                state.adjacency,
+                self._chunk_similarity(q),
+                self._tokens,
+                top_k=cfg.top_k,
+                hops=cfg.hops,
+                budget=cfg.budget,
+                overflow=cfg.overflow,
+            )
+        chunks = tuple(
+            RetrievedChunk(
+                self._chunk(h.chunk),
+                h.score,
+                Provenance(state.concepts[h.concept], h.concept_similarity, h.stage, h.hop),
+            )
+            for h in hits
+        )
+        return RetrievalResult(
+            query=query,
+            chunks=chunks,
+            direct_concepts=tuple(state.concepts[c] for c in trace.direct_concepts),
+            expanded_concepts=trace.expanded_concepts,
+            stopped_by_budget=trace.stopped_by_budget,
+            budget=cfg.budget,
+        )
+
+    def _chunk_similarity(self, q: np.ndarray) -> np.ndarray:
+        state = self._state
+        if state.chunk_vectors is not None:
+            return np.asarray(state.chunk_vectors @ q)
+        sentence_sim = self._embeddings @ q
+        return np.maximum.reduceat(sentence_sim, self._offsets[:-1])
+
+    # ---------------------------------------------------------- persistence
+    def save(self, path: str) -> None:
+        """Write the index to a directory atomically (JSON + .npy, never pickle)."""
+        from .store import save_index
+
+        save_index(self, path)
+
+    @classmethod
+    def load(cls, path: str, embedder: Embedder) -> ConceptGraphIndex:
+        """Read an index saved by :meth:`save`; ``embedder`` must match the one it was built with."""
+        from .store import load_index
+
+        return load_index(path, embedder)
+
+
+def _vstack_grow(top: sp.csr_matrix, bottom: sp.csr_matrix, n_cols: int) -> sp.csr_matrix:
+    """Stack two CSR matrices whose column counts grew with the vocabulary."""
+    top = sp.csr_matrix((top.data, top.indices, top.indptr), shape=(top.shape[0], n_cols))
+    bottom = sp.csr_matrix((bottom.data, bottom.indices, bottom.indptr),
+                           shape=(bottom.shape[0], n_cols))
+    return sp.csr_matrix(sp.vstack([top, bottom], format="csr"), dtype=np.int32)

@@ -1,0 +1,158 @@
+"""G2ConS local search on the concept graph (§3.2.1), under a token budget.
+
+1. The ``top_k`` concepts most similar to the query are the direct concepts.
+2. Local reranking: concept by concept, in similarity order, that concept's
+   chunks ordered by their similarity to the query join the context.
+3. BFS from the direct concepts up to ``hops`` gives the expanded concepts;
+   global reranking orders all of their chunks together by query similarity.
+4. A chunk that does not fit the budget ends retrieval (the paper), or with
+   ``overflow="skip"`` is passed over for later, smaller ones.
+
+The functions here take arrays and return chunk positions with provenance;
+``ConceptGraphIndex`` maps positions to ids and texts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from .config import Overflow
+from .graph import bfs_hops
+
+Stage = Literal["direct", "expanded"]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One chunk placed in the context, by position, with why it is there."""
+
+    chunk: int
+    score: float
+    tokens: int
+    concept: int
+    concept_similarity: float
+    stage: Stage
+    hop: int
+
+
+@dataclass(frozen=True)
+class SearchTrace:
+    """What the search did: the seeds, how far expansion went, why it stopped."""
+
+    direct_concepts: tuple[int, ...]
+    expanded_concepts: int
+    tokens_used: int
+    stopped_by_budget: bool
+
+
+def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest scores, best first; ties go to the lower index."""
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < len(scores):
+        candidates = np.argpartition(-scores, k - 1)[:k]
+        # argpartition may split ties at the boundary arbitrarily: include them all
+        threshold = scores[candidates].min()
+        candidates = np.flatnonzero(scores >= threshold)
+    else:
+        candidates = np.arange(len(scores))
+    order = np.lexsort((candidates, -scores[candidates]))
+    return candidates[order][:k].astype(np.int64)
+
+
+class _Context:
+    """The growing context: budget bookkeeping shared by both reranking stages."""
+
+    def __init__(self, chunk_tokens: np.ndarray, budget: int, overflow: Overflow) -> None:
+        self.chunk_tokens = chunk_tokens
+        self.budget = budget
+        self.overflow = overflow
+        self.used = 0
+        self.placed = np.zeros(len(chunk_tokens), dtype=bool)
+        self.hits: list[Hit] = []
+        self.full = False
+
+    def offer(self, chunk: int, score: float, concept: int, similarity: float,
+              stage: Stage, hop: int) -> None:
+        if self.placed[chunk] or self.full:
+            return
+        tokens = int(self.chunk_tokens[chunk])
+        if self.used + tokens > self.budget:
+            if self.overflow == "stop":
+                self.full = True
+            return
+        self.placed[chunk] = True
+        self.used += tokens
+        self.hits.append(Hit(chunk, score, tokens, concept, similarity, stage, hop))
+        if self.used >= self.budget:
+            self.full = True
+
+
+def local_search(
+    concept_similarity: np.ndarray,
+    concept_chunks: sp.csc_matrix,
+    adjacency: sp.csr_matrix,
+    chunk_similarity: np.ndarray,
+    chunk_tokens: np.ndarray,
+    *,
+    top_k: int,
+    hops: int,
+    budget: int,
+    overflow: Overflow = "stop",
+) -> tuple[list[Hit], SearchTrace]:
+    """Run local + global reranking; return the placed chunks in context order.
+
+    ``concept_similarity`` is cos(query, concept) per concept, ``concept_chunks``
+    the (chunks x concepts) links, ``chunk_similarity`` cos(query, chunk) per chunk.
+    """
+    concept_chunks = sp.csc_matrix(concept_chunks)
+    context = _Context(chunk_tokens, budget, overflow)
+    usable = np.flatnonzero(np.diff(concept_chunks.indptr) > 0)
+    direct = usable[top_k_indices(concept_similarity[usable], top_k)]
+
+    for concept in direct:
+        chunks = concept_chunks.indices[concept_chunks.indptr[concept]:concept_chunks.indptr[concept + 1]]
+        chunks = chunks[np.lexsort((chunks, -chunk_similarity[chunks]))]
+        for chunk in chunks:
+            context.offer(int(chunk), float(chunk_similarity[chunk]), int(concept),
+                          float(concept_similarity[concept]), "direct", 0)
+            if context.full:
+                break
+        if context.full:
+            break
+
+    expanded_count = 0
+    if hops > 0 and not context.full and len(direct):
+        hop_of = bfs_hops(adjacency, direct, hops)
+        expanded = np.flatnonzero(hop_of > 0)
+        expanded_count = len(expanded)
+        if expanded_count:
+            pool = sp.csc_matrix(concept_chunks[:, expanded]).tocoo()
+            chunk_ids = pool.row.astype(np.int64)
+            concepts = expanded[pool.col]
+            # each chunk is credited to its nearest (then most query-similar) expanded concept
+            order = np.lexsort((-concept_similarity[concepts], hop_of[concepts], chunk_ids))
+            chunk_ids, concepts = chunk_ids[order], concepts[order]
+            first = np.r_[True, chunk_ids[1:] != chunk_ids[:-1]]
+            chunk_ids, concepts = chunk_ids[first], concepts[first]
+            fresh = ~context.placed[chunk_ids]
+            chunk_ids, concepts = chunk_ids[fresh], concepts[fresh]
+            rerank = np.lexsort((chunk_ids, -chunk_similarity[chunk_ids]))
+            for chunk, concept in zip(chunk_ids[rerank], concepts[rerank], strict=True):
+                context.offer(int(chunk), float(chunk_similarity[chunk]), int(concept),
+                              float(concept_similarity[concept]), "expanded", int(hop_of[concept]))
+                if context.full:
+                    break
+
+    trace = SearchTrace(
+        direct_concepts=tuple(int(c) for c in direct),
+        expanded_concepts=expanded_count,
+        tokens_used=context.used,
+        stopped_by_budget=context.full,
+    )
+    return context.hits, trace
