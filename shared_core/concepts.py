@@ -24,7 +24,7 @@ def term_analyzer(ngram_max: int = 1, min_chars: int = 2) -> Analyzer:
     N-grams are built over the stop-word-free token stream, as scikit-learn's
     ``TfidfVectorizer`` does.
     """
-    pattern = re.compile(r"\b\w{%d,}\b" % min_chars)
+    pattern = re.compile(rf"\b\w{{{min_chars},}}\b")
     stop = ENGLISH_STOP_WORDS
 
     def analyze(text: str) -> list[str]:

@@ -116,8 +116,9 @@ class SentenceTransformerEmbedder:
 
         self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         self._model_id = model_id
-        dim = self._model.get_embedding_dimension() if hasattr(
-            self._model, "get_embedding_dimension") else self._model.get_sentence_embedding_dimension()
+        model = self._model
+        get_dim = getattr(model, "get_embedding_dimension", None)
+        dim = get_dim() if get_dim else model.get_sentence_embedding_dimension()
         if dim is None:
             raise ValueError(f"cannot determine the embedding dimension of {model_dir}")
         self._dim = int(dim)
@@ -295,7 +296,8 @@ class EmbeddingCache:
         with self._lock:
             self._db.executemany(
                 "INSERT OR REPLACE INTO embeddings (model_id, key, vector) VALUES (?, ?, ?)",
-                [(model_id, k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
+                [(model_id, k, np.asarray(v, dtype=np.float32).tobytes())
+                 for k, v in items.items()],
             )
             self._db.commit()
 

@@ -9,6 +9,7 @@ time the new sentences took to embed.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -298,7 +299,7 @@ class ConceptGraphIndex:
         if show_progress:
             from tqdm.auto import tqdm
 
-            batches = tqdm(batches, desc="embedding sentences", unit="batch")  # type: ignore[assignment]
+            batches = tqdm(batches, desc="embedding sentences", unit="batch")
         parts = []
         for start in batches:
             batch = sentences[start : start + EMBED_BATCH]
@@ -458,6 +459,18 @@ class ConceptGraphIndex:
         return self.retrieve_by_vector(self.embed_query(query), query=query, top_k=top_k,
                                        hops=hops, budget=budget)
 
+    async def aretrieve(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        hops: int | None = None,
+        budget: int | None = None,
+    ) -> RetrievalResult:
+        """:meth:`retrieve` in a worker thread, so an event loop is never blocked."""
+        return await asyncio.to_thread(self.retrieve, query, top_k=top_k, hops=hops,
+                                       budget=budget)
+
     def retrieve_by_vector(
         self,
         query_vector: np.ndarray,
@@ -467,9 +480,8 @@ class ConceptGraphIndex:
         hops: int | None = None,
         budget: int | None = None,
     ) -> RetrievalResult:
-        cfg = replace(self.config, **{k: v for k, v in
-                                      {"top_k": top_k, "hops": hops, "budget": budget}.items()
-                                      if v is not None})
+        overrides: dict[str, Any] = {"top_k": top_k, "hops": hops, "budget": budget}
+        cfg = replace(self.config, **{k: v for k, v in overrides.items() if v is not None})
         q = np.asarray(query_vector, dtype=np.float32)
         if q.shape != (self.embedder.dim,):
             raise ValueError(f"query vector has shape {q.shape}, expected ({self.embedder.dim},)")
@@ -522,7 +534,7 @@ class ConceptGraphIndex:
 
     @classmethod
     def load(cls, path: str, embedder: Embedder) -> ConceptGraphIndex:
-        """Read an index saved by :meth:`save`; ``embedder`` must match the one it was built with."""
+        """Read an index saved by :meth:`save`; ``embedder`` must be the one it was built with."""
         from .store import load_index
 
         return load_index(path, embedder)

@@ -116,7 +116,8 @@ def local_search(
     direct = usable[top_k_indices(concept_similarity[usable], top_k)]
 
     for concept in direct:
-        chunks = concept_chunks.indices[concept_chunks.indptr[concept]:concept_chunks.indptr[concept + 1]]
+        start, end = concept_chunks.indptr[concept], concept_chunks.indptr[concept + 1]
+        chunks = concept_chunks.indices[start:end]
         chunks = chunks[np.lexsort((chunks, -chunk_similarity[chunks]))]
         for chunk in chunks:
             context.offer(int(chunk), float(chunk_similarity[chunk]), int(concept),

@@ -27,7 +27,9 @@ def n_core_chunks(n_chunks: int, kappa: float) -> int:
     return max(1, math.ceil(kappa * n_chunks - 1e-9))
 
 
-def chunk_scores(chunk_links: sp.csr_matrix, concept_rank: np.ndarray, mode: ChunkScore) -> np.ndarray:
+def chunk_scores(
+    chunk_links: sp.csr_matrix, concept_rank: np.ndarray, mode: ChunkScore
+) -> np.ndarray:
     """A chunk's score from the PageRank of its concepts: their sum, max or mean."""
     links = sp.csr_matrix(chunk_links, dtype=np.float64)
     links.data[:] = 1.0

@@ -52,9 +52,9 @@ def _sha256(path: Path) -> str:
 
 def save_index(index: ConceptGraphIndex, path: str | os.PathLike[str]) -> None:
     target = Path(path)
-    if target.exists() and not (target / "manifest.json").is_file():
-        if not target.is_dir() or any(target.iterdir()):
-            raise FileExistsError(f"{target} exists and is not a conceptgraph index; not overwriting")
+    foreign = target.exists() and not (target / "manifest.json").is_file()
+    if foreign and (not target.is_dir() or any(target.iterdir())):
+        raise FileExistsError(f"{target} exists and is not a conceptgraph index; not overwriting")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
@@ -134,7 +134,8 @@ def load_index(path: str | os.PathLike[str], embedder: Embedder) -> ConceptGraph
 
     root = Path(path)
     manifest = read_manifest(root)
-    if manifest["embedding_model"] != embedder.model_id or manifest["embedding_dim"] != embedder.dim:
+    built_with = (manifest.get("embedding_model"), manifest.get("embedding_dim"))
+    if built_with != (embedder.model_id, embedder.dim):
         raise ValueError(
             f"{root} was built with embedding model {manifest['embedding_model']!r} "
             f"(dim {manifest['embedding_dim']}), but the embedder given is "
