@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 
 from .config import ConceptGraphConfig
-from .embeddings import Embedder
-from .fusion import ContextItem, FusedContext, fuse_contexts
-from .index import ConceptGraphIndex, RetrievedChunk
+from .embeddings import Embedder, FunctionEmbedder
+from .fusion import ContextItem, FusedContext, FusedItem, fuse_contexts
+from .index import ConceptGraphIndex, RetrievalResult, RetrievedChunk
 from .selection import Selection, select_by_scores
+from .text import count_tokens
 
 logger = logging.getLogger("conceptgraph")
 
@@ -118,3 +119,61 @@ async def afuse_paths(
     concept_items, kg_items = await asyncio.gather(concept_path, kg_path)
     return fuse_contexts(concept_items, kg_items, budget=budget, lam=lam,
                          share_unused=share_unused)
+
+
+def function_embedder(
+    embed: Callable[[list[str]], Any], model_id: str, dim: int | None = None
+) -> FunctionEmbedder:
+    """Wrap a framework's batch-embed function as the core's ``Embedder``.
+
+    Framework embedding objects rarely state their width, yet the index needs it
+    before the first chunk (array shapes, the check on load), so without ``dim``
+    one probe text is embedded to find it.
+    """
+    if not isinstance(model_id, str) or not model_id:
+        raise ValueError(f"model_id must be a non-empty str, got {model_id!r}")
+    if dim is None:
+        probe = np.asarray(embed(["dimension probe"]), dtype=np.float32)
+        if probe.ndim != 2 or probe.shape[0] != 1 or probe.shape[1] < 1:
+            raise ValueError(
+                f"{model_id} returned shape {probe.shape} for one text; pass dim= explicitly"
+            )
+        dim = int(probe.shape[1])
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+        raise ValueError(f"dim must be a positive int, got {dim!r}")
+    return FunctionEmbedder(embed, model_id, dim)
+
+
+def concept_context_items(result: RetrievalResult) -> list[ContextItem]:
+    """The concept path as fusion input, with the metadata a concept retriever returns."""
+    return [ContextItem(hit.chunk.id, hit.chunk.text, hit.chunk.tokens, hit.score,
+                        provenance_metadata(hit)) for hit in result.chunks]
+
+
+def kg_context_item(
+    text: str,
+    source_chunk_id: str,
+    *,
+    score: float = 0.0,
+    metadata: Mapping[str, Any] | None = None,
+) -> ContextItem:
+    """A KG-path result tied to the chunk it was extracted from.
+
+    The source chunk id is what makes a fact the concept path also found a
+    vote for that chunk rather than a second copy of it.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("a KG context item needs non-empty text")
+    return ContextItem(source_chunk_id, text, count_tokens(text), float(score),
+                       dict(metadata or {}))
+
+
+def fused_metadata(fused: FusedItem) -> dict[str, Any]:
+    """Metadata of one fused item: its own, plus which path found it and at what rank."""
+    return {
+        **fused.item.metadata,
+        "chunk_id": fused.item.chunk_id,
+        "score": fused.item.score,
+        "fusion": {"path": fused.path, "concept_rank": fused.concept_rank,
+                   "kg_rank": fused.kg_rank},
+    }
