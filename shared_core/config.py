@@ -101,7 +101,7 @@ def _check_range(
     v = float(value)  # type: ignore[arg-type]
     too_low = v <= low if low_open else v < low
     too_high = v >= high if high_open else v > high
-    if too_low or too_high:
+    if too_low or too_high or v != v:  # v != v: NaN passes both comparisons
         lo = "(" if low_open else "["
         hi = ")" if high_open else "]"
         raise ValueError(f"{name} must be in {lo}{low}, {high}{hi}, got {value!r}")

@@ -1,0 +1,100 @@
+"""ConceptGraphConfig: paper defaults, range checks naming the knob, from_dict/to_dict."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from typing import Any
+
+import pytest
+
+from shared_core.config import ConceptGraphConfig
+
+# One bad value per knob (and a second where a knob has two ways to be wrong).
+BAD_VALUES: list[tuple[str, Any]] = [
+    ("theta_sem", 1.01),          # cosine threshold must be in [-1, 1]
+    ("theta_sem", -1.5),
+    ("theta_sem", "0.5"),         # not a number
+    ("theta_sem", math.nan),      # NaN compares false to both bounds
+    ("theta_co", 0),              # at least one shared chunk
+    ("theta_co", 2.0),            # must be an int
+    ("theta_co", True),           # a bool is not an int here
+    ("kappa", 0.0),               # (0, 1]: keeping nothing is not a selection
+    ("kappa", 1.2),
+    ("kappa", math.nan),
+    ("lam", -0.01),               # [0, 1]
+    ("lam", 1.01),
+    ("lam", math.nan),
+    ("top_k", 0),                 # >= 1
+    ("hops", -1),                 # >= 0
+    ("budget", 0),                # >= 1
+    ("budget", 10.5),
+    ("concepts_per_chunk", 0),
+    ("ngram_max", 0),
+    ("min_term_chars", 0),
+    ("concept_links", "all"),
+    ("chunk_score", "median"),
+    ("chunk_similarity", "min"),
+    ("overflow", "truncate"),
+    ("pagerank_weighted", 1),     # must be a real bool
+    ("pagerank_damping", 1.0),    # [0, 1): damping 1 never converges
+    ("pagerank_damping", -0.1),
+    ("pagerank_damping", math.inf),
+]
+
+
+def test_every_knob_has_a_bad_value_case() -> None:
+    # A knob added to the config without a validation test fails here.
+    assert {f.name for f in fields(ConceptGraphConfig)} == {k for k, _ in BAD_VALUES}
+
+
+@pytest.mark.parametrize(("knob", "value"), BAD_VALUES)
+def test_out_of_range_knob_raises_naming_it(knob: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=knob):
+        ConceptGraphConfig(**{knob: value})
+
+
+@pytest.mark.parametrize(
+    ("knob", "value"),
+    [
+        ("theta_sem", -1.0), ("theta_sem", 1.0), ("kappa", 1.0), ("kappa", 1e-6),
+        ("lam", 0.0), ("lam", 1.0), ("hops", 0), ("top_k", 1), ("budget", 1),
+        ("theta_co", 1), ("pagerank_damping", 0.0), ("theta_sem", 0),
+        ("concept_links", "contains"), ("chunk_score", "mean"), ("chunk_similarity", "mean"),
+        ("overflow", "skip"), ("pagerank_weighted", False),
+    ],
+)
+def test_boundary_values_are_accepted(knob: str, value: Any) -> None:
+    cfg = ConceptGraphConfig(**{knob: value})
+    assert getattr(cfg, knob) == value
+
+
+def test_paper_defaults() -> None:
+    # G2ConS Table 1 / §4.1 defaults as quoted in DESIGN.md
+    cfg = ConceptGraphConfig()
+    assert (cfg.theta_sem, cfg.theta_co, cfg.kappa, cfg.lam) == (0.65, 3, 0.8, 0.6)
+    assert (cfg.top_k, cfg.hops, cfg.budget) == (25, 2, 12000)
+
+
+def test_to_dict_from_dict_round_trip() -> None:
+    cfg = ConceptGraphConfig(theta_sem=0.3, kappa=0.5, overflow="skip", pagerank_weighted=False)
+    data = cfg.to_dict()
+    assert data["theta_sem"] == 0.3 and data["overflow"] == "skip"
+    assert set(data) == {f.name for f in fields(ConceptGraphConfig)}
+    assert ConceptGraphConfig.from_dict(data) == cfg
+
+
+def test_from_dict_rejects_unknown_keys_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown config keys: tehta_sem, topk"):
+        ConceptGraphConfig.from_dict({"tehta_sem": 0.5, "topk": 3, "kappa": 0.5})
+
+
+def test_from_dict_validates_values() -> None:
+    with pytest.raises(ValueError, match="kappa"):
+        ConceptGraphConfig.from_dict({"kappa": 2})
+
+
+def test_config_is_frozen() -> None:
+    cfg = ConceptGraphConfig()
+    with pytest.raises(AttributeError):
+        cfg.kappa = 0.5  # type: ignore[misc]
