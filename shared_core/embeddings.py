@@ -112,7 +112,11 @@ class SentenceTransformerEmbedder:
     def __init__(self, model_dir: str | Path, model_id: str, batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
 
         self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         self._model_id = model_id
@@ -350,13 +354,26 @@ class CachedEmbedder:
 
 def resolve_embedder(name: str, cache_path: str | Path | None = None) -> CachedEmbedder:
     """An embedder by CLI name (``minilm``, ``openai``, ``hashing``) with the persistent cache."""
-    inner: Embedder
-    if name == "minilm":
-        inner = minilm_embedder()
-    elif name == "openai":
-        inner = OpenAIEmbedder()
-    elif name == "hashing":
-        inner = HashingEmbedder()
-    else:
+    ids = {"minilm": MINILM_MODEL_ID, "hashing": HashingEmbedder().model_id,
+           "openai": f"openai/{OPENAI_DEFAULT_MODEL}@{_OPENAI_DIMS[OPENAI_DEFAULT_MODEL]}"}
+    if name not in ids:
         raise ValueError(f"unknown embedder {name!r}; choose minilm, openai or hashing")
+    return embedder_for_model_id(ids[name], cache_path)
+
+
+def embedder_for_model_id(model_id: str, cache_path: str | Path | None = None) -> CachedEmbedder:
+    """Recreate the embedder an index was built with, from the model id it recorded."""
+    inner: Embedder
+    if model_id == MINILM_MODEL_ID:
+        inner = minilm_embedder()
+    elif model_id.startswith("hashing-bow-"):
+        inner = HashingEmbedder(int(model_id.removeprefix("hashing-bow-")))
+    elif model_id.startswith("openai/") and "@" in model_id:
+        model, dim = model_id.removeprefix("openai/").rsplit("@", 1)
+        inner = OpenAIEmbedder(model, dim=int(dim))
+    else:
+        raise ValueError(
+            f"cannot recreate embedder {model_id!r} from the command line; "
+            "load the index in Python with ConceptGraphIndex.load(path, embedder)"
+        )
     return CachedEmbedder(inner, EmbeddingCache(cache_path or default_cache_path()))
