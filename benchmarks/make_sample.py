@@ -27,8 +27,8 @@ def main(src: Path, dst: Path) -> None:
     corpus = [json.loads(line) for line in (src / "corpus.jsonl").open()]
     questions = [json.loads(line) for line in (src / "questions.jsonl").open()]
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([p["text"] for p in corpus], stopwords="en", show_progress=False),
-                    show_progress=False)
+    tokens = bm25s.tokenize([p["text"] for p in corpus], stopwords="en", show_progress=False)
+    retriever.index(tokens, show_progress=False)
     chosen: list[dict[str, object]] = []
     keep: dict[int, None] = {}
     for q in questions:
