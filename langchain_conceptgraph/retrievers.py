@@ -1,0 +1,391 @@
+"""LangChain retrievers over the concept graph, alone or fused with a KG retriever."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, field_validator
+from typing_extensions import Self
+
+from shared_core import ConceptGraphConfig, ConceptGraphIndex, ContextItem, RetrievalResult
+from shared_core.fusion import FusedContext
+from shared_core.pipeline import (
+    afuse_paths,
+    concept_context_items,
+    fuse_paths,
+    fused_metadata,
+    kg_context_item,
+    provenance_metadata,
+)
+
+from ._documents import check_documents, chunk_id, to_records
+from .embeddings import to_core_embedder
+
+
+def _check_optional_int(name: str, value: object, minimum: int) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum} or None, got {value!r}")
+    return value
+
+
+class ConceptGraphRetriever(BaseRetriever):
+    """G2ConS concept-graph retrieval as a LangChain retriever.
+
+    Chunks come back in context order (direct concepts' chunks, then the
+    expanded concepts' chunks), filling ``budget`` tokens (cl100k_base; the
+    index config's ``budget`` when unset) and at most ``k`` documents. Each
+    ``Document.metadata`` carries the chunk's own metadata plus ``chunk_id``,
+    ``score`` and ``provenance`` (the concept that brought the chunk, its
+    similarity to the query, the stage and the BFS hop).
+
+    Setup:
+        ```bash
+        pip install conceptgraph            # MiniLM needs 'conceptgraph[local]'
+        ```
+
+    Instantiate:
+        ```python
+        from langchain_core.documents import Document
+        from shared_core import HashingEmbedder
+        from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings
+
+        docs = [
+            Document(page_content="Ada Lovelace wrote the first computer program.", id="ada"),
+            Document(page_content="Charles Babbage designed the Analytical Engine.", id="babbage"),
+            Document(page_content="Ada Lovelace described the Analytical Engine.", id="notes"),
+        ]
+        retriever = ConceptGraphRetriever.from_documents(
+            docs, CoreEmbeddings(HashingEmbedder()), k=2, budget=2000
+        )
+        ```
+
+    Invoke:
+        ```python
+        hits = retriever.invoke("Who wrote the first program?")
+        assert hits[0].id == "ada"
+        print(hits[0].metadata["provenance"])  # concept, concept_similarity, stage, hop
+        one = retriever.invoke("Analytical Engine", k=1)  # k per call
+        ```
+
+    Async:
+        ```python
+        hits = await retriever.ainvoke("Who designed the Analytical Engine?")
+        ```
+
+    Use within a chain:
+        ```python
+        from langchain_core.language_models import FakeListChatModel
+        from langchain_core.output_parsers import StrOutputParser
+        from langchain_core.prompts import ChatPromptTemplate
+        from langchain_core.runnables import RunnablePassthrough
+
+        prompt = ChatPromptTemplate.from_template(
+            "Answer from the context.\\n\\n{context}\\n\\nQuestion: {question}"
+        )
+        llm = FakeListChatModel(responses=["Ada Lovelace"])  # any chat model
+
+        def format_docs(docs):
+            return "\\n\\n".join(doc.page_content for doc in docs)
+
+        chain = (
+            {"context": retriever | format_docs, "question": RunnablePassthrough()}
+            | prompt
+            | llm
+            | StrOutputParser()
+        )
+        assert chain.invoke("Who wrote the first program?") == "Ada Lovelace"
+        ```
+
+    Persist:
+        ```python
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            retriever.save(tmp)
+            again = ConceptGraphRetriever.from_persist_dir(
+                tmp, CoreEmbeddings(HashingEmbedder()), k=2
+            )
+            assert again.invoke("first program")[0].id == "ada"
+        ```
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index: ConceptGraphIndex
+    """The concept graph; build it with ``from_documents`` or load it with ``from_persist_dir``."""
+    k: int | None = None
+    """Most documents returned; ``None``: as many as ``budget`` holds."""
+    budget: int | None = None
+    """Context token budget; ``None``: ``index.config.budget`` (12000)."""
+    top_k: int | None = None
+    """Directly associated concepts; ``None``: ``index.config.top_k``."""
+    hops: int | None = None
+    """BFS depth of concept expansion; ``None``: ``index.config.hops``."""
+
+    @field_validator("k", "budget", "top_k")
+    @classmethod
+    def _positive(cls, value: int | None, info: Any) -> int | None:
+        return _check_optional_int(info.field_name, value, 1)
+
+    @field_validator("hops")
+    @classmethod
+    def _non_negative(cls, value: int | None) -> int | None:
+        return _check_optional_int("hops", value, 0)
+
+    # ------------------------------------------------------------- building
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        embeddings: Embeddings,
+        *,
+        config: ConceptGraphConfig | None = None,
+        model_id: str | None = None,
+        show_progress: bool = False,
+        **kwargs: Any,
+    ) -> Self:
+        """Build the concept graph over ``documents`` (each one chunk) and wrap it.
+
+        A document's chunk id is its ``id``, else the hash of its text; its
+        metadata must be JSON-serialisable (it is saved with the index).
+        """
+        documents = check_documents(documents)
+        index = ConceptGraphIndex(to_core_embedder(embeddings, model_id=model_id), config)
+        texts, ids, metadatas = to_records(documents)
+        index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress)
+        return cls(index=index, **kwargs)
+
+    @classmethod
+    def from_persist_dir(
+        cls,
+        persist_dir: str | Path,
+        embeddings: Embeddings,
+        *,
+        model_id: str | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """Load an index written by :meth:`save` (or the CLI); the embeddings must match it."""
+        embedder = to_core_embedder(embeddings, model_id=model_id)
+        return cls(index=ConceptGraphIndex.load(str(persist_dir), embedder), **kwargs)
+
+    def save(self, persist_dir: str | Path) -> None:
+        """Write the index as versioned JSON + .npy (atomic; never pickle)."""
+        self.index.save(str(persist_dir))
+
+    def add_documents(self, documents: Sequence[Document]) -> list[str]:
+        """Add chunks to the graph incrementally; returns their chunk ids."""
+        texts, ids, metadatas = to_records(check_documents(documents))
+        self.index.add(texts, ids=ids, metadatas=metadatas)
+        return [chunk_id(doc) for doc in documents]
+
+    # ------------------------------------------------------------ retrieval
+    def _search_args(self, k: int | None, budget: int | None) -> tuple[int | None, int | None]:
+        return (_check_optional_int("k", k, 1) or self.k,
+                _check_optional_int("budget", budget, 1) or self.budget)
+
+    def _to_documents(self, result: RetrievalResult, k: int | None) -> list[Document]:
+        hits = result.chunks if k is None else result.chunks[:k]
+        return [Document(page_content=hit.text, metadata=provenance_metadata(hit), id=hit.id)
+                for hit in hits]
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        budget: int | None = None,
+    ) -> list[Document]:
+        k, budget = self._search_args(k, budget)
+        result = self.index.retrieve(query, top_k=self.top_k, hops=self.hops, budget=budget)
+        return self._to_documents(result, k)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        budget: int | None = None,
+    ) -> list[Document]:
+        k, budget = self._search_args(k, budget)
+        result = await self.index.aretrieve(query, top_k=self.top_k, hops=self.hops,
+                                            budget=budget)
+        return self._to_documents(result, k)
+
+
+class FusedRetriever(BaseRetriever):
+    """Concept-graph context fused with any KG retriever's (G2ConS §3.2.1 ensemble).
+
+    Both paths run concurrently (threads for ``invoke``, ``asyncio`` for
+    ``ainvoke``). Chunks both paths found come first (votes), then the concept
+    path fills at most (1−``lam``) and the KG path at most ``lam`` of what the
+    votes left of ``budget``. A KG document votes for the chunk named by its
+    ``metadata[source_key]`` (else its ``id``): point it at the chunk the fact
+    was extracted from, as :func:`graph_facts` does. Each returned document's
+    ``metadata["fusion"]`` says which path found it and at which rank.
+
+    The concept path fills its share of ``budget``; the concept retriever's
+    ``k`` does not apply here.
+
+    Setup:
+        ```bash
+        pip install conceptgraph langchain-experimental
+        ```
+
+    Instantiate:
+        ```python
+        from langchain_core.documents import Document
+        from langchain_core.vectorstores import InMemoryVectorStore
+        from shared_core import HashingEmbedder
+        from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings, FusedRetriever
+
+        embeddings = CoreEmbeddings(HashingEmbedder())
+        docs = [
+            Document(page_content="Ada Lovelace wrote the first computer program.", id="ada"),
+            Document(page_content="Charles Babbage designed the Analytical Engine.", id="babbage"),
+        ]
+        concept = ConceptGraphRetriever.from_documents(docs, embeddings)
+        # KG facts, each tied to its source chunk (graph_facts() builds these from
+        # LLMGraphTransformer graph documents)
+        facts = [Document(page_content="Ada Lovelace WROTE first program",
+                          metadata={"chunk_id": "ada"})]
+        kg = InMemoryVectorStore.from_documents(facts, embeddings).as_retriever()
+        retriever = FusedRetriever(concept_retriever=concept, kg_retriever=kg,
+                                   lam=0.6, budget=1000)
+        ```
+
+    Invoke:
+        ```python
+        docs = retriever.invoke("Who wrote the first program?")
+        assert docs[0].id == "ada" and docs[0].metadata["fusion"]["path"] == "both"
+        ```
+
+    Async:
+        ```python
+        docs = await retriever.ainvoke("Who wrote the first program?")
+        ```
+
+    Use within a chain:
+        ```python
+        from langchain_core.language_models import FakeListChatModel
+        from langchain_core.output_parsers import StrOutputParser
+        from langchain_core.prompts import ChatPromptTemplate
+        from langchain_core.runnables import RunnablePassthrough
+
+        prompt = ChatPromptTemplate.from_template("{context}\\n\\nQuestion: {question}")
+        chain = (
+            {"context": retriever | (lambda ds: "\\n\\n".join(d.page_content for d in ds)),
+             "question": RunnablePassthrough()}
+            | prompt
+            | FakeListChatModel(responses=["Ada Lovelace"])
+            | StrOutputParser()
+        )
+        chain.invoke("Who wrote the first program?")
+        ```
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    concept_retriever: ConceptGraphRetriever
+    """The concept path; its index, ``top_k`` and ``hops`` are used."""
+    kg_retriever: BaseRetriever
+    """Any retriever over the KG whose documents name their source chunk."""
+    lam: float | None = None
+    """KG share of the context, in [0, 1]; ``None``: the index config's ``lam`` (0.6)."""
+    budget: int | None = None
+    """Total context tokens; ``None``: the concept retriever's budget, else the config's."""
+    source_key: str = "chunk_id"
+    """Metadata key of a KG document holding its source chunk id."""
+    share_unused: bool = False
+    """Let a path that cannot fill its share leave the rest to the other (the paper: no)."""
+
+    @field_validator("lam")
+    @classmethod
+    def _check_lam(cls, value: float | None) -> float | None:
+        if value is not None and not (isinstance(value, numbers.Real) and 0.0 <= value <= 1.0):
+            raise ValueError(f"lam must be a number in [0, 1] or None, got {value!r}")
+        return value
+
+    @field_validator("budget")
+    @classmethod
+    def _check_budget(cls, value: int | None) -> int | None:
+        return _check_optional_int("budget", value, 1)
+
+    # ------------------------------------------------------------ settings
+    def _settings(self) -> tuple[int, float]:
+        config = self.concept_retriever.index.config
+        budget = self.budget or self.concept_retriever.budget or config.budget
+        lam = config.lam if self.lam is None else float(self.lam)
+        return budget, lam
+
+    def _kg_items(self, documents: Sequence[Document]) -> list[ContextItem]:
+        items = []
+        for doc in documents:
+            if not doc.page_content.strip():
+                continue  # carries no context
+            source = doc.metadata.get(self.source_key)
+            source_id = source if isinstance(source, str) and source else chunk_id(doc)
+            score = doc.metadata.get("score")
+            items.append(kg_context_item(
+                doc.page_content, source_id,
+                score=float(score) if isinstance(score, numbers.Real) else 0.0,
+                metadata=doc.metadata,
+            ))
+        return items
+
+    @staticmethod
+    def _to_documents(fused: FusedContext) -> list[Document]:
+        return [Document(page_content=f.item.text, metadata=fused_metadata(f), id=f.item.chunk_id)
+                for f in fused.items]
+
+    # ------------------------------------------------------------ retrieval
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        budget, lam = self._settings()
+        concept = self.concept_retriever
+        callbacks = run_manager.get_child()
+
+        def concept_path() -> list[ContextItem]:
+            return concept_context_items(concept.index.retrieve(
+                query, top_k=concept.top_k, hops=concept.hops, budget=budget))
+
+        def kg_path() -> list[ContextItem]:
+            return self._kg_items(self.kg_retriever.invoke(query, {"callbacks": callbacks}))
+
+        fused = fuse_paths(concept_path, kg_path, budget=budget, lam=lam,
+                           share_unused=self.share_unused)
+        return self._to_documents(fused)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        budget, lam = self._settings()
+        concept = self.concept_retriever
+        callbacks = run_manager.get_child()
+
+        async def concept_path() -> list[ContextItem]:
+            result = await concept.index.aretrieve(query, top_k=concept.top_k,
+                                                   hops=concept.hops, budget=budget)
+            return concept_context_items(result)
+
+        async def kg_path() -> list[ContextItem]:
+            return self._kg_items(await self.kg_retriever.ainvoke(query,
+                                                                  {"callbacks": callbacks}))
+
+        fused = await afuse_paths(concept_path(), kg_path(), budget=budget, lam=lam,
+                                  share_unused=self.share_unused)
+        return self._to_documents(fused)
