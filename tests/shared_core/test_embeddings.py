@@ -1,0 +1,297 @@
+"""Embedders: hashing determinism, the content-hash cache, output validation, OpenAI batching."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shared_core.embeddings import (
+    CachedEmbedder,
+    EmbeddingCache,
+    FunctionEmbedder,
+    HashingEmbedder,
+    OpenAIEmbedder,
+    check_texts,
+    normalise_rows,
+)
+
+
+class Counting:
+    """Wraps an embedder and records every batch sent to it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[list[str]] = []
+
+    @property
+    def model_id(self) -> str:
+        return str(self.inner.model_id)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return np.asarray(self.inner.embed(texts))
+
+    @property
+    def texts_embedded(self) -> int:
+        return sum(len(c) for c in self.calls)
+
+
+class Raw:
+    """An inner embedder that returns whatever ``fn`` makes of the texts."""
+
+    def __init__(self, fn: Callable[[list[str]], Any], dim: int = 4) -> None:
+        self.fn = fn
+        self._dim = dim
+
+    @property
+    def model_id(self) -> str:
+        return "raw"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.fn(list(texts))  # type: ignore[no-any-return]
+
+
+def _bucket(word: str, dim: int) -> tuple[int, float]:
+    # HashingEmbedder's documented scheme: blake2b-64 of the lowercase word, bucket by
+    # modulo, sign by the top bit
+    value = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+    return value % dim, (1.0 if value >> 63 else -1.0)
+
+
+# ------------------------------------------------------------------ HashingEmbedder
+def test_hashing_embedder_is_deterministic_and_unit_norm() -> None:
+    texts = ["The quick brown fox.", "Jumps over the lazy dog!", "x"]
+    a = HashingEmbedder(64).embed(texts)
+    b = HashingEmbedder(64).embed(texts)  # a fresh instance: nothing random, no state
+    assert a.dtype == np.float32 and a.shape == (3, 64)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, rtol=1e-6)
+
+
+def test_hashing_embedder_single_word_is_a_signed_basis_vector() -> None:
+    dim = 32
+    bucket, sign = _bucket("zebra", dim)
+    expected = np.zeros(dim, dtype=np.float32)
+    expected[bucket] = sign
+    vec = HashingEmbedder(dim).embed(["Zebra"])[0]  # lowercased before hashing
+    np.testing.assert_allclose(vec, expected)
+    # bag of words: order and repetition of one word do not matter after normalising
+    e = HashingEmbedder(dim)
+    np.testing.assert_allclose(e.embed(["apple banana"]), e.embed(["banana, APPLE"]))
+    np.testing.assert_allclose(e.embed(["zebra zebra"])[0], expected)
+
+
+def test_hashing_embedder_properties_and_bad_dim() -> None:
+    e = HashingEmbedder(16)
+    assert e.dim == 16 and e.model_id == "hashing-bow-16"
+    for bad in (4, 0, 16.0, "16"):
+        with pytest.raises(ValueError, match="dim"):
+            HashingEmbedder(bad)  # type: ignore[arg-type]
+
+
+def test_embedders_reject_bad_texts() -> None:
+    e = HashingEmbedder(16)
+    with pytest.raises(TypeError, match="sequence of str"):
+        e.embed("just a string")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"texts\[1\] must be str"):
+        e.embed(["ok", 3])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=r"texts\[0\] is empty or whitespace"):
+        e.embed([" \n\t"])
+    with pytest.raises(ValueError, match=r"query\[0\]"):
+        check_texts([""], "query")
+    assert check_texts(("a", "b")) == ["a", "b"]
+
+
+# ------------------------------------------------------------------ validation
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        (np.ones((2, 3)), "dimension 3, expected 4"),
+        (np.ones((1, 4)), r"shape \(1, 4\), expected \(2, 4\)"),
+        (np.ones(8), "shape"),
+        (np.array([[1, 0, 0, 0], [np.nan, 0, 0, 0]]), "non-finite"),
+        (np.array([[1, 0, 0, 0], [np.inf, 0, 0, 0]]), "non-finite"),
+        (np.array([[1, 0, 0, 0], [0, 0, 0, 0]]), "all-zero"),
+    ],
+)
+def test_cached_embedder_rejects_bad_inner_output(output: np.ndarray, message: str) -> None:
+    cached = CachedEmbedder(Raw(lambda texts: output))
+    with pytest.raises(ValueError, match=message):
+        cached.embed(["first", "second"])
+    assert len(cached.cache) == 0  # nothing poisoned the cache
+
+
+def test_normalise_rows_scales_to_unit_length() -> None:
+    out = normalise_rows([[3.0, 4.0], [0.0, -2.0]], 2, 2, "m")
+    # (3,4)/5 and (0,-2)/2
+    np.testing.assert_allclose(out, [[0.6, 0.8], [0.0, -1.0]])
+    assert out.dtype == np.float32
+
+
+def test_function_embedder_validates_and_normalises() -> None:
+    fe = FunctionEmbedder(lambda texts: [[2.0, 0.0]] * len(texts), "fn", 2)
+    np.testing.assert_allclose(fe.embed(["a", "b"]), [[1, 0], [1, 0]])
+    assert fe.embed([]).shape == (0, 2)
+    short = FunctionEmbedder(lambda texts: [[1.0, 0.0]], "fn", 2)
+    with pytest.raises(ValueError, match="shape"):
+        short.embed(["a", "b"])
+
+
+# ------------------------------------------------------------------ cache
+def test_cached_embedder_embeds_each_distinct_text_once() -> None:
+    inner = Counting(HashingEmbedder(32))
+    cached = CachedEmbedder(inner)
+    first = cached.embed(["alpha", "beta", "alpha"])
+    # duplicates within one call go to the model once
+    assert inner.calls == [["alpha", "beta"]]
+    np.testing.assert_array_equal(first[0], first[2])
+    second = cached.embed(["beta", "gamma", "alpha"])
+    assert inner.calls[1] == ["gamma"]  # only the unseen text
+    assert cached.embedded_texts == 3
+    direct = HashingEmbedder(32).embed(["beta", "gamma", "alpha"])
+    np.testing.assert_allclose(second, direct)
+    cached.embed(["gamma", "alpha"])
+    assert len(inner.calls) == 2  # all cached: no model call at all
+    assert cached.embed([]).shape == (0, 32)
+    assert cached.model_id == "hashing-bow-32" and cached.dim == 32
+
+
+def test_file_cache_survives_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "cache.sqlite"
+    first = CachedEmbedder(Counting(HashingEmbedder(32)), EmbeddingCache(path))
+    vectors = first.embed(["one", "two"])
+    first.cache.close()
+    inner = Counting(HashingEmbedder(32))
+    again = CachedEmbedder(inner, EmbeddingCache(path))
+    np.testing.assert_array_equal(again.embed(["two", "one"]), vectors[::-1])
+    assert inner.calls == [] and again.embedded_texts == 0
+    assert len(again.cache) == 2
+
+
+def test_file_cache_is_shared_across_processes(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    script = textwrap.dedent(
+        f"""
+        from shared_core.embeddings import CachedEmbedder, EmbeddingCache, HashingEmbedder
+        c = CachedEmbedder(HashingEmbedder(32), EmbeddingCache({str(path)!r}))
+        c.embed(["written by another process", "second text"])
+        assert c.embedded_texts == 2
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120,
+                   cwd=Path(__file__).resolve().parents[2])
+    inner = Counting(HashingEmbedder(32))
+    cached = CachedEmbedder(inner, EmbeddingCache(path))
+    out = cached.embed(["second text", "written by another process", "new here"])
+    assert inner.calls == [["new here"]]  # the other process's texts came from the file
+    np.testing.assert_allclose(out, HashingEmbedder(32).embed(
+        ["second text", "written by another process", "new here"]))
+
+
+def test_cache_keys_by_model_id() -> None:
+    cache = EmbeddingCache()
+    a = Counting(HashingEmbedder(32))
+    b = Counting(HashingEmbedder(64))  # another model id: never served a's vectors
+    CachedEmbedder(a, cache).embed(["same text"])
+    out = CachedEmbedder(b, cache).embed(["same text"])
+    assert b.calls == [["same text"]] and out.shape == (1, 64)
+
+
+def test_cache_entry_of_wrong_width_is_an_error() -> None:
+    cache = EmbeddingCache()
+    cache.put_many("m", {EmbeddingCache.key("t"): np.ones(3, dtype=np.float32)})
+    fake = Raw(lambda texts: np.ones((len(texts), 4)))
+    fake_id = type("M", (), {"model_id": "m", "dim": 4, "embed": fake.embed})()
+    with pytest.raises(ValueError, match="3 dims, expected 4"):
+        CachedEmbedder(fake_id, cache).embed(["t"])
+
+
+def test_cache_on_a_non_sqlite_file_raises(tmp_path: Path) -> None:
+    bad = tmp_path / "cache.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(ValueError, match="not a valid SQLite file"):
+        EmbeddingCache(bad)
+
+
+# ------------------------------------------------------------------ OpenAI (fake client)
+class FakeOpenAI:
+    """Mimics ``client.embeddings.create``; rows come back in reverse index order."""
+
+    def __init__(self, dim: int, drop: int = 0) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.dim = dim
+        self.drop = drop
+        self.embeddings = SimpleNamespace(create=self._create)
+
+    def _create(self, **kwargs: Any) -> Any:
+        self.requests.append(kwargs)
+        items = []
+        for i, text in enumerate(kwargs["input"]):
+            vec = [0.0] * self.dim
+            vec[0], vec[1] = 3.0 * len(text), 4.0 * len(text)  # norm 5·len: unit is (.6,.8)
+            vec[2] = float(i)  # marks the row so order is checkable
+            items.append(SimpleNamespace(index=i, embedding=vec))
+        items = items[: len(items) - self.drop]
+        return SimpleNamespace(data=list(reversed(items)))
+
+
+def test_openai_without_key_raises_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        OpenAIEmbedder()
+
+
+def test_openai_batches_sorts_and_normalises() -> None:
+    fake = FakeOpenAI(dim=4)
+    emb = OpenAIEmbedder("text-embedding-3-small", dim=4, batch_size=2, client=fake)
+    assert emb.dim == 4 and emb.model_id == "openai/text-embedding-3-small@4"
+    texts = ["a", "bb", "ccc", "dddd", "eeeee"]
+    out = emb.embed(texts)
+    # 5 texts in batches of 2: [a, bb], [ccc, dddd], [eeeee]
+    assert [r["input"] for r in fake.requests] == [["a", "bb"], ["ccc", "dddd"], ["eeeee"]]
+    assert all(r["model"] == "text-embedding-3-small" for r in fake.requests)
+    # a non-default width for a known model is requested explicitly
+    assert all(r["dimensions"] == 4 for r in fake.requests)
+    # row for the i-th text of its batch is (3L, 4L, i, 0), L = len(text)
+    for text, row in zip(texts, out, strict=True):
+        i = texts.index(text) % 2
+        raw = np.array([3.0 * len(text), 4.0 * len(text), i, 0.0])
+        np.testing.assert_allclose(row, raw / np.linalg.norm(raw), rtol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-6)
+    assert emb.embed([]).shape == (0, 4)
+
+
+def test_openai_default_width_sends_no_dimensions() -> None:
+    fake = FakeOpenAI(dim=1536)
+    emb = OpenAIEmbedder(client=fake)
+    assert emb.dim == 1536
+    emb.embed(["hello"])
+    assert "dimensions" not in fake.requests[0]
+
+
+def test_openai_too_few_rows_is_an_error() -> None:
+    emb = OpenAIEmbedder("text-embedding-3-small", dim=4, client=FakeOpenAI(4, drop=1))
+    with pytest.raises(ValueError, match="returned 1 embeddings for 2 inputs"):
+        emb.embed(["one", "two"])
+
+
+def test_openai_unknown_model_needs_dim() -> None:
+    with pytest.raises(ValueError, match="dim="):
+        OpenAIEmbedder("my-custom-model", client=FakeOpenAI(4))
