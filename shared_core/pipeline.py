@@ -177,3 +177,49 @@ def fused_metadata(fused: FusedItem) -> dict[str, Any]:
         "fusion": {"path": fused.path, "concept_rank": fused.concept_rank,
                    "kg_rank": fused.kg_rank},
     }
+
+
+def merge_by_chunk(items: Sequence[ContextItem]) -> list[ContextItem]:
+    """Merge KG-path items that share a source chunk into one, at the first one's rank.
+
+    Graph retrievers return one result per fact; fusion keeps one item per chunk,
+    so without merging every fact but the first from a chunk would be lost.
+    Texts are joined (each distinct text once), tokens recounted, best score kept.
+    """
+    groups: dict[str, list[ContextItem]] = {}
+    for item in items:
+        groups.setdefault(item.chunk_id, []).append(item)
+    merged: list[ContextItem] = []
+    for chunk_id, group in groups.items():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        text = "\n".join(dict.fromkeys(i.text for i in group))
+        merged.append(ContextItem(chunk_id, text, count_tokens(text),
+                                  max(i.score for i in group), dict(group[0].metadata)))
+    return merged
+
+
+def rerank_by_concepts(
+    index: ConceptGraphIndex,
+    query_vector: np.ndarray,
+    candidate_ids: Sequence[str],
+    *,
+    top_k: int | None = None,
+    hops: int | None = None,
+) -> tuple[list[RetrievedChunk], list[str]]:
+    """Order candidate chunks (e.g. another retriever's hits) by concept-graph local search.
+
+    Returns the candidates the concept search reaches, in its order and with
+    provenance, and the ids of the others in their given order. The search runs
+    with a budget of the whole index, so only ``top_k``/``hops`` limit its reach.
+    """
+    wanted = list(dict.fromkeys(candidate_ids))
+    if not wanted or len(index) == 0:
+        return [], wanted
+    budget = max(1, int(index.stats()["tokens"]))
+    result = index.retrieve_by_vector(query_vector, top_k=top_k, hops=hops, budget=budget)
+    candidates = set(wanted)
+    reached = [hit for hit in result.chunks if hit.chunk.id in candidates]
+    found = {hit.chunk.id for hit in reached}
+    return reached, [cid for cid in wanted if cid not in found]

@@ -1,0 +1,33 @@
+"""LlamaIndex integration of conceptgraph: prune chunks before KG extraction, fuse retrieval.
+
+- :class:`CoreChunkSelector` — a transformation that keeps only the G2ConS core chunks,
+  so a ``PropertyGraphIndex`` sends fewer chunks to its LLM extractors.
+- :class:`ConceptGraphRetriever` — concept-graph retrieval with provenance.
+- :class:`ConceptGraphPostprocessor` — reorder/prune another retriever's nodes.
+- :class:`FusedConceptKGRetriever` — concept path + KG path in one token budget.
+"""
+
+from .embeddings import CoreEmbedding, to_core_embedder
+from .fused import (
+    FusedConceptKGRetriever,
+    RelationSourcedSynonymRetriever,
+    RelationSourcedVectorContextRetriever,
+    relation_sourced_retriever,
+    run_outside_event_loop,
+)
+from .postprocessor import ConceptGraphPostprocessor
+from .retriever import ConceptGraphRetriever
+from .selector import CoreChunkSelector
+
+__all__ = [
+    "ConceptGraphPostprocessor",
+    "ConceptGraphRetriever",
+    "CoreChunkSelector",
+    "CoreEmbedding",
+    "FusedConceptKGRetriever",
+    "RelationSourcedSynonymRetriever",
+    "RelationSourcedVectorContextRetriever",
+    "relation_sourced_retriever",
+    "run_outside_event_loop",
+    "to_core_embedder",
+]

@@ -1,0 +1,173 @@
+"""``ConceptGraphRetriever``: G2ConS concept-graph retrieval as a LlamaIndex retriever."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.ingestion import run_transformations
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TransformComponent
+from llama_index.core.settings import Settings
+
+from shared_core.config import ConceptGraphConfig
+from shared_core.embeddings import check_texts, normalise_rows
+from shared_core.index import ConceptGraphIndex, RetrievalResult
+from shared_core.pipeline import concept_context_items
+from shared_core.store import read_manifest
+
+from ._nodes import item_to_node, nodes_to_records
+from .embeddings import CoreEmbedding, resolve_embed_model, to_core_embedder
+
+SIDECAR = "llama_index_conceptgraph.json"
+
+
+class ConceptGraphRetriever(BaseRetriever):
+    """Concept-graph retrieval (G2ConS local search) returning ``NodeWithScore``s.
+
+    Node ids are the chunk ids, node metadata is carried through, and each node's
+    metadata gains ``chunk_id``, ``score`` and ``provenance`` (the concept that
+    brought it, direct/expanded stage, hop) — kept out of LLM prompts.
+
+    >>> from llama_index.core.schema import TextNode
+    >>> from shared_core import HashingEmbedder
+    >>> from llama_index_conceptgraph import ConceptGraphRetriever, CoreEmbedding
+    >>> retriever = ConceptGraphRetriever.from_defaults(
+    ...     nodes=[TextNode(text="Ada Lovelace wrote the first program."),
+    ...            TextNode(text="Charles Babbage designed the engine.")],
+    ...     embed_model=CoreEmbedding(HashingEmbedder()))
+    >>> retriever.retrieve("Who wrote the first program?")[0].node.get_content()
+    'Ada Lovelace wrote the first program.'
+    """
+
+    def __init__(
+        self,
+        index: ConceptGraphIndex,
+        embed_model: BaseEmbedding | None = None,
+        *,
+        top_k: int | None = None,
+        hops: int | None = None,
+        budget: int | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        """``embed_model`` embeds queries (``get_query_embedding``); without it the index's own."""
+        if not isinstance(index, ConceptGraphIndex):
+            raise TypeError(f"index must be a ConceptGraphIndex, got {type(index).__name__}")
+        if embed_model is not None and not isinstance(embed_model, BaseEmbedding):
+            raise TypeError(
+                f"embed_model must be a llama_index BaseEmbedding, got {type(embed_model).__name__}"
+            )
+        overrides = {k: v for k, v in {"top_k": top_k, "hops": hops, "budget": budget}.items()
+                     if v is not None}
+        # validates, with the knob's name in the error
+        ConceptGraphConfig.from_dict({**index.config.to_dict(), **overrides})
+        self._index = index
+        self._embed_model = embed_model
+        self._overrides: dict[str, int] = overrides
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    # ---------------------------------------------------------------- building
+    @classmethod
+    def from_defaults(
+        cls,
+        nodes: list[BaseNode] | None = None,
+        *,
+        documents: list[BaseNode] | None = None,
+        transformations: list[TransformComponent] | None = None,
+        embed_model: BaseEmbedding | None = None,
+        config: ConceptGraphConfig | None = None,
+        show_progress: bool = False,
+        **kwargs: Any,
+    ) -> ConceptGraphRetriever:
+        """Build the concept graph over ``nodes``, or over ``documents`` split by
+        ``transformations`` (default ``Settings.transformations``)."""
+        if (nodes is None) == (documents is None):
+            raise ValueError("pass exactly one of nodes= or documents=")
+        if documents is not None:
+            if not isinstance(documents, list) or not documents:
+                raise ValueError("documents must be a non-empty list of Documents")
+            nodes = list(run_transformations(
+                documents, transformations or Settings.transformations,
+                show_progress=show_progress))
+        texts, ids, metadatas = nodes_to_records(nodes)
+        if not texts:
+            raise ValueError("no nodes to build the concept graph from")
+        embed_model = resolve_embed_model(embed_model)
+        index = ConceptGraphIndex(to_core_embedder(embed_model), config)
+        index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress)
+        return cls(index, embed_model, **kwargs)
+
+    @property
+    def index(self) -> ConceptGraphIndex:
+        return self._index
+
+    # --------------------------------------------------------------- persistence
+    def persist(self, persist_dir: str | Path) -> None:
+        """Save the concept graph (core format, no pickle) plus a JSON sidecar of settings."""
+        self._index.save(str(persist_dir))
+        sidecar = {"format": "llama_index_conceptgraph.retriever", "version": 1,
+                   **self._overrides}
+        (Path(persist_dir) / SIDECAR).write_text(json.dumps(sidecar, indent=2), encoding="utf-8")
+
+    @classmethod
+    def from_persist_dir(
+        cls, persist_dir: str | Path, embed_model: BaseEmbedding | None = None, **kwargs: Any
+    ) -> ConceptGraphRetriever:
+        """Load a persisted retriever; ``embed_model`` must be the model it was built with."""
+        embed_model = resolve_embed_model(embed_model)
+        dim = read_manifest(persist_dir).get("embedding_dim")
+        embedder = to_core_embedder(embed_model, dim if isinstance(dim, int) else None)
+        index = ConceptGraphIndex.load(str(persist_dir), embedder)
+        settings: dict[str, Any] = {}
+        sidecar = Path(persist_dir) / SIDECAR
+        if sidecar.is_file():
+            stored = json.loads(sidecar.read_text(encoding="utf-8"))
+            settings = {k: stored[k] for k in ("top_k", "hops", "budget") if k in stored}
+        return cls(index, embed_model, **{**settings, **kwargs})
+
+    # ----------------------------------------------------------------- retrieval
+    def query_vector(self, query: str) -> np.ndarray:
+        """The unit query vector, from the LlamaIndex model's query embedding when given."""
+        check_texts([query], "query")
+        if self._embed_model is None or isinstance(self._embed_model, CoreEmbedding):
+            return self._index.embed_query(query)
+        return self._normalise(self._embed_model.get_query_embedding(query))
+
+    async def aquery_vector(self, query: str) -> np.ndarray:
+        check_texts([query], "query")
+        if self._embed_model is None or isinstance(self._embed_model, CoreEmbedding):
+            return await asyncio.to_thread(self._index.embed_query, query)
+        return self._normalise(await self._embed_model.aget_query_embedding(query))
+
+    def _normalise(self, vector: list[float]) -> np.ndarray:
+        embedder = self._index.embedder
+        return normalise_rows([vector], 1, embedder.dim, embedder.model_id)[0]
+
+    def _search(self, vector: np.ndarray, query: str, budget: int | None) -> RetrievalResult:
+        settings = dict(self._overrides)
+        if budget is not None:
+            settings["budget"] = budget
+        return self._index.retrieve_by_vector(vector, query=query, **settings)
+
+    def retrieve_result(self, query: str, *, budget: int | None = None) -> RetrievalResult:
+        """The core's full result (direct concepts, tokens by stage), not just the nodes."""
+        return self._search(self.query_vector(query), query, budget)
+
+    async def aretrieve_result(self, query: str, *, budget: int | None = None) -> RetrievalResult:
+        """:meth:`retrieve_result` without blocking the event loop."""
+        vector = await self.aquery_vector(query)
+        return await asyncio.to_thread(self._search, vector, query, budget)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        result = self.retrieve_result(query_bundle.query_str)
+        return [item_to_node(item) for item in concept_context_items(result)]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        result = await self.aretrieve_result(query_bundle.query_str)
+        return [item_to_node(item) for item in concept_context_items(result)]
