@@ -1,0 +1,235 @@
+"""The concept graph: Eq. 1 vectors, co-occurrence, threshold filtering, Dice, PageRank, BFS."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from shared_core.graph import (
+    adjacency,
+    bfs_hops,
+    concept_edges,
+    concept_vectors,
+    cooccurrence,
+    pagerank,
+)
+
+A, B, C, D, E = range(5)
+# chunk x concept links (6 chunks, 5 concepts)
+#   c0: A B C    c1: A B C    c2: A B D    c3: A C D    c4: D E    c5: E
+LINKS = sp.csr_matrix(np.array([
+    [1, 1, 1, 0, 0],
+    [1, 1, 1, 0, 0],
+    [1, 1, 0, 1, 0],
+    [1, 0, 1, 1, 0],
+    [0, 0, 0, 1, 1],
+    [0, 0, 0, 0, 1],
+], dtype=np.float32))
+# |T|: A 4, B 3, C 3, D 3, E 2
+# Co:  AB 3 (c0 c1 c2), AC 3 (c0 c1 c3), AD 2 (c2 c3), BC 2 (c0 c1), BD 1 (c2),
+#      CD 1 (c3), DE 1 (c4); AE, BE, CE 0
+CO = {(A, B): 3, (A, C): 3, (A, D): 2, (B, C): 2, (B, D): 1, (C, D): 1, (D, E): 1}
+# Dice 2·Co/(|T_i|+|T_j|)
+DICE = {(A, B): 6 / 7, (A, C): 6 / 7, (A, D): 4 / 7, (B, C): 4 / 6, (B, D): 2 / 6,
+        (C, D): 2 / 6, (D, E): 2 / 5}
+# Unit vectors at angles A 0°, B 60°, C 90°, D 30°, E 45°, so cosines are known:
+# AB cos60 = .5, AC cos90 = 0, AD cos30 = .866, BC cos30 = .866, BD cos30 = .866,
+# CD cos60 = .5, DE cos15 = .966
+ANGLES = np.radians([0.0, 60.0, 90.0, 30.0, 45.0])
+VECTORS = np.stack([np.cos(ANGLES), np.sin(ANGLES)], axis=1).astype(np.float32)
+
+
+def test_cooccurrence_counts() -> None:
+    co = cooccurrence(LINKS).toarray()
+    expected = np.zeros((5, 5))
+    for (i, j), c in CO.items():
+        expected[i, j] = expected[j, i] = c
+    np.testing.assert_array_equal(co, expected)  # symmetric, zero diagonal
+
+
+def test_cooccurrence_treats_link_weights_as_presence() -> None:
+    weighted = LINKS.multiply(3.0).tocsr()  # a link of weight 3 is still one chunk
+    np.testing.assert_array_equal(cooccurrence(weighted).toarray(), cooccurrence(LINKS).toarray())
+
+
+def _pairs(theta_co: int, theta_sem: float) -> set[tuple[int, int]]:
+    edges = concept_edges(LINKS, VECTORS, theta_co, theta_sem)
+    return set(zip(edges.source.tolist(), edges.target.tolist(), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("theta_co", "theta_sem", "expected"),
+    [
+        (1, -1.0, {(A, B), (A, C), (A, D), (B, C), (B, D), (C, D), (D, E)}),  # all Co >= 1
+        (2, -1.0, {(A, B), (A, C), (A, D), (B, C)}),                          # Co >= 2
+        (3, -1.0, {(A, B), (A, C)}),                                          # Co >= 3
+        (4, -1.0, set()),                                                     # max Co is 3
+        (1, 0.49, {(A, B), (A, D), (B, C), (B, D), (C, D), (D, E)}),          # AC cos 0 out
+        (1, 0.6, {(A, D), (B, C), (B, D), (D, E)}),                           # cos .866/.966
+        (2, 0.6, {(A, D), (B, C)}),                                           # both filters
+        (3, 0.6, set()),                                                      # AB .5, AC 0
+        (1, 0.9, {(D, E)}),                                                   # only cos15
+        (1, 0.97, set()),                                                     # .966 < .97
+    ],
+)
+def test_edges_survive_exactly_the_thresholds(theta_co: int, theta_sem: float,
+                                              expected: set[tuple[int, int]]) -> None:
+    assert _pairs(theta_co, theta_sem) == expected
+
+
+def test_edge_arrays_weights_and_order() -> None:
+    edges = concept_edges(LINKS, VECTORS, 1, -1.0)
+    pairs = list(zip(edges.source.tolist(), edges.target.tolist(), strict=True))
+    assert pairs == sorted(CO)  # one row per pair, source < target, lexicographic order
+    assert len(edges) == 7
+    assert edges.cooccurrence.tolist() == [CO[p] for p in pairs]
+    np.testing.assert_allclose(edges.dice, [DICE[p] for p in pairs], rtol=1e-12)
+    cos = {(A, B): 0.5, (A, C): 0.0, (A, D): math.sqrt(3) / 2, (B, C): math.sqrt(3) / 2,
+           (B, D): math.sqrt(3) / 2, (C, D): 0.5, (D, E): math.cos(math.radians(15))}
+    np.testing.assert_allclose(edges.cosine, [cos[p] for p in pairs], atol=1e-6)
+
+
+def test_no_edges_on_empty_links() -> None:
+    edges = concept_edges(sp.csr_matrix((3, 4), dtype=np.float32), np.eye(4, dtype=np.float32),
+                          1, 0.0)
+    assert len(edges) == 0
+    assert adjacency(edges, 4).nnz == 0
+
+
+def test_adjacency_symmetric_dice_or_binary() -> None:
+    edges = concept_edges(LINKS, VECTORS, 2, -1.0)  # AB, AC, AD, BC
+    w = adjacency(edges, 5, weighted=True).toarray()
+    expected = np.zeros((5, 5))
+    for p in [(A, B), (A, C), (A, D), (B, C)]:
+        expected[p] = expected[p[::-1]] = DICE[p]
+    np.testing.assert_allclose(w, expected)
+    np.testing.assert_array_equal(adjacency(edges, 5, weighted=False).toarray(), expected > 0)
+
+
+def test_concept_vectors_are_normalised_means_of_exactly_their_sentences() -> None:
+    # sentences x concepts (raw counts; a count of 3 must weigh like 1):
+    #   s0: A(x3)   s1: A, B   s2: B   s3: -   ; concept C appears in no sentence
+    incidence = sp.csr_matrix(np.array([[3, 0, 0], [1, 1, 0], [0, 1, 0], [0, 0, 0]]))
+    emb = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]], dtype=np.float32)
+    emb[3] /= np.linalg.norm(emb[3])
+    vectors, counts = concept_vectors(incidence, emb)
+    mean_a = (emb[0] + emb[1]) / 2  # (.5, .5, 0)
+    mean_b = (emb[1] + emb[2]) / 2  # (0, .5, .5)
+    np.testing.assert_allclose(vectors[0], mean_a / np.linalg.norm(mean_a), rtol=1e-6)
+    np.testing.assert_allclose(vectors[1], mean_b / np.linalg.norm(mean_b), rtol=1e-6)
+    np.testing.assert_array_equal(vectors[2], np.zeros(3))  # no sentence: zero, not a stand-in
+    assert counts.tolist() == [2, 2, 0]
+    assert vectors.dtype == np.float32
+
+
+def test_concept_vectors_of_random_incidence_match_manual_means() -> None:
+    rng = np.random.default_rng(7)
+    incidence = (rng.random((30, 6)) < 0.3).astype(np.int32)
+    emb = rng.normal(size=(30, 8)).astype(np.float32)
+    vectors, counts = concept_vectors(sp.csr_matrix(incidence), emb)
+    for c in range(6):
+        rows = emb[incidence[:, c] == 1]
+        assert counts[c] == len(rows)
+        if len(rows):
+            mean = rows.mean(axis=0)
+            np.testing.assert_allclose(vectors[c], mean / np.linalg.norm(mean), atol=1e-5)
+
+
+# ------------------------------------------------------------------ PageRank
+def test_pagerank_of_a_star_by_hand() -> None:
+    # center c, three leaves l; d = .85, n = 4:
+    #   l = .15/4 + .85·c/3 ;  c = .15/4 + .85·3l  =>  c = 71/148, l = 77/444
+    adj = sp.csr_matrix(np.array([[0, 1, 1, 1], [1, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0]],
+                                 dtype=np.float64))
+    rank = pagerank(adj)
+    np.testing.assert_allclose(rank, [71 / 148, 77 / 444, 77 / 444, 77 / 444], atol=1e-10)
+    assert rank.sum() == pytest.approx(1.0)
+
+
+def test_pagerank_orders_a_path_center_first() -> None:
+    # path 0-1-2-3-4: the ends have one neighbour, so rank 2 >= 1 = 3 >= 0 = 4 and ends lowest
+    n = 5
+    adj = sp.csr_matrix((np.ones(8), ([0, 1, 1, 2, 2, 3, 3, 4], [1, 0, 2, 1, 3, 2, 4, 3])),
+                        shape=(n, n))
+    rank = pagerank(adj)
+    assert rank[0] == pytest.approx(rank[4]) and rank[1] == pytest.approx(rank[3])
+    assert rank[0] < rank[2] and rank[0] < rank[1]
+
+
+def test_pagerank_isolated_nodes_share_uniform_mass() -> None:
+    # no edges at all: every node is dangling -> uniform 1/n
+    np.testing.assert_allclose(pagerank(sp.csr_matrix((4, 4))), [0.25] * 4)
+    assert pagerank(sp.csr_matrix((0, 0))).shape == (0,)
+    np.testing.assert_allclose(pagerank(sp.csr_matrix((1, 1))), [1.0])
+
+
+def _nx_rank(adj: np.ndarray, weighted: bool, directed: bool, damping: float) -> np.ndarray:
+    g = nx.DiGraph() if directed else nx.Graph()
+    g.add_nodes_from(range(len(adj)))
+    for i, j in zip(*np.nonzero(adj), strict=True):
+        g.add_edge(int(i), int(j), weight=float(adj[i, j]))
+    ranks = nx.pagerank(g, alpha=damping, weight="weight" if weighted else None,
+                        tol=1e-14, max_iter=10_000)
+    return np.array([ranks[i] for i in range(len(adj))])
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("damping", [0.85, 0.5])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pagerank_matches_networkx_undirected(weighted: bool, damping: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 12
+    upper = np.triu((rng.random((n, n)) < 0.25) * rng.uniform(0.1, 1.0, (n, n)), k=1)
+    upper[:, [3, 7]] = 0  # nodes 3 and 7 isolated (dangling)
+    upper[[3, 7], :] = 0
+    dense = upper + upper.T
+    weights = dense if weighted else (dense > 0).astype(float)
+    ours = pagerank(sp.csr_matrix(weights), damping, tol=1e-14, max_iter=10_000)
+    np.testing.assert_allclose(ours, _nx_rank(dense, weighted, False, damping), atol=1e-8)
+
+
+def test_pagerank_matches_networkx_directed_with_dangling_node() -> None:
+    # 0->1 (2.0), 1->2 (1.0), 2->0 (0.5), 2->3 (1.5), 3 has no out-links; 4 isolated
+    dense = np.zeros((5, 5))
+    dense[0, 1], dense[1, 2], dense[2, 0], dense[2, 3] = 2.0, 1.0, 0.5, 1.5
+    ours = pagerank(sp.csr_matrix(dense), tol=1e-14, max_iter=10_000)
+    np.testing.assert_allclose(ours, _nx_rank(dense, True, True, 0.85), atol=1e-8)
+
+
+def test_pagerank_default_tolerance_is_within_1e8_of_networkx() -> None:
+    edges = concept_edges(LINKS, VECTORS, 1, -1.0)
+    adj = adjacency(edges, 5)
+    np.testing.assert_allclose(pagerank(adj), _nx_rank(adj.toarray(), True, False, 0.85),
+                               atol=1e-8)
+
+
+# ------------------------------------------------------------------ BFS
+PATH = sp.csr_matrix((np.ones(8), ([0, 1, 1, 2, 2, 3, 3, 4], [1, 0, 2, 1, 3, 2, 4, 3])),
+                     shape=(6, 6))  # path 0-1-2-3-4, node 5 isolated
+STAR = sp.csr_matrix((np.ones(6), ([0, 0, 0, 1, 2, 3], [1, 2, 3, 0, 0, 0])), shape=(4, 4))
+
+
+@pytest.mark.parametrize(
+    ("adj", "seeds", "max_hops", "expected"),
+    [
+        (PATH, [0], 2, [0, 1, 2, -1, -1, -1]),
+        (PATH, [0], 10, [0, 1, 2, 3, 4, -1]),       # the isolated node is never reached
+        (PATH, [0, 4], 1, [0, 1, -1, 1, 0, -1]),    # distance to the nearest seed
+        (PATH, [2], 0, [-1, -1, 0, -1, -1, -1]),    # zero hops: seeds only
+        (PATH, [5], 3, [-1, -1, -1, -1, -1, 0]),
+        (STAR, [0], 2, [0, 1, 1, 1]),
+        (STAR, [1], 1, [1, 0, -1, -1]),
+        (STAR, [1], 2, [1, 0, 2, 2]),               # leaf -> center -> other leaves
+    ],
+)
+def test_bfs_hops(adj: sp.csr_matrix, seeds: list[int], max_hops: int,
+                  expected: list[int]) -> None:
+    assert bfs_hops(adj, np.array(seeds, dtype=np.int64), max_hops).tolist() == expected
+
+
+def test_bfs_with_no_seeds_reaches_nothing() -> None:
+    assert bfs_hops(PATH, np.zeros(0, dtype=np.int64), 3).tolist() == [-1] * 6
