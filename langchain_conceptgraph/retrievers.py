@@ -14,7 +14,7 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, field_validator
+from pydantic import ConfigDict, ValidationInfo, field_validator
 from typing_extensions import Self
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, ContextItem, RetrievalResult
@@ -134,12 +134,12 @@ class ConceptGraphRetriever(BaseRetriever):
     hops: int | None = None
     """BFS depth of concept expansion; ``None``: ``index.config.hops``."""
 
-    @field_validator("k", "budget", "top_k")
+    @field_validator("k", "budget", "top_k", mode="before")
     @classmethod
-    def _positive(cls, value: int | None, info: Any) -> int | None:
-        return _check_optional_int(info.field_name, value, 1)
+    def _positive(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return _check_optional_int(str(info.field_name), value, 1)
 
-    @field_validator("hops")
+    @field_validator("hops", mode="before")
     @classmethod
     def _non_negative(cls, value: int | None) -> int | None:
         return _check_optional_int("hops", value, 0)
@@ -312,14 +312,15 @@ class FusedRetriever(BaseRetriever):
     share_unused: bool = False
     """Let a path that cannot fill its share leave the rest to the other (the paper: no)."""
 
-    @field_validator("lam")
+    @field_validator("lam", mode="before")
     @classmethod
     def _check_lam(cls, value: float | None) -> float | None:
-        if value is not None and not (isinstance(value, numbers.Real) and 0.0 <= value <= 1.0):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                                  or not 0.0 <= value <= 1.0):
             raise ValueError(f"lam must be a number in [0, 1] or None, got {value!r}")
         return value
 
-    @field_validator("budget")
+    @field_validator("budget", mode="before")
     @classmethod
     def _check_budget(cls, value: int | None) -> int | None:
         return _check_optional_int("budget", value, 1)
