@@ -1,0 +1,128 @@
+"""Core-chunk selection: how many chunks kappa keeps, chunk scores, tie order, cost report."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from shared_core.selection import (
+    CostReport,
+    chunk_scores,
+    n_core_chunks,
+    random_scores,
+    rank_by_score,
+    select_by_scores,
+)
+
+
+@pytest.mark.parametrize(
+    ("n", "kappa", "expected"),
+    [
+        (10, 0.2, 2), (10, 0.5, 5), (10, 0.8, 8), (10, 1.0, 10),  # ceil(kappa·10)
+        (7, 0.7, 5),      # 0.7·7 is 4.8999999999999995 in floats: ceil -> 5, not 6
+        (10, 0.3, 3),     # 0.3·10 = 3.0000000000000004: must not round up to 4
+        (100, 0.07, 7),   # 0.07·100 = 7.000000000000001
+        (3, 0.5, 2),      # 1.5 -> 2
+        (10, 0.01, 1),    # 0.1 -> 1: never zero while there are chunks
+        (1, 0.2, 1),
+        (0, 0.5, 0),      # nothing to keep
+    ],
+)
+def test_n_core_chunks(n: int, kappa: float, expected: int) -> None:
+    assert n_core_chunks(n, kappa) == expected
+
+
+def test_n_core_chunks_matches_exact_integer_ceiling_for_two_decimal_kappas() -> None:
+    # kappa = p/100 typed as a decimal; exact answer ceil(p·n/100) in integer arithmetic
+    for p in range(1, 101):
+        kappa = float(f"0.{p:02d}") if p < 100 else 1.0
+        for n in range(1, 400):
+            assert n_core_chunks(n, kappa) == max(1, -(-p * n // 100)), (n, kappa)
+
+
+@pytest.mark.parametrize("kappa", [0.0, -0.1, 1.01, float("nan")])
+def test_n_core_chunks_rejects_bad_kappa(kappa: float) -> None:
+    with pytest.raises(ValueError, match="kappa"):
+        n_core_chunks(10, kappa)
+
+
+# chunk x concept links; concept PageRank [.5, .3, .2]
+#   chunk0: concepts 0, 1    chunk1: concept 2    chunk2: none    chunk3: 0, 1, 2 (weight 2)
+LINKS = sp.csr_matrix(np.array([[1, 1, 0], [0, 0, 1], [0, 0, 0], [2, 2, 2]], dtype=np.float32))
+RANK = np.array([0.5, 0.3, 0.2])
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("sum", [0.8, 0.2, 0.0, 1.0]),   # .5+.3 ; .2 ; - ; .5+.3+.2 (weights count once)
+        ("max", [0.5, 0.2, 0.0, 0.5]),
+        ("mean", [0.4, 0.2, 0.0, 1 / 3]),  # .8/2 ; .2/1 ; no concept -> 0 ; 1/3
+    ],
+)
+def test_chunk_scores(mode: str, expected: list[float]) -> None:
+    np.testing.assert_allclose(chunk_scores(LINKS, RANK, mode), expected)  # type: ignore[arg-type]
+
+
+def test_chunk_scores_unknown_mode() -> None:
+    with pytest.raises(ValueError, match="chunk_score"):
+        chunk_scores(LINKS, RANK, "median")  # type: ignore[arg-type]
+
+
+def test_rank_by_score_ties_keep_corpus_order() -> None:
+    # 3 (pos 1, 2 tie -> 1 first), 2 (pos 3), 1 (pos 0, 4 tie -> 0 first)
+    assert rank_by_score(np.array([1.0, 3.0, 3.0, 2.0, 1.0])).tolist() == [1, 2, 3, 0, 4]
+    assert rank_by_score(np.zeros(4)).tolist() == [0, 1, 2, 3]
+
+
+def test_select_by_scores_and_cost_report() -> None:
+    ids = ["a", "b", "c", "d", "e"]
+    scores = np.array([1.0, 3.0, 3.0, 2.0, 1.0])
+    tokens = np.array([10, 20, 30, 40, 50])
+    sel = select_by_scores(ids, scores, tokens, 0.5, prompt_tokens_per_chunk=100)
+    # ceil(.5·5) = 3 kept: the ranking is b, c, d, a, e
+    assert sel.ranked_ids == ("b", "c", "d", "a", "e")
+    assert sel.kept_ids == ("b", "c", "d")  # corpus order
+    assert sel.dropped_ids == ("a", "e")
+    assert sel.scores == {"a": 1.0, "b": 3.0, "c": 3.0, "d": 2.0, "e": 1.0}
+    r = sel.report
+    assert (r.chunks_total, r.chunks_kept, r.chunks_dropped) == (5, 3, 2)
+    assert (r.tokens_total, r.tokens_kept, r.tokens_dropped) == (150, 90, 60)  # 20+30+40
+    assert r.extraction_input_tokens == 390       # 90 + 3·100
+    assert r.extraction_input_tokens_all == 650   # 150 + 5·100
+    assert r.cost_reduction == pytest.approx(0.4)  # 1 - 390/650
+    d = r.to_dict()
+    assert d["extraction_input_tokens"] == 390 and d["tokens_dropped"] == 60
+    assert d["cost_reduction"] == pytest.approx(0.4) and d["kappa"] == 0.5
+    s = r.summary()
+    assert "3/5 chunks" in s and "90/150 tokens" in s and "40.0% saved" in s
+
+
+def test_cost_report_without_prompt_and_empty() -> None:
+    r = CostReport(kappa=0.2, chunks_total=10, chunks_kept=2, tokens_total=1000,
+                   tokens_kept=300)
+    assert r.extraction_input_tokens == 300
+    assert r.cost_reduction == pytest.approx(0.7)  # 1 - 300/1000
+    assert CostReport(0.5, 0, 0, 0, 0).cost_reduction == 0.0  # no division by zero
+
+
+def test_select_all_ties_is_deterministic() -> None:
+    sel = select_by_scores(["x", "y", "z", "w"], np.zeros(4), np.ones(4, dtype=np.int64), 0.5)
+    assert sel.kept_ids == ("x", "y")  # ties -> corpus order
+
+
+def test_select_by_scores_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="same length"):
+        select_by_scores(["a"], np.zeros(2), np.zeros(2), 0.5)
+    with pytest.raises(ValueError, match="prompt_tokens_per_chunk"):
+        select_by_scores(["a"], np.zeros(1), np.zeros(1), 0.5, prompt_tokens_per_chunk=-1)
+    with pytest.raises(ValueError, match="kappa"):
+        select_by_scores(["a"], np.zeros(1), np.zeros(1), 0.0)
+
+
+def test_random_scores_deterministic_per_seed() -> None:
+    a, b, c = random_scores(50, seed=3), random_scores(50, seed=3), random_scores(50, seed=4)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert ((a >= 0) & (a < 1)).all() and a.shape == (50,)
