@@ -116,7 +116,7 @@ class SentenceTransformerEmbedder:
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
         self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         self._model_id = model_id

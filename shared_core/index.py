@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +36,7 @@ def content_id(text: str) -> str:
     return "c" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     id: str
     text: str
@@ -44,7 +44,7 @@ class Chunk:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Provenance:
     """Why a chunk is in the context: the concept that brought it and at which stage."""
 
@@ -58,7 +58,7 @@ class Provenance:
                 "stage": self.stage, "hop": self.hop}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RetrievedChunk:
     chunk: Chunk
     score: float
@@ -494,7 +494,7 @@ class ConceptGraphIndex:
                 state.vectors @ q,
                 state.links_csc,
                 state.adjacency,
-                self._chunk_similarity(q),
+                self._chunk_scorer(q),
                 self._tokens,
                 top_k=cfg.top_k,
                 hops=cfg.hops,
@@ -518,12 +518,21 @@ class ConceptGraphIndex:
             budget=cfg.budget,
         )
 
-    def _chunk_similarity(self, q: np.ndarray) -> np.ndarray:
-        state = self._state
-        if state.chunk_vectors is not None:
-            return np.asarray(state.chunk_vectors @ q)
-        sentence_sim = self._embeddings @ q
-        return np.maximum.reduceat(sentence_sim, self._offsets[:-1])
+    def _chunk_scorer(self, q: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        """cos(query, chunk) for given chunk positions: their best sentence, or their mean."""
+        chunk_vectors = self._state.chunk_vectors
+        offsets, embeddings = self._offsets, self._embeddings
+
+        def score(chunks: np.ndarray) -> np.ndarray:
+            if chunk_vectors is not None:
+                return np.asarray(chunk_vectors[chunks] @ q)
+            starts = offsets[chunks]
+            lengths = offsets[chunks + 1] - starts
+            segment = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            sentences = np.arange(lengths.sum()) - np.repeat(segment - starts, lengths)
+            return np.maximum.reduceat(embeddings[sentences] @ q, segment)
+
+        return score
 
     # ---------------------------------------------------------- persistence
     def save(self, path: str) -> None:

@@ -14,6 +14,7 @@ The functions here take arrays and return chunk positions with provenance;
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,9 +25,10 @@ from .config import Overflow
 from .graph import bfs_hops
 
 Stage = Literal["direct", "expanded"]
+ChunkScorer = Callable[[np.ndarray], np.ndarray]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hit:
     """One chunk placed in the context, by position, with why it is there."""
 
@@ -97,7 +99,7 @@ def local_search(
     concept_similarity: np.ndarray,
     concept_chunks: sp.csc_matrix,
     adjacency: sp.csr_matrix,
-    chunk_similarity: np.ndarray,
+    chunk_similarity: np.ndarray | ChunkScorer,
     chunk_tokens: np.ndarray,
     *,
     top_k: int,
@@ -108,19 +110,23 @@ def local_search(
     """Run local + global reranking; return the placed chunks in context order.
 
     ``concept_similarity`` is cos(query, concept) per concept, ``concept_chunks``
-    the (chunks x concepts) links, ``chunk_similarity`` cos(query, chunk) per chunk.
+    the (chunks x concepts) links, ``chunk_similarity`` cos(query, chunk) per chunk,
+    or a function scoring given chunk positions, so that only the candidate chunks
+    (those of the direct and expanded concepts) are ever scored.
     """
     concept_chunks = sp.csc_matrix(concept_chunks)
     context = _Context(chunk_tokens, budget, overflow)
     usable = np.flatnonzero(np.diff(concept_chunks.indptr) > 0)
     direct = usable[top_k_indices(concept_similarity[usable], top_k)]
+    chunk_sim = _LazyScores(chunk_similarity, len(chunk_tokens))
+    chunk_sim.ensure(_columns(concept_chunks, direct))
 
     for concept in direct:
         start, end = concept_chunks.indptr[concept], concept_chunks.indptr[concept + 1]
         chunks = concept_chunks.indices[start:end]
-        chunks = chunks[np.lexsort((chunks, -chunk_similarity[chunks]))]
+        chunks = chunks[np.lexsort((chunks, -chunk_sim.values[chunks]))]
         for chunk in chunks:
-            context.offer(int(chunk), float(chunk_similarity[chunk]), int(concept),
+            context.offer(int(chunk), float(chunk_sim.values[chunk]), int(concept),
                           float(concept_similarity[concept]), "direct", 0)
             if context.full:
                 break
@@ -143,9 +149,10 @@ def local_search(
             chunk_ids, concepts = chunk_ids[first], concepts[first]
             fresh = ~context.placed[chunk_ids]
             chunk_ids, concepts = chunk_ids[fresh], concepts[fresh]
-            rerank = np.lexsort((chunk_ids, -chunk_similarity[chunk_ids]))
+            chunk_sim.ensure(chunk_ids)
+            rerank = np.lexsort((chunk_ids, -chunk_sim.values[chunk_ids]))
             for chunk, concept in zip(chunk_ids[rerank], concepts[rerank], strict=True):
-                context.offer(int(chunk), float(chunk_similarity[chunk]), int(concept),
+                context.offer(int(chunk), float(chunk_sim.values[chunk]), int(concept),
                               float(concept_similarity[concept]), "expanded", int(hop_of[concept]))
                 if context.full:
                     break
@@ -157,3 +164,30 @@ def local_search(
         stopped_by_budget=context.full,
     )
     return context.hits, trace
+
+
+def _columns(matrix: sp.csc_matrix, columns: np.ndarray) -> np.ndarray:
+    """All row indices stored in the given columns of a CSC matrix."""
+    if not len(columns):
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([matrix.indices[matrix.indptr[c]:matrix.indptr[c + 1]]
+                           for c in columns.tolist()])
+
+
+class _LazyScores:
+    """Chunk-query similarities computed on first need, once per chunk."""
+
+    def __init__(self, source: np.ndarray | ChunkScorer, n_chunks: int) -> None:
+        if callable(source):
+            self._scorer: ChunkScorer | None = source
+            self.values = np.full(n_chunks, np.nan, dtype=np.float64)
+        else:
+            self._scorer = None
+            self.values = np.asarray(source, dtype=np.float64)
+
+    def ensure(self, chunks: np.ndarray) -> None:
+        if self._scorer is None or not len(chunks):
+            return
+        missing = np.unique(chunks[np.isnan(self.values[chunks])])
+        if len(missing):
+            self.values[missing] = self._scorer(missing)
