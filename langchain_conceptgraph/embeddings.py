@@ -34,6 +34,11 @@ class CoreEmbeddings(Embeddings):
         vectors = embeddings.embed_documents(["Ada Lovelace wrote it.", "Babbage built it."])
         assert (len(vector), len(vectors)) == (256, 2)
         ```
+
+    Async:
+        ```python
+        vector = await embeddings.aembed_query("Who wrote the first program?")
+        ```
     """
 
     def __init__(self, embedder: Embedder) -> None:

@@ -77,7 +77,8 @@ def test_any_langchain_embeddings_and_a_persisted_index(
     loaded = ConceptGraphRetriever.from_persist_dir(tmp_path / "graph", embeddings, k=3)
     assert loaded.invoke(QUERY) == retriever.invoke(QUERY)
     with pytest.raises(ValueError, match="dim 32"):
-        ConceptGraphRetriever.from_persist_dir(tmp_path / "graph", DeterministicFakeEmbedding(size=32))
+        ConceptGraphRetriever.from_persist_dir(tmp_path / "graph",
+                                               DeterministicFakeEmbedding(size=32))
 
 
 def test_core_embeddings_are_unwrapped_so_the_model_id_is_the_cores() -> None:

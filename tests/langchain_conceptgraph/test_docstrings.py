@@ -1,0 +1,37 @@
+"""Every public class's docstring snippets run as written, in order (top-level await allowed)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import warnings
+from typing import Any
+
+import pytest
+
+from langchain_conceptgraph import (
+    ConceptGraphRetriever,
+    CoreChunkSelector,
+    CoreEmbeddings,
+    FusedRetriever,
+)
+
+SNIPPET = re.compile(r"```python\n(.*?)```", re.DOTALL)
+
+
+@pytest.mark.parametrize("cls", [ConceptGraphRetriever, FusedRetriever, CoreChunkSelector,
+                                 CoreEmbeddings])
+async def test_docstring_snippets_run(cls: type) -> None:
+    doc = inspect.getdoc(cls) or ""
+    snippets = SNIPPET.findall(doc)
+    assert len(snippets) >= 3, f"{cls.__name__} documents too few runnable snippets"
+    namespace: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # langchain-experimental's sunset
+        for snippet in snippets:
+            code = compile(inspect.cleandoc(snippet), f"<{cls.__name__} docstring>", "exec",
+                           flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            result = eval(code, namespace)
+            if inspect.iscoroutine(result):
+                await result
