@@ -1,0 +1,229 @@
+"""Persistence: identical results after a round trip, embedder checks, corruption, no pickle."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared_core.config import ConceptGraphConfig
+from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
+from shared_core.index import ConceptGraphIndex
+from shared_core.store import ARRAYS, CorruptIndexError, load_index, read_manifest
+
+DIM = 64
+TEXTS = [
+    "Ada Lovelace wrote the first computer program. She worked with Charles Babbage.",
+    "Charles Babbage designed the analytical engine. The engine was mechanical.",
+    "The analytical engine could run a program. Programs used punched cards.",
+    "Punched cards came from the Jacquard loom. The loom wove silk patterns.",
+    "Grace Hopper wrote the first compiler. The compiler translated programs.",
+]
+CFG = ConceptGraphConfig(theta_co=1, theta_sem=0.0, top_k=2, hops=2, concepts_per_chunk=3,
+                         kappa=0.6, budget=200)
+QUERIES = ["analytical engine", "first compiler", "punched cards loom", "Ada program"]
+
+
+def build() -> ConceptGraphIndex:
+    return ConceptGraphIndex.from_texts(
+        TEXTS, ids=[f"t{i}" for i in range(len(TEXTS))], embedder=HashingEmbedder(DIM),
+        metadatas=[{"n": i, "name": f"doc {i}", "ü": "ñ"} for i in range(len(TEXTS))],
+        config=CFG)
+
+
+def snapshot(index: ConceptGraphIndex) -> list[object]:
+    out: list[object] = []
+    for q in QUERIES:
+        r = index.retrieve(q)
+        out.append([(c.id, c.text, c.score, c.provenance, c.chunk.metadata) for c in r.chunks])
+        out.append((r.direct_concepts, r.expanded_concepts, r.stopped_by_budget))
+    return out
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    path = tmp_path / "idx"
+    build().save(str(path))
+    return path
+
+
+def test_round_trip_gives_identical_results(saved: Path) -> None:
+    original = build()
+    loaded = ConceptGraphIndex.load(str(saved), HashingEmbedder(DIM))
+    assert snapshot(loaded) == snapshot(original)
+    assert loaded.select() == original.select()
+    assert loaded.config == CFG
+    assert loaded.stats() == original.stats()
+    assert loaded.edges == original.edges
+    assert loaded.get("t2").metadata == {"n": 2, "name": "doc 2", "ü": "ñ"}
+
+
+def test_loaded_index_keeps_working(saved: Path) -> None:
+    loaded = load_index(saved, HashingEmbedder(DIM))
+    loaded.add(["A brand new chunk about engines."], ids=["new"])
+    loaded.delete(["t0"])
+    assert "new" in loaded and "t0" not in loaded
+    fresh = ConceptGraphIndex.from_texts(TEXTS[1:] + ["A brand new chunk about engines."],
+                                         ids=["t1", "t2", "t3", "t4", "new"],
+                                         embedder=HashingEmbedder(DIM), config=CFG)
+    assert loaded.stats() == fresh.stats()
+
+
+def test_round_trip_after_delete_and_of_empty_index(tmp_path: Path) -> None:
+    index = build()
+    index.delete(["t1"])
+    index.save(str(tmp_path / "a"))
+    again = ConceptGraphIndex.load(str(tmp_path / "a"), HashingEmbedder(DIM))
+    assert snapshot(again) == snapshot(index)
+    empty = ConceptGraphIndex(HashingEmbedder(DIM))
+    empty.save(str(tmp_path / "empty"))
+    assert len(ConceptGraphIndex.load(str(tmp_path / "empty"), HashingEmbedder(DIM))) == 0
+
+
+@pytest.mark.parametrize(
+    "embedder",
+    [HashingEmbedder(128),  # other dim (and so other model id)
+     FunctionEmbedder(lambda t: np.ones((len(t), DIM)), "some-other-model", DIM)],
+)
+def test_loading_with_another_embedder_raises(saved: Path, embedder: object) -> None:
+    with pytest.raises(ValueError, match="was built with embedding model 'hashing-bow-64'"):
+        ConceptGraphIndex.load(str(saved), embedder)  # type: ignore[arg-type]
+
+
+def test_missing_manifest(saved: Path) -> None:
+    (saved / "manifest.json").unlink()
+    with pytest.raises(CorruptIndexError, match="no manifest.json"):
+        load_index(saved, HashingEmbedder(DIM))
+
+
+def test_not_a_directory_at_all(tmp_path: Path) -> None:
+    with pytest.raises(CorruptIndexError):
+        load_index(tmp_path / "does-not-exist", HashingEmbedder(DIM))
+
+
+def test_bad_json_manifest(saved: Path) -> None:
+    (saved / "manifest.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(CorruptIndexError, match="not valid JSON"):
+        load_index(saved, HashingEmbedder(DIM))
+
+
+def _edit_manifest(path: Path, **changes: object) -> None:
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    manifest.update(changes)
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def test_wrong_version(saved: Path) -> None:
+    _edit_manifest(saved, version=99)
+    with pytest.raises(CorruptIndexError, match="version 99"):
+        load_index(saved, HashingEmbedder(DIM))
+
+
+def test_wrong_format(saved: Path) -> None:
+    _edit_manifest(saved, format="something-else")
+    with pytest.raises(CorruptIndexError, match="bad manifest format"):
+        load_index(saved, HashingEmbedder(DIM))
+
+
+def test_unknown_config_key_in_manifest(saved: Path) -> None:
+    manifest = json.loads((saved / "manifest.json").read_text(encoding="utf-8"))
+    manifest["config"]["bogus_knob"] = 1
+    (saved / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(CorruptIndexError, match="bogus_knob"):
+        load_index(saved, HashingEmbedder(DIM))
+
+
+def test_tampered_npy_fails_the_checksum(saved: Path) -> None:
+    path = saved / "sentence_embeddings.npy"
+    arr = np.load(path, allow_pickle=False)
+    arr[0, 0] += 0.5
+    np.save(path, arr, allow_pickle=False)  # still a valid .npy, but not the saved bytes
+    with pytest.raises(CorruptIndexError, match="does not match its checksum"):
+        load_index(saved, HashingEmbedder(DIM))
+
+
+def test_tampered_json_fails_the_checksum(saved: Path) -> None:
+    chunks = json.loads((saved / "chunks.json").read_text(encoding="utf-8"))
+    chunks["texts"][0] = "Something else entirely."
+    (saved / "chunks.json").write_text(json.dumps(chunks), encoding="utf-8")
+    with pytest.raises(CorruptIndexError, match="checksum"):
+        load_index(saved, HashingEmbedder(DIM))
+
+
+def test_missing_data_file(saved: Path) -> None:
+    (saved / "tokens.npy").unlink()
+    with pytest.raises(CorruptIndexError, match="missing tokens.npy"):
+        load_index(saved, HashingEmbedder(DIM))
+
+
+def test_inconsistent_counts_are_caught(saved: Path) -> None:
+    _edit_manifest(saved, chunks=99)  # checksums are fine, the counts disagree
+    with pytest.raises(CorruptIndexError, match="disagree"):
+        load_index(saved, HashingEmbedder(DIM))
+
+
+def test_saving_over_a_foreign_directory_refuses(tmp_path: Path) -> None:
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "precious.txt").write_text("do not delete", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="not a conceptgraph index"):
+        build().save(str(target))
+    assert (target / "precious.txt").read_text(encoding="utf-8") == "do not delete"
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x", encoding="utf-8")
+    with pytest.raises(FileExistsError):
+        build().save(str(a_file))
+    # an empty directory is fine
+    (tmp_path / "empty").mkdir()
+    build().save(str(tmp_path / "empty"))
+    assert (tmp_path / "empty" / "manifest.json").is_file()
+
+
+def test_saving_over_an_index_replaces_it(saved: Path) -> None:
+    smaller = ConceptGraphIndex.from_texts(TEXTS[:2], embedder=HashingEmbedder(DIM), config=CFG)
+    smaller.save(str(saved))
+    assert len(load_index(saved, HashingEmbedder(DIM))) == 2
+    assert read_manifest(saved)["chunks"] == 2
+    leftovers = [p.name for p in saved.parent.iterdir() if p.name != saved.name]
+    assert leftovers == []  # no temp or old directories left behind
+
+
+def test_files_hold_no_pickle(saved: Path) -> None:
+    names = {p.name for p in saved.iterdir()}
+    assert names == {f"{n}.npy" for n in ARRAYS} | {"chunks.json", "terms.json",
+                                                     "manifest.json"}
+    for name, (dtype, ndim) in ARRAYS.items():
+        arr = np.load(saved / f"{name}.npy", allow_pickle=False)
+        assert arr.dtype == dtype and arr.ndim == ndim
+        assert arr.dtype != object
+    manifest = read_manifest(saved)
+    assert manifest["embedding_model"] == "hashing-bow-64" and manifest["embedding_dim"] == DIM
+    assert manifest["config"] == CFG.to_dict()
+    for name in ("chunks.json", "terms.json"):
+        json.loads((saved / name).read_text(encoding="utf-8"))
+
+
+def _rechecksum(path: Path, name: str) -> None:
+    import hashlib
+
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files"][name] = hashlib.sha256((path / name).read_bytes()).hexdigest()
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def test_a_pickled_array_is_refused_even_with_a_matching_checksum(saved: Path) -> None:
+    # an attacker who also rewrites the manifest: the object array must still not unpickle
+    np.save(saved / "tokens.npy", np.array([{"x": 1}] * 5, dtype=object), allow_pickle=True)
+    _rechecksum(saved, "tokens.npy")
+    with pytest.raises(CorruptIndexError, match="unreadable"):
+        load_index(saved, HashingEmbedder(DIM))
+
+
+def test_wrong_dtype_with_a_matching_checksum(saved: Path) -> None:
+    tokens = np.load(saved / "tokens.npy", allow_pickle=False)
+    np.save(saved / "tokens.npy", tokens.astype(np.float64), allow_pickle=False)
+    _rechecksum(saved, "tokens.npy")
+    with pytest.raises(CorruptIndexError, match="dtype float64"):
+        load_index(saved, HashingEmbedder(DIM))
