@@ -46,7 +46,7 @@ def to_core_embedder(embed_model: BaseEmbedding, dim: int | None = None) -> Embe
     if dim is None:
         stated = getattr(embed_model, "embed_dim", None)
         dim = stated if isinstance(stated, int) and not isinstance(stated, bool) else None
-    model_id = f"llama-index:{embed_model.class_name()}:{embed_model.model_name}"
+    model_id = f"llama-index:{type(embed_model).__name__}:{embed_model.model_name}"
     return function_embedder(embed_model.get_text_embedding_batch, model_id, dim)
 
 
