@@ -257,7 +257,7 @@ class TeragPprRetriever:
                 w = 1.0 / f
             w = w / w.sum()  # Eq. 5, within the group
             out.extend(Seed(self.concepts[c], group, float(si), int(fi), float(wi))
-                       for c, si, fi, wi in zip(nodes, s, f, w, strict=True))
+                       for c, si, fi, wi in zip(nodes, s, f, w, strict=True) if wi > 0)
         return tuple(out)
 
     def search(self, query: str, query_vector: np.ndarray, budget: int) -> PprSearch:
