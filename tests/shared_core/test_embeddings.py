@@ -187,10 +187,16 @@ def test_file_cache_survives_reopening(tmp_path: Path) -> None:
 
 def test_file_cache_is_shared_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "cache.sqlite"
+    module = Path(__file__).resolve().parents[2] / "shared_core" / "embeddings.py"
+    # the module file alone (no package-relative imports): a cheap second interpreter
     script = textwrap.dedent(
         f"""
-        from shared_core.embeddings import CachedEmbedder, EmbeddingCache, HashingEmbedder
-        c = CachedEmbedder(HashingEmbedder(32), EmbeddingCache({str(path)!r}))
+        import importlib.util, sys
+        spec = importlib.util.spec_from_file_location("emb", {str(module)!r})
+        m = importlib.util.module_from_spec(spec)
+        sys.modules["emb"] = m
+        spec.loader.exec_module(m)
+        c = m.CachedEmbedder(m.HashingEmbedder(32), m.EmbeddingCache({str(path)!r}))
         c.embed(["written by another process", "second text"])
         assert c.embedded_texts == 2
         """
@@ -295,3 +301,28 @@ def test_openai_too_few_rows_is_an_error() -> None:
 def test_openai_unknown_model_needs_dim() -> None:
     with pytest.raises(ValueError, match="dim="):
         OpenAIEmbedder("my-custom-model", client=FakeOpenAI(4))
+
+
+# ------------------------------------------------------------------ the real model
+@pytest.mark.slow
+def test_minilm_offline_model() -> None:
+    from shared_core.embeddings import MINILM_MODEL_ID, minilm_embedder
+    from shared_core.index import ConceptGraphIndex
+
+    emb = minilm_embedder()
+    assert emb.dim == 384 and emb.model_id == MINILM_MODEL_ID
+    vecs = emb.embed([
+        "The cat is sleeping on the sofa.",
+        "A kitten naps on the couch.",          # paraphrase
+        "Quarterly tax filings are due in April.",  # unrelated
+    ])
+    assert vecs.shape == (3, 384) and vecs.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, rtol=1e-5)
+    assert float(vecs[0] @ vecs[1]) > float(vecs[0] @ vecs[2]) + 0.2
+    index = ConceptGraphIndex.from_texts(
+        ["Photosynthesis turns sunlight into chemical energy in plant leaves.",
+         "The Treaty of Westphalia ended the Thirty Years' War in 1648.",
+         "Jupiter is the largest planet in the solar system."],
+        ids=["bio", "history", "astro"], embedder=emb)
+    result = index.retrieve("Which is the biggest planet orbiting the Sun?")
+    assert result.chunks[0].id == "astro"

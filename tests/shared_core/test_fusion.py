@@ -139,7 +139,7 @@ _items = st.lists(
 ).map(lambda xs: [item(c, t) for c, t in xs])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(concept=_items, kg=_items, budget=st.integers(1, 150),
        lam=st.floats(0.0, 1.0), share=st.booleans())
 def test_fusion_limits_hold(concept: list[ContextItem], kg: list[ContextItem], budget: int,

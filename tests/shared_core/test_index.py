@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,7 +45,7 @@ def unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def E(*sentences: str) -> np.ndarray:  # noqa: N802 - reads like the paper's phi
+def E(*sentences: str) -> np.ndarray:  # reads like the paper's phi
     return HashingEmbedder(DIM).embed(list(sentences))
 
 
@@ -177,7 +178,7 @@ def test_retrieval_order_follows_local_then_global_reranking() -> None:
         # local reranking: concept by concept in similarity order...
         concept_sims = [c.provenance.concept_similarity for c in direct]
         assert concept_sims == sorted(concept_sims, reverse=True)
-        for a, b in zip(direct, direct[1:], strict=False):
+        for a, b in itertools.pairwise(direct):
             assert a.provenance.concept in result.direct_concepts
             if a.provenance.concept == b.provenance.concept:  # ...chunks by similarity
                 assert a.score >= b.score

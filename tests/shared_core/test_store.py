@@ -65,7 +65,7 @@ def test_loaded_index_keeps_working(saved: Path) -> None:
     loaded.add(["A brand new chunk about engines."], ids=["new"])
     loaded.delete(["t0"])
     assert "new" in loaded and "t0" not in loaded
-    fresh = ConceptGraphIndex.from_texts(TEXTS[1:] + ["A brand new chunk about engines."],
+    fresh = ConceptGraphIndex.from_texts([*TEXTS[1:], "A brand new chunk about engines."],
                                          ids=["t1", "t2", "t3", "t4", "new"],
                                          embedder=HashingEmbedder(DIM), config=CFG)
     assert loaded.stats() == fresh.stats()
@@ -88,13 +88,13 @@ def test_round_trip_after_delete_and_of_empty_index(tmp_path: Path) -> None:
      FunctionEmbedder(lambda t: np.ones((len(t), DIM)), "some-other-model", DIM)],
 )
 def test_loading_with_another_embedder_raises(saved: Path, embedder: object) -> None:
-    with pytest.raises(ValueError, match="was built with embedding model 'hashing-bow-64'"):
+    with pytest.raises(ValueError, match=r"was built with embedding model 'hashing-bow-64'"):
         ConceptGraphIndex.load(str(saved), embedder)  # type: ignore[arg-type]
 
 
 def test_missing_manifest(saved: Path) -> None:
     (saved / "manifest.json").unlink()
-    with pytest.raises(CorruptIndexError, match="no manifest.json"):
+    with pytest.raises(CorruptIndexError, match=r"no manifest\.json"):
         load_index(saved, HashingEmbedder(DIM))
 
 
@@ -154,7 +154,7 @@ def test_tampered_json_fails_the_checksum(saved: Path) -> None:
 
 def test_missing_data_file(saved: Path) -> None:
     (saved / "tokens.npy").unlink()
-    with pytest.raises(CorruptIndexError, match="missing tokens.npy"):
+    with pytest.raises(CorruptIndexError, match=r"missing tokens\.npy"):
         load_index(saved, HashingEmbedder(DIM))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from shared_core.text import (
@@ -13,7 +15,8 @@ from shared_core.text import (
 )
 
 # Thirteen colour words; each is one cl100k_base token with or without a leading space.
-WORDS = "red green blue yellow orange purple black white brown pink gray silver gold".split()
+WORDS = ["red", "green", "blue", "yellow", "orange", "purple", "black", "white", "brown",
+         "pink", "gray", "silver", "gold"]
 
 
 @pytest.mark.parametrize(
@@ -86,7 +89,7 @@ def test_chunk_by_tokens_window_sizes_and_overlap() -> None:
     for s, w in zip(starts, windows, strict=True):
         assert enc.encode_ordinary(w) == tokens[s : s + 8]
     # consecutive windows share exactly 3 tokens
-    for a, b in zip(windows, windows[1:], strict=False):
+    for a, b in itertools.pairwise(windows):
         assert enc.encode_ordinary(a)[-3:] == enc.encode_ordinary(b)[:3]
     assert [count_tokens(w) for w in windows] == [8, 8, 8, 5]
 
