@@ -441,7 +441,7 @@ def test_constructor_and_embedder_validation() -> None:
     index = ConceptGraphIndex(liar)
     with pytest.raises(ValueError, match="dimension 4, expected 8"):
         index.add(["Some text here."])
-    assert len(index) == 0
+    assert len(index) == 0 and index.stats()["terms"] == 0  # nothing half-added
 
 
 def test_select_validates_kappa_by_name() -> None:
