@@ -1,0 +1,112 @@
+"""The command line end to end on a tiny corpus with the hashing embedder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shared_core.cli import format_table, main
+from shared_core.store import CorruptIndexError
+
+PASSAGES = [
+    {"id": "p1", "title": "Ada", "text": "Ada Lovelace wrote the first computer program."},
+    {"id": "p2", "title": "Babbage", "text": "Charles Babbage designed the Analytical Engine."},
+    {"id": "p3", "title": "", "text": "The Analytical Engine was a mechanical computer."},
+    {"id": "p4", "title": "", "text": "Lovelace translated an article about the engine."},
+]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(json.dumps(p) for p in PASSAGES) + "\n")
+    return path
+
+
+def build(corpus: Path, out: Path, *extra: str) -> int:
+    return main(["build", str(corpus), "--out", str(out), "--embedder", "hashing", "--quiet",
+                 *extra])
+
+
+def test_build_then_stats_select_query(corpus: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    index_dir = tmp_path / "idx"
+    assert build(corpus, index_dir) == 0
+    assert (index_dir / "manifest.json").is_file()
+
+    assert main(["stats", str(index_dir)]) == 0
+    stats = capsys.readouterr().out
+    assert "chunks" in stats and " 4" in stats  # four passages, four chunks
+
+    kept = tmp_path / "core.jsonl"
+    assert main(["select", str(index_dir), "--kappa", "0.5", "--out", str(kept)]) == 0
+    report = capsys.readouterr().out
+    # ceil(0.5 * 4) = 2 core chunks of 4
+    lines = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert len(lines) == 2
+    assert {line["id"] for line in lines} <= {"p1", "p2", "p3", "p4"}
+    assert "construction-cost reduction" in report
+
+    assert main(["query", str(index_dir), "Who wrote the first computer program?",
+                 "--json", "--budget", "40"]) == 0
+    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert answer["chunks"], "a query sharing words with p1 must retrieve something"
+    assert sum(c["tokens"] for c in answer["chunks"]) <= 40
+    assert answer["chunks"][0]["provenance"]["stage"] == "direct"
+
+
+def test_titles_are_prepended_and_metadata_kept(corpus: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    index_dir = tmp_path / "idx"
+    build(corpus, index_dir)
+    assert main(["select", str(index_dir), "--kappa", "1.0", "--out",
+                 str(tmp_path / "all.jsonl")]) == 0
+    rows = {json.loads(x)["id"]: json.loads(x) for x in
+            (tmp_path / "all.jsonl").read_text().splitlines()}
+    assert rows["p1"]["text"] == "Ada\nAda Lovelace wrote the first computer program."
+    assert rows["p3"]["text"] == "The Analytical Engine was a mechanical computer."
+    assert rows["p2"]["source_id"] == "p2" and rows["p2"]["title"] == "Babbage"
+
+
+def test_build_with_token_windows(corpus: Path, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert build(corpus, tmp_path / "idx", "--chunk-tokens", "12", "--overlap", "2") == 0
+    out = capsys.readouterr().out
+    assert "chunk" in out
+
+
+def test_config_knobs_from_the_command_line(corpus: Path, tmp_path: Path) -> None:
+    assert build(corpus, tmp_path / "idx", "--set", "theta_co=1", "--set", "top_k=3") == 0
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["config"]["theta_co"] == 1 and manifest["config"]["top_k"] == 3
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--set", "theta_co=0"], "theta_co"),
+    (["--set", "nonsense=1"], "unknown config keys: nonsense"),
+    (["--set", "no_equals_sign"], "key=value"),
+])
+def test_bad_arguments_are_clear_errors(corpus: Path, tmp_path: Path, argv: list[str],
+                                        message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert build(corpus, tmp_path / "idx", *argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_corpus_and_not_an_index(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert build(tmp_path / "nope.jsonl", tmp_path / "idx") == 2
+    assert "corpus not found" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["stats", str(tmp_path / "empty")]) == 2
+    assert "not a conceptgraph index" in capsys.readouterr().err
+    assert issubclass(CorruptIndexError, ValueError)  # why the CLI can report it as above
+
+
+def test_format_table_aligns_numbers_right() -> None:
+    table = format_table(("name", "n"), [("a", 5), ("bb", 1234)])
+    lines = table.splitlines()
+    assert lines[0] == "name      n"
+    assert lines[2] == "a         5"
+    assert lines[3] == "bb    1,234"
