@@ -1,0 +1,57 @@
+"""Command line: ``python -m benchmarks run ...`` and ``python -m benchmarks report ...``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .run import CACHE_PATH, RunConfig, run
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run methods on one dataset and protocol")
+    r.add_argument("--data", required=True, help="directory with corpus.jsonl, questions.jsonl")
+    r.add_argument("--protocol", required=True, help="chunk1200 | passage | sub<N> (e.g. sub300)")
+    r.add_argument("--methods", required=True,
+                   help="comma-separated: random,dense_mean,dense_direct,bm25,hybrid,g2cons,"
+                        "ketrag_keyword,terag_ppr (options: g2cons:overflow=skip:top_k=50)")
+    r.add_argument("--budget", type=int, default=12000, help="context tokens (cl100k_base)")
+    r.add_argument("--out", required=True, help="result JSON path")
+    r.add_argument("--embedder", default="minilm", choices=["minilm", "hashing", "openai"])
+    r.add_argument("--limit-questions", type=int, default=None)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--no-coverage", action="store_true", help="skip core-coverage selection")
+    r.add_argument("--cache", default=str(CACHE_PATH), help="SQLite embedding cache")
+    rep = sub.add_parser("report", help="write RESULTS.md and plots from result JSONs")
+    rep.add_argument("--results", default="benchmarks/results")
+    rep.add_argument("--out", default="benchmarks/RESULTS.md")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        if args.budget < 1:
+            raise SystemExit("--budget must be >= 1")
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        config = RunConfig(
+            data=args.data, protocol=args.protocol, methods=methods, budget=args.budget,
+            out=args.out, embedder=args.embedder, limit_questions=args.limit_questions,
+            seed=args.seed, coverage=not args.no_coverage, cache_path=args.cache,
+        )
+        result = run(config, argv)
+        for name, m in result["methods"].items():
+            sr = "-" if m["sr"] is None else f"{m['sr']:.3f}"
+            print(f"{name:20s} CR={m['cr']:.3f} SR={sr} tokens={m['context_tokens_mean']:.0f}")
+        return 0
+    from .report import write_report
+
+    write_report(args.results, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""Core coverage: does a chunk selection keep what the questions need?
+
+An LLM-free measure of selection quality: a question is covered at kappa when
+its answer occurs in some kept chunk and its supporting passages (where the
+dataset has them) lie inside the kept chunks. G2ConS concept-PageRank
+selection is compared with KET-RAG's KNN-chunk-graph PageRank and random.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from shared_core.embeddings import Embedder
+from shared_core.index import ConceptGraphIndex
+from shared_core.selection import Selection, random_scores, select_by_scores
+
+from .data import Corpus, Question
+from .metrics import answer_in_context, merge_spans, normalize_answer, share, span_covered
+
+KAPPAS = (0.2, 0.5, 0.8)
+
+
+def answer_chunks(questions: Sequence[Question],
+                  normalized_chunks: Sequence[str]) -> list[np.ndarray]:
+    """For each question, the chunks whose normalised text holds a gold answer."""
+    out = []
+    for q in questions:
+        hits = [i for i, text in enumerate(normalized_chunks) if answer_in_context(q.answers, text)]
+        out.append(np.asarray(hits, dtype=np.int64))
+    return out
+
+
+def coverage_of(keep: np.ndarray, corpus: Corpus, questions: Sequence[Question],
+                answer_hits: Sequence[np.ndarray]) -> dict[str, float | None]:
+    """Shares of questions whose answer / supports / both survive in the kept chunks."""
+    merged = merge_spans(corpus.chunks.spans[keep])
+    pindex = corpus.passage_index()
+    answer_flags, support_flags, both_flags = [], [], []
+    for q, hits in zip(questions, answer_hits, strict=True):
+        answer_ok = bool(keep[hits].any()) if len(hits) else False
+        answer_flags.append(answer_ok)
+        known = [pindex[s] for s in q.supporting_ids if s in pindex]
+        if known:
+            ok = all(span_covered(corpus.passage_spans[p], merged) for p in known)
+            support_flags.append(ok)
+            both_flags.append(ok and answer_ok)
+        else:
+            both_flags.append(answer_ok)
+    return {"answer": share(answer_flags), "support": share(support_flags),
+            "both": share(both_flags)}
+
+
+def g2cons_selector(corpus: Corpus, embedder: Embedder) -> Callable[[float], Selection]:
+    index = ConceptGraphIndex(embedder)
+    index.add(corpus.chunks.texts, ids=corpus.chunks.ids)
+    return lambda kappa: index.select(kappa)
+
+
+def ketrag_selector(corpus: Corpus, embedder: Embedder) -> Callable[[float], Selection]:
+    from shared_core.ketrag import knn_pagerank_scores  # lazy: written alongside this harness
+
+    scores = knn_pagerank_scores(corpus.chunks.texts, embedder)
+    return lambda kappa: select_by_scores(corpus.chunks.ids, scores, corpus.chunks.tokens, kappa)
+
+
+def random_selector(corpus: Corpus, seed: int) -> Callable[[float], Selection]:
+    scores = random_scores(len(corpus.chunks), seed)
+    return lambda kappa: select_by_scores(corpus.chunks.ids, scores, corpus.chunks.tokens, kappa)
+
+
+def core_coverage(corpus: Corpus, questions: Sequence[Question], embedder: Embedder,
+                  seed: int = 0, kappas: Sequence[float] = KAPPAS) -> dict[str, Any]:
+    """Coverage and cost report per selector and kappa; a selector that fails is reported."""
+    normalized = [normalize_answer(t) for t in corpus.chunks.texts]
+    hits = answer_chunks(questions, normalized)
+    everything = np.ones(len(corpus.chunks), dtype=bool)
+    out: dict[str, Any] = {"all_chunks": coverage_of(everything, corpus, questions, hits)}
+    makers: dict[str, Callable[[], Callable[[float], Selection]]] = {
+        "g2cons": lambda: g2cons_selector(corpus, embedder),
+        "ketrag_knn": lambda: ketrag_selector(corpus, embedder),
+        "random": lambda: random_selector(corpus, seed),
+    }
+    position = {cid: i for i, cid in enumerate(corpus.chunks.ids)}
+    for name, make in makers.items():
+        try:
+            select = make()
+        except ImportError as exc:
+            out[name] = {"unavailable": str(exc)}
+            continue
+        per_kappa = {}
+        for kappa in kappas:
+            selection = select(kappa)
+            keep = np.zeros(len(corpus.chunks), dtype=bool)
+            keep[[position[c] for c in selection.kept_ids]] = True
+            per_kappa[f"{kappa:g}"] = {**coverage_of(keep, corpus, questions, hits),
+                                      "cost": selection.report.to_dict()}
+        out[name] = per_kappa
+    return out

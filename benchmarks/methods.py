@@ -1,0 +1,188 @@
+"""The method registry: a name (optionally with options) to a built retriever.
+
+KET-RAG and TERAG live in ``shared_core.ketrag`` / ``shared_core.terag`` and are
+imported only when asked for, so the harness runs even where they are missing;
+such a method is reported as unavailable rather than failing the whole run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shared_core.config import ConceptGraphConfig
+from shared_core.embeddings import Embedder
+from shared_core.index import ConceptGraphIndex
+
+from .baselines import (
+    BM25Retriever,
+    DenseRetriever,
+    HybridRetriever,
+    RandomRetriever,
+    Retriever,
+    embed_batched,
+    mean_sentence_vectors,
+)
+from .data import Corpus
+
+
+class MethodUnavailable(RuntimeError):
+    """The method's module is not importable here (yet)."""
+
+
+@dataclass
+class BuildInputs:
+    """What every method is built from; ``shared`` memoises pieces two methods use."""
+
+    corpus: Corpus
+    embedder: Embedder
+    seed: int = 0
+    shared: dict[str, Any] = field(default_factory=dict)
+
+    def memo(self, key: str, make: Callable[[], Any]) -> Any:
+        if key not in self.shared:
+            self.shared[key] = make()
+        return self.shared[key]
+
+
+Factory = Callable[[BuildInputs, dict[str, Any]], Retriever]
+
+
+def parse_method(spec: str) -> tuple[str, dict[str, Any]]:
+    """``g2cons:overflow=skip:top_k=50`` -> ("g2cons", {"overflow": "skip", "top_k": 50})."""
+    name, *pairs = spec.split(":")
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"bad option {pair!r} in method {spec!r}; use key=value")
+        try:
+            options[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            options[key] = raw
+    return name, options
+
+
+def _no_options(name: str, options: dict[str, Any]) -> None:
+    if options:
+        raise ValueError(f"method {name} takes no options, got {sorted(options)}")
+
+
+def _dense(inputs: BuildInputs, kind: str) -> DenseRetriever:
+    units = inputs.corpus.units
+    if kind == "mean":
+        vectors = inputs.memo("mean_vectors",
+                              lambda: mean_sentence_vectors(units.texts, inputs.embedder))
+    else:
+        vectors = inputs.memo("direct_vectors",
+                              lambda: embed_batched(inputs.embedder, units.texts))
+    return DenseRetriever(vectors, units.tokens)
+
+
+def _bm25(inputs: BuildInputs) -> BM25Retriever:
+    units = inputs.corpus.units
+    return inputs.memo("bm25", lambda: BM25Retriever(units.texts, units.tokens))  # type: ignore[no-any-return]
+
+
+def build_random(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
+    _no_options("random", options)
+    return RandomRetriever(inputs.corpus.units.tokens, inputs.seed)
+
+
+def build_dense_mean(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
+    _no_options("dense_mean", options)
+    return _dense(inputs, "mean")
+
+
+def build_dense_direct(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
+    _no_options("dense_direct", options)
+    return _dense(inputs, "direct")
+
+
+def build_bm25(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
+    _no_options("bm25", options)
+    return _bm25(inputs)
+
+
+def build_hybrid(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
+    dense_kind = options.pop("dense", "mean")
+    k = int(options.pop("k", 60))
+    _no_options("hybrid", options)
+    if dense_kind not in ("mean", "direct"):
+        raise ValueError(f"hybrid dense must be mean or direct, got {dense_kind!r}")
+    return HybridRetriever(_dense(inputs, dense_kind), _bm25(inputs), k)
+
+
+class G2ConSRetriever:
+    """``ConceptGraphIndex.retrieve`` over the units, mapped back to unit positions."""
+
+    def __init__(self, index: ConceptGraphIndex, ids: list[str]) -> None:
+        self.index = index
+        self.position = {uid: i for i, uid in enumerate(ids)}
+        self.stage_tokens = {"direct": 0, "expanded": 0}
+        self.stopped_by_budget = 0
+        self.queries = 0
+
+    def retrieve(self, query: str, query_vector: np.ndarray, budget: int) -> list[int]:
+        result = self.index.retrieve_by_vector(query_vector, query=query, budget=budget)
+        for stage, tokens in result.tokens_by_stage().items():
+            self.stage_tokens[stage] += tokens
+        self.stopped_by_budget += int(result.stopped_by_budget)
+        self.queries += 1
+        return [self.position[c.id] for c in result.chunks]
+
+    def diagnostics(self) -> dict[str, Any]:
+        """Where the context came from: tokens per stage (direct vs BFS-expanded concepts)."""
+        total = sum(self.stage_tokens.values()) or 1
+        return {
+            "tokens_by_stage": dict(self.stage_tokens),
+            "share_by_stage": {k: v / total for k, v in self.stage_tokens.items()},
+            "stopped_by_budget": self.stopped_by_budget / max(self.queries, 1),
+            "index_stats": self.index.stats(),
+        }
+
+
+def build_g2cons(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
+    config = ConceptGraphConfig.from_dict(dict(options))
+    units = inputs.corpus.units
+    index = ConceptGraphIndex(inputs.embedder, config)
+    index.add(units.texts, ids=units.ids)
+    return G2ConSRetriever(index, units.ids)
+
+
+def _lazy_factory(module: str, attr: str, name: str) -> Factory:
+    def build(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
+        import importlib
+
+        _no_options(name, options)
+        try:
+            factory = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise MethodUnavailable(f"{module}.{attr} is not available: {exc}") from exc
+        units = inputs.corpus.units
+        return factory(units.ids, units.texts, units.tokens, inputs.embedder)  # type: ignore[no-any-return]
+
+    return build
+
+
+METHODS: dict[str, Factory] = {
+    "random": build_random,
+    "dense_mean": build_dense_mean,
+    "dense_direct": build_dense_direct,
+    "bm25": build_bm25,
+    "hybrid": build_hybrid,
+    "g2cons": build_g2cons,
+    "ketrag_keyword": _lazy_factory("shared_core.ketrag", "keyword_channel", "ketrag_keyword"),
+    "terag_ppr": _lazy_factory("shared_core.terag", "terag_ppr", "terag_ppr"),
+}
+
+
+def build_method(spec: str, inputs: BuildInputs) -> Retriever:
+    name, options = parse_method(spec)
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; known: {', '.join(METHODS)}")
+    return METHODS[name](inputs, options)

@@ -1,0 +1,83 @@
+"""Retrieval metrics that need no LLM: answer coverage (CR), supporting recall (SR),
+core coverage of a chunk selection, and latency percentiles.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation: lower case, no punctuation, no articles, single spaces."""
+    text = text.lower().translate(_PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def answer_in_context(answers: Iterable[str], normalized_context: str) -> bool:
+    """True if any non-empty normalised alias occurs in the (already normalised) context."""
+    for answer in answers:
+        norm = normalize_answer(answer)
+        if norm and norm in normalized_context:
+            return True
+    return False
+
+
+def merge_spans(spans: np.ndarray) -> np.ndarray:
+    """Union of ``[start, end)`` intervals as sorted, disjoint intervals."""
+    spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    if len(spans) == 0:
+        return spans
+    spans = spans[np.argsort(spans[:, 0], kind="stable")]
+    merged = [list(spans[0])]
+    for start, end in spans[1:].tolist():
+        if start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return np.asarray(merged, dtype=np.int64)
+
+
+def span_covered(span: Sequence[int], merged: np.ndarray) -> bool:
+    """Is ``[start, end)`` inside one interval of ``merged`` (output of :func:`merge_spans`)?"""
+    start, end = int(span[0]), int(span[1])
+    if len(merged) == 0:
+        return False
+    i = int(np.searchsorted(merged[:, 0], start, side="right")) - 1
+    return i >= 0 and merged[i, 0] <= start and end <= merged[i, 1]
+
+
+def passage_membership(passage_spans: np.ndarray, unit_spans: np.ndarray) -> list[list[int]]:
+    """For each passage, the units whose span fully contains the passage text's span."""
+    passage_spans = np.asarray(passage_spans, dtype=np.int64).reshape(-1, 2)
+    unit_spans = np.asarray(unit_spans, dtype=np.int64).reshape(-1, 2)
+    order = np.argsort(unit_spans[:, 0], kind="stable")
+    starts = unit_spans[order, 0]
+    out: list[list[int]] = []
+    for start, end in passage_spans.tolist():
+        candidates = order[: int(np.searchsorted(starts, start, side="right"))]
+        inside = candidates[unit_spans[candidates, 1] >= end]
+        out.append(sorted(int(u) for u in inside))
+    return out
+
+
+def supports_in_context(support_spans: np.ndarray, context_spans: np.ndarray) -> bool:
+    """All supporting passages fully inside the union of the context units' spans."""
+    merged = merge_spans(context_spans)
+    return all(span_covered(s, merged) for s in np.asarray(support_spans).reshape(-1, 2))
+
+
+def share(flags: Sequence[bool]) -> float | None:
+    """Fraction of True; ``None`` when there is nothing to measure."""
+    return None if len(flags) == 0 else float(np.mean(np.asarray(flags, dtype=bool)))
+
+
+def percentile_ms(seconds: Sequence[float], q: float) -> float | None:
+    return None if len(seconds) == 0 else float(np.percentile(np.asarray(seconds) * 1e3, q))

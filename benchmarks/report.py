@@ -1,0 +1,272 @@
+"""``python -m benchmarks report``: RESULTS.md and plots from the result JSON files.
+
+Everything in the report is read from the JSON the runs wrote; the only
+hand-written parts are the reference figures below (copied from DESIGN.md and
+the G2ConS paper) and an optional ``NOTES.md`` beside the results, included
+verbatim as the analysis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+# DESIGN.md: independent prototype, MiniLM, MuSiQue, beta = 12000, CR %.
+REFERENCE_MUSIQUE: dict[str, dict[str, float]] = {
+    "random": {"chunk1200": 10.8, "sub300": 10.5, "passage": 9.8},
+    "dense_mean": {"chunk1200": 30.0, "sub300": 46.6, "passage": 76.6},
+    "dense_direct": {"chunk1200": 23.8, "sub300": 49.6, "passage": 78.8},
+    "bm25": {"chunk1200": 38.0, "sub300": 51.6, "passage": 67.0},
+    "ketrag_keyword": {"chunk1200": 35.0, "sub300": 52.6, "passage": 73.4},
+    "g2cons": {"chunk1200": 41.0, "sub300": 56.2, "passage": 76.8},
+}
+# G2ConS paper, CR %, beta = 12000, text-embedding-3-small, 1200-token chunks.
+PAPER: dict[str, dict[str, float]] = {
+    "musique": {"Text-RAG": 22.2, "KET-RAG-Keyword": 60.5, "G2ConS-Concept": 68.4,
+                "G2ConS (fused)": 71.2},
+    "hotpotqa": {"Text-RAG": 75.4, "KET-RAG-Keyword": 86.7, "G2ConS-Concept": 84.7,
+                 "G2ConS (fused)": 85.5},
+}
+PAPER_METHOD = {"Text-RAG": ("dense_mean", "dense_direct"), "KET-RAG-Keyword": ("ketrag_keyword",),
+                "G2ConS-Concept": ("g2cons",), "G2ConS (fused)": ()}
+PROTOCOL_ORDER = ["chunk1200", "sub300", "sub150", "passage"]
+TOLERANCE = 4.0
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}"
+
+
+def _protocol_key(p: str) -> tuple[int, str]:
+    return (PROTOCOL_ORDER.index(p) if p in PROTOCOL_ORDER else len(PROTOCOL_ORDER), p)
+
+
+def load_results(results_dir: str | Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(Path(results_dir).glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "methods" in data and "protocol" in data:
+            data["_file"] = path.name
+            out.append(data)
+    return out
+
+
+def _merge(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """dataset -> protocol -> method -> metrics (a later file overrides an earlier one)."""
+    table: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
+    for r in sorted(results, key=lambda r: r.get("started_unix", 0)):
+        for name, metrics in r["methods"].items():
+            table[r["dataset"]][r["protocol"]][name] = {**metrics, "_file": r["_file"],
+                                                        "_embedder": r["embedder"]}
+    return table
+
+
+def _method_order(names: set[str]) -> list[str]:
+    base = ["random", "dense_mean", "dense_direct", "bm25", "hybrid", "ketrag_keyword",
+            "terag_ppr", "g2cons"]
+    return [m for m in base if m in names] + sorted(n for n in names if n not in base)
+
+
+def cr_table(per_protocol: dict[str, dict[str, Any]], key: str = "cr") -> list[str]:
+    protocols = sorted(per_protocol, key=_protocol_key)
+    methods = _method_order({m for p in protocols for m in per_protocol[p]})
+    lines = ["| method | " + " | ".join(protocols) + " |",
+             "|---|" + "---:|" * len(protocols)]
+    for m in methods:
+        cells = [_pct(per_protocol[p][m].get(key)) if m in per_protocol[p] else ""
+                 for p in protocols]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def detail_table(metrics: dict[str, Any]) -> list[str]:
+    lines = ["| method | CR % | SR % | context tokens (mean / max) | units | build s | "
+             "texts embedded in build | build peak MB | p50 ms | p95 ms |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for m in _method_order(set(metrics)):
+        r = metrics[m]
+        lines.append(
+            f"| {m} | {_pct(r['cr'])} | {_pct(r['sr'])} | {r['context_tokens_mean']:.0f} / "
+            f"{r['context_tokens_max']} | {r['units_mean']:.1f} | {r['build_time_s']:.1f} | "
+            f"{r.get('texts_embedded_in_build', 0)} | {r['build_peak_mb']:.0f} | "
+            f"{r['latency_ms_p50']:.1f} | {r['latency_ms_p95']:.1f} |")
+    return lines
+
+
+def reference_lines(table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    lines = ["### MuSiQue vs the DESIGN.md prototype (MiniLM, CR %)", "",
+             f"A difference over {TOLERANCE:g} points is flagged **and discussed in the notes**.",
+             "", "| method | protocol | measured | reference | diff |",
+             "|---|---|---:|---:|---:|"]
+    mq = table.get("musique", {})
+    for method, refs in REFERENCE_MUSIQUE.items():
+        for protocol, ref in refs.items():
+            got = mq.get(protocol, {}).get(method)
+            if got is None:
+                lines.append(f"| {method} | {protocol} | not run | {ref:.1f} | |")
+                continue
+            diff = 100 * got["cr"] - ref
+            flag = " **!**" if abs(diff) > TOLERANCE else ""
+            lines.append(f"| {method} | {protocol} | {100 * got['cr']:.1f} | {ref:.1f} | "
+                         f"{diff:+.1f}{flag} |")
+    lines += ["", "### vs the G2ConS paper (CR %, β = 12000, text-embedding-3-small, "
+              "1200-token chunks; our embedder is MiniLM)", "",
+              "| dataset | paper method | paper | ours (method, chunk1200) |", "|---|---|---:|---|"]
+    for dataset, figures in PAPER.items():
+        ours = table.get(dataset, {}).get("chunk1200", {})
+        for paper_method, value in figures.items():
+            mine = [f"{m} {_pct(ours[m]['cr'])}" for m in PAPER_METHOD[paper_method] if m in ours]
+            lines.append(f"| {dataset} | {paper_method} | {value:.1f} | "
+                         f"{'; '.join(mine) or 'not measured'} |")
+    return lines
+
+
+def coverage_lines(results: list[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    seen: set[tuple[str, str, int]] = set()
+    for r in sorted(results, key=lambda r: (r["dataset"], _protocol_key(r["protocol"]))):
+        cov = r.get("core_coverage")
+        if not cov:
+            continue
+        level = "passage" if r["protocol"] == "passage" else "chunk1200"
+        key = (r["dataset"], level, r["questions"])
+        if key in seen:
+            continue
+        seen.add(key)
+        lines += [f"#### {r['dataset']} — selection over {level} units "
+                  f"({r['corpus']['selection_chunks']} units; from `{r['_file']}`)", "",
+                  f"Upper bound (all units kept): answer {_pct(cov['all_chunks']['answer'])} %, "
+                  f"supports {_pct(cov['all_chunks']['support'])} %.", "",
+                  "| selector | κ | answer kept % | supports kept % | both % | "
+                  "tokens kept % | construction-cost reduction % |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for selector in ("g2cons", "ketrag_knn", "random"):
+            entry = cov.get(selector)
+            if not entry or "unavailable" in entry:
+                lines.append(f"| {selector} | | unavailable | | | | |")
+                continue
+            for kappa, c in entry.items():
+                cost = c["cost"]
+                kept = cost["tokens_kept"] / max(cost["tokens_total"], 1)
+                lines.append(f"| {selector} | {kappa} | {_pct(c['answer'])} | "
+                             f"{_pct(c['support'])} | {_pct(c['both'])} | {_pct(kept)} | "
+                             f"{_pct(cost['cost_reduction'])} |")
+        lines.append("")
+    return lines
+
+
+def plot(results: list[dict[str, Any]], table: dict[str, dict[str, dict[str, Any]]],
+         out_dir: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    for dataset, per_protocol in sorted(table.items()):
+        protocols = sorted(per_protocol, key=_protocol_key)
+        methods = _method_order({m for p in protocols for m in per_protocol[p]})
+        fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(methods)), 4))
+        width = 0.8 / max(len(protocols), 1)
+        for i, p in enumerate(protocols):
+            xs = [j + i * width for j in range(len(methods))]
+            ys = [100 * per_protocol[p][m]["cr"] if m in per_protocol[p] else 0 for m in methods]
+            ax.bar(xs, ys, width, label=p)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(methods))])
+        ax.set_xticklabels(methods, rotation=30, ha="right")
+        ax.set_ylabel("CR %")
+        ax.set_title(f"{dataset}: context recall by method and protocol")
+        ax.legend()
+        fig.tight_layout()
+        name = f"cr_{dataset}.png"
+        fig.savefig(out_dir / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    done: set[tuple[str, str]] = set()
+    for r in sorted(results, key=lambda r: (r["dataset"], _protocol_key(r["protocol"]))):
+        cov = r.get("core_coverage")
+        level = "passage" if r["protocol"] == "passage" else "chunk1200"
+        if not cov or (r["dataset"], level) in done:
+            continue
+        done.add((r["dataset"], level))
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        for selector in ("g2cons", "ketrag_knn", "random"):
+            entry = cov.get(selector)
+            if not entry or "unavailable" in entry:
+                continue
+            kappas = sorted(entry, key=float)
+            ax.plot([float(k) for k in kappas], [100 * (entry[k]["both"] or 0) for k in kappas],
+                    marker="o", label=selector)
+        ax.axhline(100 * (cov["all_chunks"]["both"] or 0), color="grey", ls="--",
+                   label="all units")
+        ax.set_xlabel("κ (share of units kept)")
+        ax.set_ylabel("questions covered %")
+        ax.set_title(f"{r['dataset']}: core coverage ({level} units)")
+        ax.legend()
+        fig.tight_layout()
+        name = f"coverage_{r['dataset']}_{level}.png"
+        fig.savefig(out_dir / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+def write_report(results_dir: str | Path, out: str | Path) -> None:
+    results_dir, out = Path(results_dir), Path(out)
+    results = load_results(results_dir)
+    if not results:
+        raise SystemExit(f"no result JSON files in {results_dir}")
+    table = _merge(results)
+    rel = Path(os.path.relpath(results_dir.resolve(), out.resolve().parent)).as_posix()
+    lines = ["# Benchmark results", "",
+             "Generated by `python -m benchmarks report` from the JSON files in "
+             f"`{rel}/`; every number below was measured by the commands listed at the end.",
+             "CR = share of questions whose SQuAD-normalised gold answer occurs in the "
+             "normalised retrieved context; SR = share whose supporting passages all lie inside "
+             "the context (only where the data has supporting ids). Budget β in cl100k tokens.", ""]
+    notes = results_dir / "NOTES.md"
+    if notes.is_file():
+        lines += ["## Analysis", "", notes.read_text(encoding="utf-8").strip(), ""]
+    for dataset in sorted(table):
+        per_protocol = table[dataset]
+        any_run = next(r for r in results if r["dataset"] == dataset)
+        lines += [f"## {dataset}", "",
+                  f"{any_run['questions']} questions, {any_run['corpus']['passages']} passages, "
+                  f"embedder `{any_run['embedder']}`, β = {any_run['budget']}.", "",
+                  "### CR % by method and protocol", "", *cr_table(per_protocol), ""]
+        if any(m.get("sr") is not None for p in per_protocol.values() for m in p.values()):
+            lines += ["### SR % by method and protocol", "", *cr_table(per_protocol, "sr"), ""]
+        lines += [f"![CR by method]({rel}/cr_{dataset}.png)", ""]
+        for protocol in sorted(per_protocol, key=_protocol_key):
+            lines += [f"### {dataset} / {protocol}", "", *detail_table(per_protocol[protocol]), ""]
+            for m, r in per_protocol[protocol].items():
+                diag = r.get("diagnostics")
+                if diag and "share_by_stage" in diag:
+                    share = ", ".join(f"{k} {100 * v:.1f} %" for k, v in
+                                      diag["share_by_stage"].items())
+                    lines.append(f"- `{m}` context by stage: {share}; queries stopped by the "
+                                 f"budget: {100 * diag['stopped_by_budget']:.0f} %; graph: "
+                                 f"{diag['index_stats']['concepts']} concepts, "
+                                 f"{diag['index_stats']['edges']} edges.")
+            lines.append("")
+    lines += ["## Core coverage (selection quality without an LLM)", "",
+              "Share of questions whose answer occurs in a kept unit and whose supporting "
+              "passages lie inside the kept units; construction-cost reduction is the share "
+              "of KG-extraction input tokens not sent to the extractor.", "",
+              *coverage_lines(results)]
+    lines += ["## Reference figures", "", *reference_lines(table), ""]
+    images = plot(results, table, results_dir)
+    lines += ["## Plots", ""] + [f"![{name}]({rel}/{name})" for name in images] + [""]
+    lines += ["## Commands", "", "Each result file and the command that produced it "
+              "(run from the repository root):", ""]
+    for r in sorted(results, key=lambda r: r["_file"]):
+        unavailable = "; unavailable: " + ", ".join(r["unavailable"]) if r["unavailable"] else ""
+        lines += [f"- `{r['_file']}` ({r['wall_time_s'] / 60:.1f} min, commit "
+                  f"{(r.get('git_commit') or '?')[:8]}{unavailable})", "",
+                  f"  ```\n  {r['command']}\n  ```", ""]
+    lines += ["Then: `python -m benchmarks report --results benchmarks/results "
+              "--out benchmarks/RESULTS.md`.", ""]
+    out.write_text("\n".join(lines), encoding="utf-8")

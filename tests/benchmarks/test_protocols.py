@@ -1,0 +1,147 @@
+"""Protocol chunking, core coverage and a full run on a tiny dataset written to tmp_path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.__main__ import main
+from benchmarks.coverage import answer_chunks, coverage_of
+from benchmarks.data import build_corpus, load_dataset, passage_text
+from benchmarks.metrics import normalize_answer, passage_membership
+from benchmarks.run import evaluate
+
+PASSAGES = [
+    {"id": "p1", "title": "Alice", "text": "Alice Moreau was born in Lyon in 1950."},
+    {"id": "p2", "title": "", "text": "Bruno Keller composed the opera Glasswing."},
+    {"id": "p3", "title": "Glasswing", "text": "Glasswing premiered at the Vienna State Opera."},
+    {"id": "p4", "title": "", "text": "Carla Rossi painted frescoes in Siena churches."},
+    {"id": "p5", "title": "", "text": "   "},  # blank passages are skipped
+]
+QUESTIONS = [
+    {"id": "q1", "question": "Where was Alice Moreau born?", "answers": ["Lyon"],
+     "supporting_ids": ["p1"], "hops": 1},
+    {"id": "q2", "question": "Where did the opera by Bruno Keller premiere?",
+     "answers": ["the Vienna State Opera", "Vienna"], "supporting_ids": ["p2", "p3"], "hops": 2},
+    {"id": "q3", "question": "What did Carla Rossi paint?", "answers": ["mosaics"],
+     "supporting_ids": [], "hops": None},
+]
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "tiny"
+    root.mkdir()
+    for name, rows in (("corpus.jsonl", PASSAGES), ("questions.jsonl", QUESTIONS)):
+        (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return root
+
+
+def test_load_and_passage_protocol(data_dir: Path) -> None:
+    ds = load_dataset(data_dir)
+    assert ds.name == "tiny" and len(ds.passages) == 5 and len(ds.questions) == 3
+    assert ds.questions[2].hops is None and ds.questions[1].answers[1] == "Vienna"
+    corpus = build_corpus(ds.passages, "passage")
+    assert corpus.passage_ids == ["p1", "p2", "p3", "p4"]
+    assert corpus.units.texts[0] == "Alice\nAlice Moreau was born in Lyon in 1950."
+    assert corpus.units.texts[1] == PASSAGES[1]["text"]  # no title, no title line
+    for i, text in enumerate(corpus.units.texts):
+        s, e = corpus.units.spans[i]
+        assert corpus.text[s:e] == text
+    # passage spans cover the text only, not the title
+    s, e = corpus.passage_spans[2]
+    assert corpus.text[s:e] == PASSAGES[2]["text"]
+    assert passage_membership(corpus.passage_spans, corpus.units.spans) == [[0], [1], [2], [3]]
+
+
+def test_chunk_protocol_windows_and_membership(data_dir: Path) -> None:
+    ds = load_dataset(data_dir)
+    whole = build_corpus(ds.passages, "chunk1200")
+    assert len(whole.chunks) == 1 and whole.chunks.texts[0] == whole.text
+    assert whole.text.startswith(passage_text(ds.passages[0]) + "\n\n")
+    small = build_corpus(ds.passages, "chunk1200", chunk_tokens=16, overlap=4)
+    assert len(small.chunks) > 2
+    for i, text in enumerate(small.chunks.texts):
+        s, e = small.chunks.spans[i]
+        assert small.text[s:e] == text
+        assert small.chunks.tokens[i] <= 16
+    members = passage_membership(small.passage_spans, small.chunks.spans)
+    for p, chunks in enumerate(members):
+        s, e = small.passage_spans[p]
+        for c in chunks:
+            assert small.text[s:e] in small.chunks.texts[c]
+        others = set(range(len(small.chunks))) - set(chunks)
+        assert all(small.text[s:e] not in small.chunks.texts[c] for c in others)
+
+
+def test_sub_protocol_units_keep_their_parent_chunk(data_dir: Path) -> None:
+    ds = load_dataset(data_dir)
+    corpus = build_corpus(ds.passages, "sub12", chunk_tokens=40, overlap=5)
+    assert len(corpus.units) > len(corpus.chunks) > 1
+    for i, text in enumerate(corpus.units.texts):
+        s, e = corpus.units.spans[i]
+        assert corpus.text[s:e] == text
+        assert text in corpus.chunks.texts[int(corpus.units.parent[i])]
+    with pytest.raises(ValueError, match="unknown protocol"):
+        build_corpus(ds.passages, "sentences")
+
+
+class _Fixed:
+    def __init__(self, positions: list[int]) -> None:
+        self.positions = positions
+
+    def retrieve(self, query: str, query_vector: np.ndarray, budget: int) -> list[int]:
+        return self.positions
+
+
+def test_evaluate_cr_sr_by_hand(data_dir: Path) -> None:
+    ds = load_dataset(data_dir)
+    corpus = build_corpus(ds.passages, "passage")
+    norm = [normalize_answer(t) for t in corpus.units.texts]
+    qvecs = np.zeros((3, 4), dtype=np.float32)
+    # p1 + p3: q1 answer and support found; q2 answer found, support p2 missing; q3 never
+    result = evaluate(_Fixed([0, 2]), corpus, ds.questions, qvecs, 1000, norm)
+    assert result["cr"] == pytest.approx(2 / 3)
+    assert result["sr"] == pytest.approx(1 / 2) and result["sr_questions"] == 2
+    assert result["cr_by_hops"] == {"1": 1.0, "2": 1.0, "None": 0.0}
+    assert result["context_tokens_max"] == int(corpus.units.tokens[[0, 2]].sum())
+    with pytest.raises(AssertionError, match="over the budget"):
+        evaluate(_Fixed([0, 2]), corpus, ds.questions, qvecs, 5, norm)
+
+
+def test_core_coverage_by_hand(data_dir: Path) -> None:
+    ds = load_dataset(data_dir)
+    corpus = build_corpus(ds.passages, "passage")
+    hits = answer_chunks(ds.questions, [normalize_answer(t) for t in corpus.chunks.texts])
+    assert [h.tolist() for h in hits] == [[0], [2], []]
+    keep = np.array([True, False, True, False])
+    cov = coverage_of(keep, corpus, ds.questions, hits)
+    # answers: q1 yes, q2 yes, q3 no; supports: q1 yes, q2 no (p2 dropped)
+    assert cov["answer"] == pytest.approx(2 / 3)
+    assert cov["support"] == pytest.approx(1 / 2)
+    assert cov["both"] == pytest.approx(1 / 3)
+
+
+def test_full_run_with_hashing_embedder(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    code = main(["run", "--data", str(data_dir), "--protocol", "passage",
+                 "--methods", "random,dense_mean,dense_direct,bm25,hybrid,g2cons",
+                 "--budget", "16", "--embedder", "hashing", "--out", str(out),
+                 "--cache", str(tmp_path / "cache.sqlite")])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert set(result["methods"]) == {"random", "dense_mean", "dense_direct", "bm25", "hybrid",
+                                      "g2cons"}
+    for m in result["methods"].values():
+        assert 0.0 <= m["cr"] <= 1.0
+        assert m["context_tokens_max"] <= 16
+    # each passage is 10-16 tokens, so 16 tokens hold exactly one: BM25 finds the
+    # name-bearing passage for q1 (Lyon) and q3 (whose answer is in no passage)
+    assert result["methods"]["bm25"]["units_mean"] == 1.0
+    assert result["methods"]["bm25"]["cr"] == pytest.approx(1 / 3)
+    assert result["command"].startswith("python -m benchmarks run --data")
+    assert result["core_coverage"]["all_chunks"]["answer"] == pytest.approx(2 / 3)
+    assert set(result["core_coverage"]["g2cons"]) == {"0.2", "0.5", "0.8"}
