@@ -10,8 +10,11 @@ order until their units hold twice the budget, and that pool is reranked
 against the query.
 
 Memory: the KNN graph computes dense similarity rows in blocks of
-``block_rows`` x n (float64, two blocks alive: ~16·block_rows·n bytes, 220 MB
-for n = 20k and the default 512 rows), never the whole n x n matrix.
+``block_rows`` x n, never the whole n x n matrix. A block's working set (the
+near-dense sparse product, its float64 copy, argpartition's int64 indices, the
+float32 cosines) is about 30-40·block_rows·n bytes: ~100 MB peak measured for n = 6.8k,
+~400 MB for n = 20k at the default 512 rows; pass a smaller ``block_rows`` to
+trade speed for memory. Time is O(n²) dense work either way.
 """
 
 from __future__ import annotations

@@ -186,12 +186,14 @@ def fill_budget(
     if fits.all() or overflow == "stop":
         first_bad = len(order) if fits.all() else int(np.argmin(fits))
         return order[:first_bad]
+    # smallest size from each position on: once even that cannot fit, nothing later can
+    smallest_after = np.minimum.accumulate(sizes[::-1])[::-1].tolist()
     kept: list[int] = []
     used = 0
-    for unit, size in zip(order.tolist(), sizes.tolist(), strict=True):
+    for i, (unit, size) in enumerate(zip(order.tolist(), sizes.tolist(), strict=True)):
+        if used + smallest_after[i] > budget:
+            break
         if used + size <= budget:
             kept.append(unit)
             used += size
-            if used == budget:
-                break
     return np.asarray(kept, dtype=np.int64)

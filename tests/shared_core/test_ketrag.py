@@ -293,3 +293,17 @@ def test_keyword_rejects_bad_input() -> None:
         retriever.retrieve("river", q[:8], 10)
     with pytest.raises(ValueError, match="pool_factor"):
         KeywordChannelRetriever.build(["a"], ["river"], [1], embedder, pool_factor=0.5)
+
+
+def test_fill_budget_skip_and_stop() -> None:
+    from shared_core.strategies import fill_budget
+
+    tokens = np.array([5, 8, 3, 2])
+    order = np.arange(4)
+    # skip: 0 (5), 1 would make 13 > 10: passed over, 2 (8), 3 (10)
+    assert fill_budget(order, tokens, 10, "skip").tolist() == [0, 2, 3]
+    # stop: the context ends at unit 1
+    assert fill_budget(order, tokens, 10, "stop").tolist() == [0]
+    # nothing after unit 0 fits (8, 6, 6 > 5 left): skip keeps only unit 0
+    assert fill_budget(order, np.array([5, 8, 6, 6]), 10, "skip").tolist() == [0]
+    assert fill_budget(np.array([3, 1]), tokens, 100, "skip").tolist() == [3, 1]
