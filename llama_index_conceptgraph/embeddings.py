@@ -93,3 +93,7 @@ class CoreEmbedding(BaseEmbedding):
 
     async def _aget_text_embedding(self, text: str) -> Embedding:
         return await asyncio.to_thread(self._get_text_embedding, text)
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        # one batch in one thread: the default gathers a coroutine (and thread) per text
+        return await asyncio.to_thread(self._get_text_embeddings, texts)
