@@ -32,6 +32,11 @@ class ConceptGraphConfig:
     ``chunk_similarity`` (a chunk vs the query: mean of its sentence vectors, or
     its best sentence) and ``overflow`` (the chunk that overflows the budget ends
     retrieval, as in the paper, or is skipped for a smaller one).
+
+    ``unit_tokens`` > 0 makes retrieval return units of whole sentences of at most
+    that many tokens instead of whole chunks (KET-RAG's τ splitting): chunks stay
+    the unit of selection and KG extraction, where the cost is, while a budget
+    holds many focused units rather than a few long chunks.
     """
 
     theta_sem: float = 0.65
@@ -50,6 +55,7 @@ class ConceptGraphConfig:
     pagerank_damping: float = 0.85
     chunk_similarity: ChunkSimilarity = "max"
     overflow: Overflow = "stop"
+    unit_tokens: int = 0
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -66,6 +72,7 @@ class ConceptGraphConfig:
         _check_choice("chunk_score", self.chunk_score, ("sum", "max", "mean"))
         _check_choice("chunk_similarity", self.chunk_similarity, ("mean", "max"))
         _check_choice("overflow", self.overflow, ("stop", "skip"))
+        _check_int("unit_tokens", self.unit_tokens, 0)
         if not isinstance(self.pagerank_weighted, bool):
             raise ValueError(f"pagerank_weighted must be a bool, got {self.pagerank_weighted!r}")
         _check_range("pagerank_damping", self.pagerank_damping, 0.0, 1.0, high_open=True)

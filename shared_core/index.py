@@ -27,6 +27,7 @@ from .graph import ConceptEdges, adjacency, concept_edges, concept_vectors, page
 from .retrieval import Hit, SearchTrace, Stage, local_search
 from .selection import Selection, chunk_scores, select_by_scores
 from .text import count_tokens_batch, split_sentences
+from .units import pack_sentences
 
 EMBED_BATCH = 512
 
@@ -114,7 +115,11 @@ class _Derived:
     edges: ConceptEdges
     adjacency: sp.csr_matrix
     rank: np.ndarray
-    chunk_vectors: np.ndarray | None
+    unit_offsets: np.ndarray
+    unit_tokens: np.ndarray
+    unit_chunk: np.ndarray
+    unit_links_csc: sp.csc_matrix
+    unit_vectors: np.ndarray | None
 
 
 class ConceptGraphIndex:
@@ -149,6 +154,8 @@ class ConceptGraphIndex:
         self._embeddings = np.zeros((0, embedder.dim), dtype=np.float32)
         self._vocabulary: dict[str, int] = {}
         self._sentence_terms = sp.csr_matrix((0, 0), dtype=np.int32)
+        self._unit_starts = np.zeros(0, dtype=np.int64)  # first sentence of each unit
+        self._unit_tokens = np.zeros(0, dtype=np.int64)
         self._derived: _Derived | None = None
 
     # ----------------------------------------------------------------- building
@@ -205,6 +212,8 @@ class ConceptGraphIndex:
         self._embeddings = np.concatenate([self._embeddings, vectors])
         self._sentence_terms = _vstack_grow(self._sentence_terms, counts, len(self._vocabulary))
         self._tokens = np.concatenate([self._tokens, count_tokens_batch(new_texts)])
+        if self.config.unit_tokens:
+            self._add_units(new_texts, spans, sentences, base)
         for i in new:
             self._position[ids[i]] = len(self._ids)
             self._ids.append(ids[i])
@@ -212,6 +221,22 @@ class ConceptGraphIndex:
             self._metadata.append(metadatas[i])
         self._refresh()
         return ids
+
+    def _add_units(self, texts: list[str], spans: list[list[tuple[int, int]]],
+                   sentences: list[str], base: int) -> None:
+        """Pack the new chunks' sentences into units; count each unit's exact tokens."""
+        sizes = count_tokens_batch(sentences).tolist()
+        starts: list[int] = []
+        unit_texts: list[str] = []
+        first = 0
+        for text, chunk_spans in zip(texts, spans, strict=True):
+            local = pack_sentences(sizes[first:first + len(chunk_spans)], self.config.unit_tokens)
+            for a, b in zip(local, [*local[1:], len(chunk_spans)], strict=True):
+                starts.append(base + first + a)
+                unit_texts.append(text[chunk_spans[a][0]:chunk_spans[b - 1][1]])
+            first += len(chunk_spans)
+        self._unit_starts = np.concatenate([self._unit_starts, np.asarray(starts, np.int64)])
+        self._unit_tokens = np.concatenate([self._unit_tokens, count_tokens_batch(unit_texts)])
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove chunks everywhere: text, sentences, embeddings, concepts, edges."""
@@ -226,6 +251,11 @@ class ConceptGraphIndex:
         keep_chunk = np.array([cid not in doomed for cid in self._ids], dtype=bool)
         sentence_chunk = self._sentence_chunk()
         keep_sentence = keep_chunk[sentence_chunk]
+        if self.config.unit_tokens:
+            keep_unit = keep_sentence[self._unit_starts]
+            new_position = np.cumsum(keep_sentence) - 1
+            self._unit_starts = new_position[self._unit_starts[keep_unit]]
+            self._unit_tokens = self._unit_tokens[keep_unit]
         sizes = np.diff(self._offsets)[keep_chunk]
         self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._spans = self._spans[keep_sentence]
@@ -311,11 +341,7 @@ class ConceptGraphIndex:
         return np.repeat(np.arange(len(self._ids)), np.diff(self._offsets))
 
     def _chunk_sentence_matrix(self) -> sp.csr_matrix:
-        n_sent = len(self._spans)
-        return sp.csr_matrix(
-            (np.ones(n_sent, dtype=np.int32), np.arange(n_sent), self._offsets),
-            shape=(len(self._ids), n_sent),
-        )
+        return _segment_matrix(self._offsets, len(self._spans))
 
     def _refresh(self) -> None:
         cfg = self.config
@@ -336,10 +362,19 @@ class ConceptGraphIndex:
         edges = concept_edges(links, vectors, cfg.theta_co, cfg.theta_sem)
         adj = adjacency(edges, len(concept_terms), weighted=True)
         rank_adj = adj if cfg.pagerank_weighted else adjacency(edges, len(concept_terms), False)
-        chunk_vecs = None
+        # retrieval units: the chunks themselves, or sentence runs within them
+        if cfg.unit_tokens:
+            unit_offsets = np.append(self._unit_starts, len(self._spans)).astype(np.int64)
+            unit_sentence = _segment_matrix(unit_offsets, len(self._spans))
+            unit_links = sp.csr_matrix((unit_sentence @ sentence_concepts) > 0, dtype=np.float32)
+            unit_tokens = self._unit_tokens
+        else:
+            unit_offsets, unit_links, unit_tokens = self._offsets, links, self._tokens
+        unit_vectors = None
         if cfg.chunk_similarity == "mean" and len(self._ids):
-            sums = np.asarray(self._chunk_sentence_matrix() @ self._embeddings, dtype=np.float32)
-            chunk_vecs = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+            sums = np.asarray(_segment_matrix(unit_offsets, len(self._spans)) @ self._embeddings,
+                              dtype=np.float32)
+            unit_vectors = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
         names = list(self._vocabulary)
         self._derived = _Derived(
             concepts=[names[t] for t in concept_terms],
@@ -351,7 +386,11 @@ class ConceptGraphIndex:
             edges=edges,
             adjacency=adj,
             rank=pagerank(rank_adj, cfg.pagerank_damping),
-            chunk_vectors=chunk_vecs,
+            unit_offsets=unit_offsets,
+            unit_tokens=unit_tokens,
+            unit_chunk=self._sentence_chunk()[unit_offsets[:-1]],
+            unit_links_csc=unit_links.tocsc(),
+            unit_vectors=unit_vectors,
         )
 
     @property
@@ -492,10 +531,10 @@ class ConceptGraphIndex:
         else:
             hits, trace = local_search(
                 state.vectors @ q,
-                state.links_csc,
+                state.unit_links_csc,
                 state.adjacency,
-                self._chunk_scorer(q),
-                self._tokens,
+                self._unit_scorer(q),
+                state.unit_tokens,
                 top_k=cfg.top_k,
                 hops=cfg.hops,
                 budget=cfg.budget,
@@ -503,7 +542,7 @@ class ConceptGraphIndex:
             )
         chunks = tuple(
             RetrievedChunk(
-                self._chunk(h.chunk),
+                self._unit(h.chunk),
                 h.score,
                 Provenance(state.concepts[h.concept], h.concept_similarity, h.stage, h.hop),
             )
@@ -518,14 +557,27 @@ class ConceptGraphIndex:
             budget=cfg.budget,
         )
 
-    def _chunk_scorer(self, q: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-        """cos(query, chunk) for given chunk positions: their best sentence, or their mean."""
-        chunk_vectors = self._state.chunk_vectors
-        offsets, embeddings = self._offsets, self._embeddings
+    def _unit(self, pos: int) -> Chunk:
+        """A retrieval unit: the chunk itself, or a sentence run tagged with its chunk."""
+        if not self.config.unit_tokens:
+            return self._chunk(pos)
+        state = self._state
+        parent = int(state.unit_chunk[pos])
+        first, end = int(state.unit_offsets[pos]), int(state.unit_offsets[pos + 1])
+        text = self._texts[parent][self._spans[first][0]:self._spans[end - 1][1]]
+        k = pos - int(np.searchsorted(state.unit_chunk, parent))
+        chunk_id = self._ids[parent]
+        return Chunk(f"{chunk_id}#u{k}", text, int(state.unit_tokens[pos]),
+                     {**self._metadata[parent], "parent_chunk_id": chunk_id, "unit": k})
+
+    def _unit_scorer(self, q: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        """cos(query, unit) for given unit positions: their best sentence, or their mean."""
+        state = self._state
+        unit_vectors, offsets, embeddings = state.unit_vectors, state.unit_offsets, self._embeddings
 
         def score(chunks: np.ndarray) -> np.ndarray:
-            if chunk_vectors is not None:
-                return np.asarray(chunk_vectors[chunks] @ q)
+            if unit_vectors is not None:
+                return np.asarray(unit_vectors[chunks] @ q)
             starts = offsets[chunks]
             lengths = offsets[chunks + 1] - starts
             segment = np.concatenate([[0], np.cumsum(lengths)[:-1]])
@@ -547,6 +599,14 @@ class ConceptGraphIndex:
         from .store import load_index
 
         return load_index(path, embedder)
+
+
+def _segment_matrix(offsets: np.ndarray, n_sentences: int) -> sp.csr_matrix:
+    """0/1 (segments x sentences) matrix of consecutive sentence ranges given by offsets."""
+    return sp.csr_matrix(
+        (np.ones(n_sentences, dtype=np.int32), np.arange(n_sentences), offsets),
+        shape=(len(offsets) - 1, n_sentences),
+    )
 
 
 def _vstack_grow(top: sp.csr_matrix, bottom: sp.csr_matrix, n_cols: int) -> sp.csr_matrix:

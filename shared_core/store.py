@@ -35,6 +35,8 @@ ARRAYS = {
     "sentence_terms_data": (np.int32, 1),
     "sentence_terms_indices": (np.int64, 1),
     "sentence_terms_indptr": (np.int64, 1),
+    "unit_starts": (np.int64, 1),
+    "unit_tokens": (np.int64, 1),
 }
 
 
@@ -67,6 +69,8 @@ def save_index(index: ConceptGraphIndex, path: str | os.PathLike[str]) -> None:
             "sentence_terms_data": terms.data.astype(np.int32),
             "sentence_terms_indices": terms.indices.astype(np.int64),
             "sentence_terms_indptr": terms.indptr.astype(np.int64),
+            "unit_starts": index._unit_starts,
+            "unit_tokens": index._unit_tokens,
         }
         for name, array in arrays.items():
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(array, dtype=ARRAYS[name][0]),
@@ -181,6 +185,10 @@ def load_index(path: str | os.PathLike[str], embedder: Embedder) -> ConceptGraph
         and arrays["sentence_embeddings"].shape == (n_sent, embedder.dim)
         and len(arrays["sentence_terms_indptr"]) == n_sent + 1
         and len(terms) == manifest.get("terms")
+        and len(arrays["unit_starts"]) == len(arrays["unit_tokens"])
+        and (len(arrays["unit_starts"]) > 0) == (config.unit_tokens > 0 and n_sent > 0)
+        and bool(np.all(np.diff(arrays["unit_starts"]) > 0))
+        and bool(np.all((arrays["unit_starts"] >= 0) & (arrays["unit_starts"] < max(n_sent, 1))))
     )
     if not consistent:
         raise CorruptIndexError(f"{root}: array and chunk counts disagree with each other")
@@ -195,6 +203,8 @@ def load_index(path: str | os.PathLike[str], embedder: Embedder) -> ConceptGraph
     index._offsets = arrays["sentence_offsets"]
     index._embeddings = arrays["sentence_embeddings"]
     index._vocabulary = {term: i for i, term in enumerate(terms)}
+    index._unit_starts = arrays["unit_starts"]
+    index._unit_tokens = arrays["unit_tokens"]
     try:
         index._sentence_terms = sp.csr_matrix(
             (arrays["sentence_terms_data"], arrays["sentence_terms_indices"],

@@ -50,27 +50,36 @@ def split_into_units(
     return Units(ids, texts, np.asarray(parent, dtype=np.int64), count_tokens_batch(texts))
 
 
+def pack_sentences(sizes: Sequence[int], max_tokens: int) -> list[int]:
+    """Where each unit starts: greedy runs of sentences within ``max_tokens``.
+
+    A join costs one token (the space between two sentences); a sentence longer
+    than ``max_tokens`` forms a unit by itself.
+    """
+    starts: list[int] = []
+    used = 0
+    for i, size in enumerate(sizes):
+        if not starts or used + 1 + size > max_tokens or size > max_tokens:
+            starts.append(i)
+            used = size
+        else:
+            used += 1 + size
+        if size > max_tokens:
+            used = max_tokens  # nothing may join an oversized sentence
+    return starts
+
+
 def _pack_sentences(text: str, max_tokens: int) -> list[str]:
     spans = split_sentences(text)
     if not spans:
         return []
     sentences = [text[s:e] for s, e in spans]
-    sizes = count_tokens_batch(sentences)
+    sizes = count_tokens_batch(sentences).tolist()
+    starts = pack_sentences(sizes, max_tokens)
     pieces: list[str] = []
-    start = 0  # span index where the open unit starts
-    used = 0
-    for i, size in enumerate(sizes.tolist()):
-        if size > max_tokens:  # a sentence longer than a unit: close the open one, cut it
-            if i > start:
-                pieces.append(text[spans[start][0]:spans[i - 1][1]])
-            pieces.extend(chunk_by_tokens(sentences[i], max_tokens, 0))
-            start, used = i + 1, 0
-            continue
-        # +1 for the space that joins two sentences in the chunk text
-        if i > start and used + size + 1 > max_tokens:
-            pieces.append(text[spans[start][0]:spans[i - 1][1]])
-            start, used = i, 0
-        used += size + (1 if i > start else 0)
-    if start < len(spans):
-        pieces.append(text[spans[start][0]:spans[-1][1]])
+    for start, end in zip(starts, [*starts[1:], len(spans)], strict=True):
+        if end - start == 1 and sizes[start] > max_tokens:  # cut an oversized sentence
+            pieces.extend(chunk_by_tokens(sentences[start], max_tokens, 0))
+        else:
+            pieces.append(text[spans[start][0]:spans[end - 1][1]])
     return [p for p in pieces if p.strip()]

@@ -40,6 +40,8 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("pagerank_damping", 1.0),    # [0, 1): damping 1 never converges
     ("pagerank_damping", -0.1),
     ("pagerank_damping", math.inf),
+    ("unit_tokens", -1),          # 0 (whole chunks) or a positive unit size
+    ("unit_tokens", 150.0),
 ]
 
 
