@@ -23,6 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--limit-questions", type=int, default=None)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--no-coverage", action="store_true", help="skip core-coverage selection")
+    r.add_argument("--trace-memory", action="store_true",
+                   help="tracemalloc peak per build (exact, but slows builds several-fold)")
     r.add_argument("--cache", default=str(CACHE_PATH), help="SQLite embedding cache")
     rep = sub.add_parser("report", help="write RESULTS.md and plots from result JSONs")
     rep.add_argument("--results", default="benchmarks/results")
@@ -40,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         config = RunConfig(
             data=args.data, protocol=args.protocol, methods=methods, budget=args.budget,
             out=args.out, embedder=args.embedder, limit_questions=args.limit_questions,
-            seed=args.seed, coverage=not args.no_coverage, cache_path=args.cache,
+            seed=args.seed, coverage=not args.no_coverage, trace_memory=args.trace_memory,
+            cache_path=args.cache,
         )
         result = run(config, argv)
         for name, m in result["methods"].items():

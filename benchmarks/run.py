@@ -50,7 +50,13 @@ class RunConfig:
     limit_questions: int | None = None
     seed: int = 0
     coverage: bool = True
+    trace_memory: bool = False
     cache_path: str = str(CACHE_PATH)
+
+
+def _max_rss_mb() -> float:
+    """The process's peak resident memory so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _git_commit() -> str | None:
@@ -130,24 +136,27 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
     for spec in config.methods:
         print(f"[{config.protocol}] {spec}: building", file=sys.stderr, flush=True)
         before = embedder.embedded_texts
-        tracemalloc.start()
+        if config.trace_memory:  # exact peak, but slows Python-heavy builds several-fold
+            tracemalloc.start()
         t0 = time.perf_counter()
         try:
             retriever = build_method(spec, inputs)
         except MethodUnavailable as exc:
-            tracemalloc.stop()
             unavailable[spec] = str(exc)
             print(f"  unavailable: {exc}", file=sys.stderr, flush=True)
             continue
-        build_time = time.perf_counter() - t0
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+        finally:
+            build_time = time.perf_counter() - t0
+            peak = tracemalloc.get_traced_memory()[1] if tracemalloc.is_tracing() else None
+            tracemalloc.stop()
         result = evaluate(retriever, corpus, dataset.questions, qvecs, config.budget,
                           normalized_units)
         if dataset.questions:
             _check_context_tokens(retriever, corpus, dataset.questions[0], qvecs[0],
                                   config.budget)
-        result.update(build_time_s=build_time, build_peak_mb=peak / 2**20,
+        result.update(build_time_s=build_time,
+                      build_peak_mb=None if peak is None else peak / 2**20,
+                      rss_high_water_mb=_max_rss_mb(),
                       texts_embedded_in_build=embedder.embedded_texts - before)
         diagnostics = getattr(retriever, "diagnostics", None)
         if callable(diagnostics):
@@ -187,7 +196,7 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
         "methods": methods,
         "unavailable": unavailable,
         "core_coverage": coverage,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": _max_rss_mb(),
     }
     Path(config.out).parent.mkdir(parents=True, exist_ok=True)
     Path(config.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
