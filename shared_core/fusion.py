@@ -5,7 +5,9 @@ come first (voting); the concept path fills at most (1−λ)·β and the KG path
 most λ·β. Voted chunks are charged to the total only; the two path shares then
 split what remains, (1−λ) and λ of it, so all three limits hold at once.
 Items are deduplicated by ``chunk_id``: a KG fact whose source chunk the concept
-path also retrieved is a vote for that chunk, not a second copy of it.
+path also retrieved is a vote for that chunk, not a second copy of it. A concept
+item that is a sub-chunk unit names its chunk in ``source_id``, and counts as
+found by both paths when the KG path cites that chunk.
 """
 
 from __future__ import annotations
@@ -19,13 +21,22 @@ Path = Literal["concept", "kg", "both"]
 
 @dataclass(frozen=True)
 class ContextItem:
-    """One retrievable piece of context: a chunk, or a KG fact tied to its source chunk."""
+    """One retrievable piece of context: a chunk, or a KG fact tied to its source chunk.
+
+    ``source_id`` is the chunk a finer unit was cut from; voting compares it (or,
+    when empty, ``chunk_id``) with the chunk ids the other path found.
+    """
 
     chunk_id: str
     text: str
     tokens: int
     score: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)
+    source_id: str = ""
+
+    @property
+    def vote_key(self) -> str:
+        return self.source_id or self.chunk_id
 
     def __post_init__(self) -> None:
         if not isinstance(self.chunk_id, str) or not self.chunk_id:
@@ -87,16 +98,22 @@ def fuse_contexts(
         raise ValueError(f"lam must be in [0, 1], got {lam!r}")
     concept = _first_by_chunk(concept_items)
     kg = _first_by_chunk(kg_items)
+    kg_rank_of: dict[str, int] = {}
+    for rank, item in kg.values():
+        kg_rank_of.setdefault(item.vote_key, rank)
 
-    voted = sorted(set(concept) & set(kg), key=lambda c: (min(concept[c][0], kg[c][0]),
-                                                          concept[c][0] + kg[c][0], c))
+    def votes(c: str) -> tuple[int, int]:
+        return concept[c][0], kg_rank_of[concept[c][1].vote_key]
+
+    voted = sorted((c for c, (_, item) in concept.items() if item.vote_key in kg_rank_of),
+                   key=lambda c: (min(votes(c)), sum(votes(c)), c))
     fused: list[FusedItem] = []
     used = 0
     for chunk_id in voted:
         # the chunk's text (from the concept path) carries the fact the KG path found
         item = concept[chunk_id][1]
         if used + item.tokens <= budget:
-            fused.append(FusedItem(item, "both", concept[chunk_id][0], kg[chunk_id][0]))
+            fused.append(FusedItem(item, "both", *votes(chunk_id)))
             used += item.tokens
     placed = {f.item.chunk_id for f in fused}
 

@@ -73,9 +73,16 @@ class RetrievedChunk:
     def text(self) -> str:
         return self.chunk.text
 
+    def metadata(self) -> dict[str, Any]:
+        """What a framework object carries: the chunk's metadata plus id, score, provenance."""
+        return {**self.chunk.metadata, "chunk_id": self.chunk.id, "score": self.score,
+                "provenance": self.provenance.to_dict()}
+
     def to_context_item(self) -> ContextItem:
+        """This hit as fusion input; a unit votes through the chunk it was cut from."""
         return ContextItem(self.chunk.id, self.chunk.text, self.chunk.tokens, self.score,
-                           {**self.chunk.metadata, **self.provenance.to_dict()})
+                           self.metadata(),
+                           source_id=self.chunk.metadata.get("parent_chunk_id", ""))
 
 
 @dataclass(frozen=True)

@@ -79,12 +79,7 @@ def select_core_chunks(
 
 def provenance_metadata(hit: RetrievedChunk) -> dict[str, Any]:
     """The metadata a retrieved chunk carries into a framework object."""
-    return {
-        **hit.chunk.metadata,
-        "chunk_id": hit.chunk.id,
-        "score": hit.score,
-        "provenance": hit.provenance.to_dict(),
-    }
+    return hit.metadata()
 
 
 ConceptPath = Callable[[], Sequence[ContextItem]]
@@ -146,8 +141,7 @@ def function_embedder(
 
 def concept_context_items(result: RetrievalResult) -> list[ContextItem]:
     """The concept path as fusion input, with the metadata a concept retriever returns."""
-    return [ContextItem(hit.chunk.id, hit.chunk.text, hit.chunk.tokens, hit.score,
-                        provenance_metadata(hit)) for hit in result.chunks]
+    return [hit.to_context_item() for hit in result.chunks]
 
 
 def kg_context_item(

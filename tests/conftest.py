@@ -1,4 +1,4 @@
-"""Test-wide guarantees: no network (pytest-socket, see pyproject addopts), no writes to ~/.cache."""
+"""Test-wide guarantees: no network (pytest-socket, see pyproject), no writes to ~/.cache."""
 
 from __future__ import annotations
 

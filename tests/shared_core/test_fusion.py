@@ -165,3 +165,19 @@ def test_fusion_limits_hold(concept: list[ContextItem], kg: list[ContextItem], b
     if not share:                                        # principle 3, on what votes left
         assert by["concept"] <= (1 - lam) * remaining + 1e-9
         assert by["kg"] <= lam * remaining + 1e-9
+
+
+def test_a_unit_is_voted_when_the_kg_path_cites_its_chunk() -> None:
+    from shared_core.fusion import ContextItem, fuse_contexts
+
+    units = [ContextItem("c1#u0", "unit zero", 10, source_id="c1"),
+             ContextItem("c2#u0", "other unit", 10, source_id="c2"),
+             ContextItem("c1#u3", "unit three", 10, source_id="c1")]
+    facts = [ContextItem("c9", "fact from c9", 10), ContextItem("c1", "fact from c1", 10)]
+    fused = fuse_contexts(units, facts, budget=100, lam=0.5)
+    # both units of c1 are voted (KG rank 1 cites c1): c1#u0 (ranks 0,1) before c1#u3 (2,1);
+    # remaining 80 -> 40 per path: c2#u0 from the concept path, then both facts (the
+    # fact from c1 is a different text, not a copy of either unit)
+    assert [(f.item.chunk_id, f.path) for f in fused.items] == [
+        ("c1#u0", "both"), ("c1#u3", "both"), ("c2#u0", "concept"), ("c9", "kg"), ("c1", "kg")]
+    assert [(f.concept_rank, f.kg_rank) for f in fused.items[:2]] == [(0, 1), (2, 1)]

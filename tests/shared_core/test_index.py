@@ -296,8 +296,8 @@ def test_metadata_round_trips_and_is_copied() -> None:
     assert hit.chunk.metadata == index.get("x").metadata
     item = hit.to_context_item()
     assert item.chunk_id == "x" and item.metadata["source"] == "wiki"
-    assert item.metadata["stage"] == hit.provenance.stage
-    assert item.metadata["concept"] == hit.provenance.concept
+    assert item.metadata["provenance"] == hit.provenance.to_dict()
+    assert item.source_id == ""  # a whole chunk votes under its own id
 
 
 # ------------------------------------------------------------------ delete
