@@ -44,6 +44,7 @@ from llama_index.core.llms.custom import CustomLLM
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.prompts.default_prompts import DEFAULT_KG_TRIPLET_EXTRACT_PROMPT
 from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import BaseNode
 
 from llama_index_conceptgraph import (
     CoreChunkSelector,
@@ -154,6 +155,11 @@ class OpenAIChatLLM(CountingLLM):
         return reply.choices[0].message.content or ""
 
 
+def chunk_id(i: int, doc: BaseNode) -> str:
+    """Stable chunk ids (passage id + chunk number) instead of random UUIDs."""
+    return f"{doc.node_id}#{i}"
+
+
 def load_documents(limit: int) -> list[Document]:
     with (DATA / "corpus.jsonl").open(encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh][:limit]
@@ -188,7 +194,8 @@ def main() -> None:
     start = time.perf_counter()
     pg_index = run_outside_event_loop(
         PropertyGraphIndex.from_documents, documents,
-        transformations=[SentenceSplitter(chunk_size=512, chunk_overlap=32), selector],
+        transformations=[SentenceSplitter(chunk_size=512, chunk_overlap=32,
+                                          id_func=chunk_id), selector],
         kg_extractors=[SimpleLLMPathExtractor(llm=llm, max_paths_per_chunk=10)],
         llm=llm, embed_model=embed_model)
     calls, tokens = llm.extraction_usage()

@@ -126,14 +126,21 @@ class FusedConceptKGRetriever(BaseRetriever):
     path fills at most (1−λ) and the KG path at most λ of what remains of
     ``budget`` tokens. Each node's metadata carries ``fusion`` (path and ranks).
 
-    >>> from llama_index.core import Document, PropertyGraphIndex
-    >>> from llama_index.core.node_parser import SentenceSplitter
-    >>> selector = CoreChunkSelector(kappa=0.8)
-    >>> pg_index = PropertyGraphIndex.from_documents(  # doctest: +SKIP
-    ...     [Document(text="...")], transformations=[SentenceSplitter(), selector])
-    >>> retriever = FusedConceptKGRetriever.from_defaults(  # doctest: +SKIP
-    ...     pg_index, selector=selector, lam=0.6, budget=4000)
-    >>> nodes = retriever.retrieve("Who founded the company?")  # doctest: +SKIP
+    >>> from llama_index.core.schema import TextNode
+    >>> from shared_core import HashingEmbedder
+    >>> from llama_index_conceptgraph import ConceptGraphRetriever, CoreEmbedding
+    >>> concept = ConceptGraphRetriever.from_defaults(
+    ...     nodes=[TextNode(id_="a", text="Ada Lovelace wrote the first program."),
+    ...            TextNode(id_="b", text="Charles Babbage designed the engine.")],
+    ...     embed_model=CoreEmbedding(HashingEmbedder()))
+    >>> fused = FusedConceptKGRetriever(concept, kg_retriever=concept, lam=0.6, budget=500)
+    >>> top = fused.retrieve("Who wrote the first program?")[0]
+    >>> top.node.node_id, top.node.metadata["fusion"]["path"]
+    ('a', 'both')
+
+    Over a PropertyGraphIndex built with a :class:`CoreChunkSelector`, the KG path
+    defaults to the index's own retrievers with facts attributed correctly:
+    ``FusedConceptKGRetriever.from_defaults(pg_index, selector=selector)``.
     """
 
     def __init__(

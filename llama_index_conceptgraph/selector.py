@@ -28,14 +28,21 @@ class CoreChunkSelector(TransformComponent):
     logger and kept in :attr:`report`. The embedding model is, in order: the one
     given here, the ``embed_model`` the index was given, ``Settings.embed_model``.
 
-    >>> from llama_index.core import Document, PropertyGraphIndex
+    >>> from llama_index.core import Document
+    >>> from llama_index.core.ingestion import IngestionPipeline
     >>> from llama_index.core.node_parser import SentenceSplitter
-    >>> selector = CoreChunkSelector(kappa=0.8)
-    >>> index = PropertyGraphIndex.from_documents(  # doctest: +SKIP
-    ...     [Document(text="...")],
-    ...     transformations=[SentenceSplitter(chunk_size=512), selector],
-    ...     kg_extractors=[...])
-    >>> print(selector.report.summary())  # doctest: +SKIP
+    >>> from shared_core import HashingEmbedder
+    >>> from llama_index_conceptgraph import CoreChunkSelector, CoreEmbedding
+    >>> selector = CoreChunkSelector(kappa=0.5, embed_model=CoreEmbedding(HashingEmbedder()))
+    >>> docs = [Document(text="Ada Lovelace wrote the first program for the engine."),
+    ...         Document(text="Charles Babbage designed the engine; Lovelace programmed it.")]
+    >>> nodes = IngestionPipeline(transformations=[SentenceSplitter(), selector]).run(
+    ...     documents=docs)
+    >>> len(nodes), selector.report.chunks_total
+    (1, 2)
+
+    In a ``PropertyGraphIndex``: ``PropertyGraphIndex.from_documents(docs,
+    transformations=[SentenceSplitter(), selector], kg_extractors=[...])``.
     """
 
     kappa: float = Field(default=0.8, gt=0.0, le=1.0,
