@@ -27,6 +27,8 @@ class CoreChunkSelector(TransformComponent):
     nothing is embedded twice. The cost report is logged on the ``conceptgraph``
     logger and kept in :attr:`report`. The embedding model is, in order: the one
     given here, the ``embed_model`` the index was given, ``Settings.embed_model``.
+    Selection ranks chunks against one shared graph, so run ``IngestionPipeline`` with
+    the default ``num_workers=None``: worker processes would each see only their batch.
 
     >>> from llama_index.core import Document
     >>> from llama_index.core.ingestion import IngestionPipeline
