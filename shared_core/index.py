@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,11 +25,12 @@ from .embeddings import Embedder, check_texts, normalise_rows
 from .fusion import ContextItem
 from .graph import ConceptEdges, adjacency, concept_edges, concept_vectors, pagerank
 from .retrieval import Hit, SearchTrace, Stage, local_search
-from .selection import Selection, chunk_scores, select_by_scores
+from .selection import Selection, chunk_scores, random_scores, select_by_scores
 from .text import count_tokens_batch, split_sentences
 from .units import pack_sentences
 
 EMBED_BATCH = 512
+SelectionMethod = Literal["concept", "knn", "random"]
 
 
 def content_id(text: str) -> str:
@@ -478,12 +479,45 @@ class ConceptGraphIndex:
         scores = chunk_scores(self._state.links, self._state.rank, self.config.chunk_score)
         return dict(zip(self._ids, scores.tolist(), strict=True))
 
-    def select(self, kappa: float | None = None, *, prompt_tokens_per_chunk: int = 0) -> Selection:
-        """The core chunks: the top ``kappa`` share by chunk score, with the cost report."""
+    def select(
+        self,
+        kappa: float | None = None,
+        *,
+        method: SelectionMethod = "concept",
+        prompt_tokens_per_chunk: int = 0,
+        seed: int = 0,
+    ) -> Selection:
+        """The core chunks: the top ``kappa`` share by chunk score, with the cost report.
+
+        ``method="concept"`` is G2ConS (PageRank of the chunk's concepts);
+        ``"knn"`` is KET-RAG's PageRank over a KNN chunk graph (K=2, one lexical
+        and one semantic neighbour per chunk) built from this index's terms and
+        sentence vectors, so it costs no embedding; ``"random"`` is the baseline.
+        """
         kappa = self.config.kappa if kappa is None else kappa
         ConceptGraphConfig(kappa=kappa)  # validates with the knob's name in the error
-        scores = chunk_scores(self._state.links, self._state.rank, self.config.chunk_score)
+        if method == "concept":
+            scores = chunk_scores(self._state.links, self._state.rank, self.config.chunk_score)
+        elif method == "knn":
+            scores = self._knn_scores()
+        elif method == "random":
+            scores = random_scores(len(self._ids), seed)
+        else:
+            raise ValueError(f"method must be concept, knn or random, got {method!r}")
         return select_by_scores(self._ids, scores, self._tokens, kappa, prompt_tokens_per_chunk)
+
+    def _knn_scores(self) -> np.ndarray:
+        from .ketrag import knn_chunk_graph
+
+        if len(self._ids) < 2:
+            return np.ones(len(self._ids))
+        segments = self._chunk_sentence_matrix()
+        n_terms = len(self._vocabulary)
+        chunk_terms = segments @ sp.csr_matrix(self._sentence_terms,
+                                               shape=(len(self._spans), n_terms))
+        sums = np.asarray(segments @ self._embeddings, dtype=np.float32)
+        vectors = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+        return knn_chunk_graph(chunk_terms, vectors, 2, damping=self.config.pagerank_damping).scores
 
     # ------------------------------------------------------------ retrieval
     def embed_query(self, query: str) -> np.ndarray:

@@ -126,3 +126,37 @@ def test_random_scores_deterministic_per_seed() -> None:
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert ((a >= 0) & (a < 1)).all() and a.shape == (50,)
+
+
+def test_index_select_methods_knn_and_random() -> None:
+    import numpy as np
+
+    from shared_core import ConceptGraphIndex, HashingEmbedder
+    from shared_core.concepts import count_terms, term_analyzer
+    from shared_core.ketrag import knn_chunk_graph
+    from shared_core.text import split_sentences
+
+    texts = ["Ada Lovelace wrote notes on the engine.", "Babbage designed the engine.",
+             "The engine computed Bernoulli numbers.", "Lovelace published her notes.",
+             "Gears and levers moved the mill."]
+    embedder = HashingEmbedder()
+    index = ConceptGraphIndex.from_texts(texts, ids=list("abcde"), embedder=embedder)
+
+    # KET-RAG's graph over the same inputs built independently: chunk term counts
+    # and each chunk's mean sentence vector
+    terms = count_terms(texts, {}, term_analyzer())
+    sums = np.stack([embedder.embed([t[s:e] for s, e in split_sentences(t)]).sum(axis=0)
+                     for t in texts])
+    vectors = sums / np.linalg.norm(sums, axis=1, keepdims=True)
+    expected = knn_chunk_graph(terms, vectors, 2).scores
+    knn = index.select(0.4, method="knn")
+    np.testing.assert_allclose([knn.scores[i] for i in "abcde"], expected, atol=1e-12)
+    assert knn.report.chunks_kept == 2  # ceil(0.4 * 5)
+
+    first, again = index.select(0.6, method="random", seed=3), index.select(
+        0.6, method="random", seed=3)
+    assert first.kept_ids == again.kept_ids and len(first.kept_ids) == 3
+    assert any(index.select(0.6, method="random", seed=s).kept_ids != first.kept_ids
+               for s in range(4, 10))
+    with pytest.raises(ValueError, match="method"):
+        index.select(0.5, method="degree")  # type: ignore[arg-type]
