@@ -19,9 +19,13 @@ from .embeddings import (
 )
 from .fusion import ContextItem, FusedContext, FusedItem, fuse_contexts
 from .index import Chunk, ConceptGraphIndex, Provenance, RetrievalResult, RetrievedChunk, content_id
+from .ketrag import KeywordChannelRetriever, knn_chunk_graph, knn_pagerank_scores
 from .selection import CostReport, Selection
 from .store import CorruptIndexError
+from .strategies import UnitRetriever
+from .terag import TeragPprRetriever
 from .text import chunk_by_tokens, count_tokens, split_sentences
+from .units import Units, split_into_units
 
 __all__ = [
     "CachedEmbedder",
@@ -37,16 +41,23 @@ __all__ = [
     "FusedContext",
     "FusedItem",
     "HashingEmbedder",
+    "KeywordChannelRetriever",
     "OpenAIEmbedder",
     "Provenance",
     "RetrievalResult",
     "RetrievedChunk",
     "Selection",
     "SentenceTransformerEmbedder",
+    "TeragPprRetriever",
+    "UnitRetriever",
+    "Units",
     "chunk_by_tokens",
     "content_id",
     "count_tokens",
     "fuse_contexts",
+    "knn_chunk_graph",
+    "knn_pagerank_scores",
     "minilm_embedder",
+    "split_into_units",
     "split_sentences",
 ]
