@@ -145,3 +145,16 @@ def test_full_run_with_hashing_embedder(data_dir: Path, tmp_path: Path) -> None:
     assert result["command"].startswith("python -m benchmarks run --data")
     assert result["core_coverage"]["all_chunks"]["answer"] == pytest.approx(2 / 3)
     assert set(result["core_coverage"]["g2cons"]) == {"0.2", "0.5", "0.8"}
+
+
+def test_report_from_a_run(data_dir: Path, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    main(["run", "--data", str(data_dir), "--protocol", "passage", "--methods", "bm25,random",
+          "--budget", "16", "--embedder", "hashing", "--no-coverage",
+          "--out", str(results / "tiny_passage.json"), "--cache", str(tmp_path / "c.sqlite")])
+    out = tmp_path / "RESULTS.md"
+    assert main(["report", "--results", str(results), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| bm25 | 33.3 |" in text  # CR table: method x protocol
+    assert "python -m benchmarks run --data" in text
+    assert (results / "cr_tiny.png").stat().st_size > 0
