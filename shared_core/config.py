@@ -37,6 +37,11 @@ class ConceptGraphConfig:
     that many tokens instead of whole chunks (KET-RAG's τ splitting): chunks stay
     the unit of selection and KG extraction, where the cost is, while a budget
     holds many focused units rather than a few long chunks.
+
+    ``exact_match_seeds`` puts the query's own terms that are concepts (rarest
+    first) ahead of the embedding-similar ones among the ``top_k`` direct
+    concepts, as TERAG matches exactly before semantically: small embedders blur
+    the names and numbers that lexical matching keeps.
     """
 
     theta_sem: float = 0.65
@@ -56,6 +61,7 @@ class ConceptGraphConfig:
     chunk_similarity: ChunkSimilarity = "max"
     overflow: Overflow = "stop"
     unit_tokens: int = 0
+    exact_match_seeds: bool = False
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -73,6 +79,8 @@ class ConceptGraphConfig:
         _check_choice("chunk_similarity", self.chunk_similarity, ("mean", "max"))
         _check_choice("overflow", self.overflow, ("stop", "skip"))
         _check_int("unit_tokens", self.unit_tokens, 0)
+        if not isinstance(self.exact_match_seeds, bool):
+            raise ValueError(f"exact_match_seeds must be a bool, got {self.exact_match_seeds!r}")
         if not isinstance(self.pagerank_weighted, bool):
             raise ValueError(f"pagerank_weighted must be a bool, got {self.pagerank_weighted!r}")
         _check_range("pagerank_damping", self.pagerank_damping, 0.0, 1.0, high_open=True)

@@ -128,6 +128,8 @@ class _Derived:
     unit_chunk: np.ndarray
     unit_links_csc: sp.csc_matrix
     unit_vectors: np.ndarray | None
+    concept_position: dict[str, int]
+    concept_chunk_counts: np.ndarray
 
 
 class ConceptGraphIndex:
@@ -384,11 +386,12 @@ class ConceptGraphIndex:
                               dtype=np.float32)
             unit_vectors = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
         names = list(self._vocabulary)
+        links_csc = links.tocsc()
         self._derived = _Derived(
             concepts=[names[t] for t in concept_terms],
             concept_terms=concept_terms,
             links=links,
-            links_csc=links.tocsc(),
+            links_csc=links_csc,
             vectors=vectors,
             sentence_counts=sentence_counts,
             edges=edges,
@@ -399,6 +402,8 @@ class ConceptGraphIndex:
             unit_chunk=self._sentence_chunk()[unit_offsets[:-1]],
             unit_links_csc=unit_links.tocsc(),
             unit_vectors=unit_vectors,
+            concept_position={names[t]: i for i, t in enumerate(concept_terms)},
+            concept_chunk_counts=np.diff(links_csc.indptr),
         )
 
     @property
@@ -580,6 +585,7 @@ class ConceptGraphIndex:
                 hops=cfg.hops,
                 budget=cfg.budget,
                 overflow=cfg.overflow,
+                seeds=self._exact_seeds(query) if cfg.exact_match_seeds else None,
             )
         chunks = tuple(
             RetrievedChunk(
@@ -597,6 +603,14 @@ class ConceptGraphIndex:
             stopped_by_budget=trace.stopped_by_budget,
             budget=cfg.budget,
         )
+
+    def _exact_seeds(self, query: str) -> np.ndarray:
+        """The query's own terms that are concepts, rarest (fewest chunks) first."""
+        state = self._state
+        found = {state.concept_position[t] for t in self._analyzer(query)
+                 if t in state.concept_position}
+        return np.asarray(sorted(found, key=lambda c: (state.concept_chunk_counts[c], c)),
+                          dtype=np.int64)
 
     def _unit(self, pos: int) -> Chunk:
         """A retrieval unit: the chunk itself, or a sentence run tagged with its chunk."""

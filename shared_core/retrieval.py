@@ -106,18 +106,25 @@ def local_search(
     hops: int,
     budget: int,
     overflow: Overflow = "stop",
+    seeds: np.ndarray | None = None,
 ) -> tuple[list[Hit], SearchTrace]:
     """Run local + global reranking; return the placed chunks in context order.
 
     ``concept_similarity`` is cos(query, concept) per concept, ``concept_chunks``
     the (chunks x concepts) links, ``chunk_similarity`` cos(query, chunk) per chunk,
     or a function scoring given chunk positions, so that only the candidate chunks
-    (those of the direct and expanded concepts) are ever scored.
+    (those of the direct and expanded concepts) are ever scored. ``seeds`` are
+    concepts that lead the direct concepts (e.g. exact matches of query terms);
+    the most similar other concepts fill the rest of ``top_k``.
     """
     concept_chunks = sp.csc_matrix(concept_chunks)
     context = _Context(chunk_tokens, budget, overflow)
     usable = np.flatnonzero(np.diff(concept_chunks.indptr) > 0)
     direct = usable[top_k_indices(concept_similarity[usable], top_k)]
+    if seeds is not None and len(seeds):
+        lead = np.asarray(list(dict.fromkeys(int(s) for s in seeds)), dtype=np.int64)[:top_k]
+        rest = usable[top_k_indices(concept_similarity[usable], top_k + len(lead))]
+        direct = np.concatenate([lead, rest[~np.isin(rest, lead)]])[:top_k]
     chunk_sim = _LazyScores(chunk_similarity, len(chunk_tokens))
     chunk_sim.ensure(_columns(concept_chunks, direct))
 

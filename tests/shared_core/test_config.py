@@ -42,6 +42,7 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("pagerank_damping", math.inf),
     ("unit_tokens", -1),          # 0 (whole chunks) or a positive unit size
     ("unit_tokens", 150.0),
+    ("exact_match_seeds", 1),     # must be a real bool
 ]
 
 

@@ -102,3 +102,18 @@ def test_round_trip_delete_and_idempotent_add(tmp_path: Path) -> None:
 def test_unit_tokens_must_be_a_non_negative_int() -> None:
     with pytest.raises(ValueError, match="unit_tokens"):
         ConceptGraphConfig(unit_tokens=-5)
+
+
+def test_exact_match_seeds_lead_rarest_first() -> None:
+    index = build(0, exact_match_seeds=True)
+    # every term is a concept (50 per chunk); 'babbage' links chunks a and b, 'engines'
+    # only a, so the rarer 'engines' leads, then 'babbage', then the most similar others
+    result = index.retrieve("babbage engines", top_k=3, hops=0, budget=10_000)
+    assert result.direct_concepts[:2] == ("engines", "babbage")
+    assert len(result.direct_concepts) == 3
+    assert build(0, exact_match_seeds=True).retrieve(
+        "babbage engines", top_k=1, hops=0).direct_concepts == ("engines",)
+    # a query term that is no concept seeds nothing: order is by similarity alone
+    unknown = build(0, exact_match_seeds=True).retrieve("zeppelins", top_k=2, hops=0)
+    plain = build(0).retrieve("zeppelins", top_k=2, hops=0)
+    assert unknown.direct_concepts == plain.direct_concepts
