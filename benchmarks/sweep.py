@@ -32,10 +32,10 @@ BUILD_KNOBS = ("unit_tokens", "concept_links", "concepts_per_chunk", "ngram_max"
 
 
 def sweep(data: Path, protocol: str, variants: list[dict[str, Any]], budget: int,
-          embedder_name: str) -> list[dict[str, Any]]:
+          embedder_name: str, cache: Path = CACHE_PATH) -> list[dict[str, Any]]:
     dataset = load_dataset(data)
     corpus = build_corpus(dataset.passages, protocol)
-    embedder = resolve_embedder(embedder_name, str(CACHE_PATH))
+    embedder = resolve_embedder(embedder_name, str(cache))
     vectors = embedder.embed([q.question for q in dataset.questions])
     built: dict[str, ConceptGraphIndex] = {}
     rows = []
@@ -66,7 +66,7 @@ def sweep(data: Path, protocol: str, variants: list[dict[str, Any]], budget: int
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--protocol", default="chunk1200")
@@ -74,10 +74,11 @@ def main() -> None:
                         help="a JSON object of ConceptGraphConfig knobs; repeatable")
     parser.add_argument("--budget", type=int, default=12000)
     parser.add_argument("--embedder", default="minilm", choices=("minilm", "hashing", "openai"))
+    parser.add_argument("--cache", type=Path, default=CACHE_PATH, help="SQLite embedding cache")
     parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = sweep(args.data, args.protocol, [json.loads(v) for v in args.variant], args.budget,
-                 args.embedder)
+                 args.embedder, args.cache)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({
