@@ -32,7 +32,7 @@ PAPER: dict[str, dict[str, float]] = {
 }
 PAPER_METHOD = {"Text-RAG": ("dense_mean", "dense_direct"), "KET-RAG-Keyword": ("ketrag_keyword",),
                 "G2ConS-Concept": ("g2cons",), "G2ConS (fused)": ()}
-PROTOCOL_ORDER = ["chunk1200", "sub300", "sub150", "passage"]
+PROTOCOL_ORDER = ["chunk1200", "sub300", "sub150", "sub100", "passage"]
 TOLERANCE = 4.0
 
 
@@ -52,6 +52,24 @@ def load_results(results_dir: str | Path) -> list[dict[str, Any]]:
             data["_file"] = path.name
             out.append(data)
     return out
+
+
+def sweep_lines(results_dir: Path) -> list[str]:
+    """A table per ``benchmarks.sweep`` file: each ConceptGraphConfig variant's CR."""
+    lines: list[str] = []
+    for path in sorted(results_dir.glob("sweep_*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        lines += [f"### {data['dataset']} / {data['protocol']} (`{path.name}`)", "",
+                  "| variant | CR % | context tokens | expanded share | concepts | edges |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for row in data["rows"]:
+            variant = ", ".join(f"{k}={v}" for k, v in row["variant"].items()) or "defaults"
+            lines.append(f"| {variant} | {100 * row['cr']:.1f} | {row['tokens_mean']:.0f} | "
+                         f"{100 * row['expanded_share']:.1f} % | {row['stats']['concepts']} | "
+                         f"{row['stats']['edges']} |")
+        command = f"{data['command']} --data <{data['dataset']}> --protocol {data['protocol']}"
+        lines += ["", "```", command, "```", ""]
+    return lines
 
 
 def _merge(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -266,6 +284,12 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
               "passages lie inside the kept units; construction-cost reduction is the share "
               "of KG-extraction input tokens not sent to the extractor.", "",
               *coverage_lines(results)]
+    sweeps = sweep_lines(results_dir)
+    if sweeps:
+        lines += ["## G2ConS ablations (`python -m benchmarks.sweep`)", "",
+                  "The concept graph over the protocol's selection chunks, one config variant "
+                  "per row; `unit_tokens` returns sentence units of those chunks. CR is scored "
+                  "on the retrieved texts, as in `benchmarks run`.", "", *sweeps]
     lines += ["## Reference figures", "", *reference_lines(table), ""]
     images = plot(results, table, results_dir)
     lines += ["## Plots", ""] + [f"![{name}]({rel}/{name})" for name in images] + [""]
