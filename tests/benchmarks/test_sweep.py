@@ -19,7 +19,8 @@ def test_sweep_scores_each_variant(data_dir: Path, tmp_path: Path) -> None:  # n
     assert [row["variant"] for row in result["rows"]] == [{}, {"unit_tokens": 5, "top_k": 50}]
     # the four passages hold ~40 tokens, far under the 12,000 budget, and have ~20
     # distinct terms, fewer than top_k=25, so every concept is direct and every
-    # passage is in the context. q1 (Lyon) and q2 (Vienna) are answered by it, q3 (mosaics) is not: 2/3
+    # passage is in the context. q1 (Lyon) and q2 (Vienna) are answered by it,
+    # q3 (mosaics) is not: CR = 2/3
     for row in result["rows"]:
         assert abs(row["cr"] - 2 / 3) < 1e-9
         assert row["stats"]["chunks"] == 4
