@@ -23,30 +23,7 @@ from shared_core.embeddings import (
     check_texts,
     normalise_rows,
 )
-
-
-class Counting:
-    """Wraps an embedder and records every batch sent to it."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.calls: list[list[str]] = []
-
-    @property
-    def model_id(self) -> str:
-        return str(self.inner.model_id)
-
-    @property
-    def dim(self) -> int:
-        return int(self.inner.dim)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return np.asarray(self.inner.embed(texts))
-
-    @property
-    def texts_embedded(self) -> int:
-        return sum(len(c) for c in self.calls)
+from tests.shared_core.fakes import RecordingEmbedder
 
 
 class Raw:
@@ -156,7 +133,7 @@ def test_function_embedder_validates_and_normalises() -> None:
 
 # ------------------------------------------------------------------ cache
 def test_cached_embedder_embeds_each_distinct_text_once() -> None:
-    inner = Counting(HashingEmbedder(32))
+    inner = RecordingEmbedder(HashingEmbedder(32))
     cached = CachedEmbedder(inner)
     first = cached.embed(["alpha", "beta", "alpha"])
     # duplicates within one call go to the model once
@@ -175,10 +152,10 @@ def test_cached_embedder_embeds_each_distinct_text_once() -> None:
 
 def test_file_cache_survives_reopening(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "cache.sqlite"
-    first = CachedEmbedder(Counting(HashingEmbedder(32)), EmbeddingCache(path))
+    first = CachedEmbedder(RecordingEmbedder(HashingEmbedder(32)), EmbeddingCache(path))
     vectors = first.embed(["one", "two"])
     first.cache.close()
-    inner = Counting(HashingEmbedder(32))
+    inner = RecordingEmbedder(HashingEmbedder(32))
     again = CachedEmbedder(inner, EmbeddingCache(path))
     np.testing.assert_array_equal(again.embed(["two", "one"]), vectors[::-1])
     assert inner.calls == [] and again.embedded_texts == 0
@@ -203,7 +180,7 @@ def test_file_cache_is_shared_across_processes(tmp_path: Path) -> None:
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120,
                    cwd=Path(__file__).resolve().parents[2])
-    inner = Counting(HashingEmbedder(32))
+    inner = RecordingEmbedder(HashingEmbedder(32))
     cached = CachedEmbedder(inner, EmbeddingCache(path))
     out = cached.embed(["second text", "written by another process", "new here"])
     assert inner.calls == [["new here"]]  # the other process's texts came from the file
@@ -213,8 +190,8 @@ def test_file_cache_is_shared_across_processes(tmp_path: Path) -> None:
 
 def test_cache_keys_by_model_id() -> None:
     cache = EmbeddingCache()
-    a = Counting(HashingEmbedder(32))
-    b = Counting(HashingEmbedder(64))  # another model id: never served a's vectors
+    a = RecordingEmbedder(HashingEmbedder(32))
+    b = RecordingEmbedder(HashingEmbedder(64))  # another model id: never served a's vectors
     CachedEmbedder(a, cache).embed(["same text"])
     out = CachedEmbedder(b, cache).embed(["same text"])
     assert b.calls == [["same text"]] and out.shape == (1, 64)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,28 +16,9 @@ from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex, content_id
 from shared_core.text import count_tokens, split_sentences
+from tests.shared_core.fakes import RecordingEmbedder
 
 DIM = 128
-
-
-class CountingEmbedder:
-    """HashingEmbedder that records every text it is asked to embed."""
-
-    def __init__(self, dim: int = DIM) -> None:
-        self.inner = HashingEmbedder(dim)
-        self.texts: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return self.inner.embed(texts)
 
 
 def unit(v: np.ndarray) -> np.ndarray:
@@ -241,7 +221,7 @@ def test_docstring_example() -> None:
 
 # ------------------------------------------------------------------ add
 def test_add_is_idempotent() -> None:
-    emb = CountingEmbedder()
+    emb = RecordingEmbedder(HashingEmbedder(DIM))
     index = ConceptGraphIndex(emb, CFG)
     ids = index.add(CORPUS[:4])
     assert ids == [content_id(t) for t in CORPUS[:4]]
@@ -259,7 +239,7 @@ def test_add_is_idempotent() -> None:
 
 
 def test_identical_texts_under_content_ids_are_one_chunk() -> None:
-    emb = CountingEmbedder()
+    emb = RecordingEmbedder(HashingEmbedder(DIM))
     index = ConceptGraphIndex(emb, CFG)
     ids = index.add([CORPUS[0], CORPUS[0], CORPUS[1]])
     assert ids[0] == ids[1] == content_id(CORPUS[0])

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import math
 import threading
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -28,6 +27,7 @@ from shared_core.pipeline import (
     select_core_chunks,
 )
 from shared_core.text import count_tokens
+from tests.shared_core.fakes import RecordingEmbedder
 
 DIM = 64
 TEXTS = [
@@ -46,24 +46,6 @@ IDS = [f"d{i}" for i in range(len(TEXTS))]
 CFG = ConceptGraphConfig(theta_co=1, theta_sem=0.0, concepts_per_chunk=3)
 
 
-class CountingEmbedder:
-    def __init__(self) -> None:
-        self.inner = HashingEmbedder(DIM)
-        self.texts: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return DIM
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return self.inner.embed(texts)
-
-
 @pytest.mark.parametrize(("kappa", "kept"), [(0.2, 2), (0.5, 5), (0.8, 8), (1.0, 10)])
 def test_select_core_chunks_on_a_new_index(kappa: float, kept: int) -> None:
     core = select_core_chunks(TEXTS, IDS, kappa=kappa, embedder=HashingEmbedder(DIM),
@@ -77,7 +59,7 @@ def test_select_core_chunks_on_a_new_index(kappa: float, kept: int) -> None:
 
 def test_select_core_chunks_reuses_an_index_and_ranks_only_the_passed_chunks(
         caplog: pytest.LogCaptureFixture) -> None:
-    emb = CountingEmbedder()
+    emb = RecordingEmbedder(HashingEmbedder(DIM))
     index = ConceptGraphIndex.from_texts(TEXTS[:7], ids=IDS[:7], embedder=emb, config=CFG)
     n_before = len(emb.texts)
     batch_ids = ["d5", "d7", "d8"]  # one already indexed, two new
