@@ -123,7 +123,7 @@ class G2ConSRetriever:
     def __init__(self, index: ConceptGraphIndex, ids: list[str]) -> None:
         self.index = index
         self.position = {uid: i for i, uid in enumerate(ids)}
-        self.stage_tokens = {"direct": 0, "expanded": 0}
+        self.stage_tokens = {"direct": 0, "expanded": 0, "similarity": 0}
         self.stopped_by_budget = 0
         self.queries = 0
 
@@ -136,7 +136,7 @@ class G2ConSRetriever:
         return [self.position[c.id] for c in result.chunks]
 
     def diagnostics(self) -> dict[str, Any]:
-        """Where the context came from: tokens per stage (direct vs BFS-expanded concepts)."""
+        """Where the context came from: tokens per stage (direct, BFS-expanded, similarity only)."""
         total = sum(self.stage_tokens.values()) or 1
         return {
             "tokens_by_stage": dict(self.stage_tokens),

@@ -14,6 +14,7 @@ ConceptLinks = Literal["extracted", "contains"]
 ChunkScore = Literal["sum", "max", "mean"]
 ChunkSimilarity = Literal["mean", "max"]
 Overflow = Literal["stop", "skip"]
+Ranking = Literal["fused", "paper"]
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,17 @@ class ConceptGraphConfig:
     the unit of selection and KG extraction, where the cost is, while a budget
     holds many focused units rather than a few long chunks.
 
-    ``exact_match_seeds`` puts the query's own terms that are concepts (rarest
-    first) ahead of the embedding-similar ones among the ``top_k`` direct
+    ``ranking`` is how retrieval orders units. ``"paper"`` is the paper's local
+    then global reranking, concept by concept. ``"fused"`` ranks every unit by
+    reciprocal-rank fusion (constant ``rrf_k``) of its query similarity and its
+    concept evidence: the idf-weighted query similarity of the direct concepts it
+    contains, plus the BFS-expanded ones discounted by ``expansion_decay`` per hop
+    (``shared_core.evidence``; measured in ``benchmarks/RESULTS.md``).
+
+    ``exact_match_seeds`` treats the query's own terms that are concepts as direct
     concepts, as TERAG matches exactly before semantically: small embedders blur
-    the names and numbers that lexical matching keeps.
+    the names and numbers that lexical matching keeps. With ``"paper"`` ranking they
+    lead the ``top_k`` (rarest first); with ``"fused"`` they count with weight 1.
     """
 
     theta_sem: float = 0.65
@@ -62,6 +70,9 @@ class ConceptGraphConfig:
     overflow: Overflow = "stop"
     unit_tokens: int = 0
     exact_match_seeds: bool = False
+    ranking: Ranking = "fused"
+    rrf_k: int = 60
+    expansion_decay: float = 0.5
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -79,6 +90,9 @@ class ConceptGraphConfig:
         _check_choice("chunk_similarity", self.chunk_similarity, ("mean", "max"))
         _check_choice("overflow", self.overflow, ("stop", "skip"))
         _check_int("unit_tokens", self.unit_tokens, 0)
+        _check_choice("ranking", self.ranking, ("fused", "paper"))
+        _check_int("rrf_k", self.rrf_k, 1)
+        _check_range("expansion_decay", self.expansion_decay, 0.0, 1.0)
         if not isinstance(self.exact_match_seeds, bool):
             raise ValueError(f"exact_match_seeds must be a bool, got {self.exact_match_seeds!r}")
         if not isinstance(self.pagerank_weighted, bool):

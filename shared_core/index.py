@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from .concepts import count_terms, extract_concepts, term_analyzer
 from .config import ConceptGraphConfig
 from .embeddings import Embedder, check_texts, normalise_rows
+from .evidence import fused_search, inverse_document_frequency
 from .fusion import ContextItem
 from .graph import ConceptEdges, adjacency, concept_edges, concept_vectors, pagerank
 from .retrieval import Hit, SearchTrace, Stage, local_search
@@ -48,10 +49,14 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class Provenance:
-    """Why a chunk is in the context: the concept that brought it and at which stage."""
+    """Why a chunk is in the context: the concept that brought it and at which stage.
 
-    concept: str
-    concept_similarity: float
+    Stage ``"similarity"`` (fused ranking only): the unit contains no concept the
+    query reached and is there on its own similarity; it has no concept.
+    """
+
+    concept: str | None
+    concept_similarity: float | None
     stage: Stage
     hop: int
 
@@ -104,7 +109,7 @@ class RetrievalResult:
         return "\n\n".join(c.text for c in self.chunks)
 
     def tokens_by_stage(self) -> dict[str, int]:
-        out = {"direct": 0, "expanded": 0}
+        out = {"direct": 0, "expanded": 0, "similarity": 0}
         for c in self.chunks:
             out[c.provenance.stage] += c.chunk.tokens
         return out
@@ -127,6 +132,8 @@ class _Derived:
     unit_tokens: np.ndarray
     unit_chunk: np.ndarray
     unit_links_csc: sp.csc_matrix
+    unit_links_csr: sp.csr_matrix
+    unit_idf: np.ndarray
     unit_vectors: np.ndarray | None
     concept_position: dict[str, int]
     concept_chunk_counts: np.ndarray
@@ -401,6 +408,8 @@ class ConceptGraphIndex:
             unit_tokens=unit_tokens,
             unit_chunk=self._sentence_chunk()[unit_offsets[:-1]],
             unit_links_csc=unit_links.tocsc(),
+            unit_links_csr=unit_links,
+            unit_idf=inverse_document_frequency(unit_links),
             unit_vectors=unit_vectors,
             concept_position={names[t]: i for i, t in enumerate(concept_terms)},
             concept_chunk_counts=np.diff(links_csc.indptr),
@@ -572,8 +581,25 @@ class ConceptGraphIndex:
             raise ValueError(f"query vector has shape {q.shape}, expected ({self.embedder.dim},)")
         state = self._state
         hits: list[Hit]
+        exact = self._exact_seeds(query) if cfg.exact_match_seeds else None
         if not self._ids:
             hits, trace = [], SearchTrace((), 0, 0, False)
+        elif cfg.ranking == "fused":
+            hits, trace = fused_search(
+                state.vectors @ q,
+                state.unit_links_csr,
+                state.adjacency,
+                self._unit_scorer(q)(np.arange(len(state.unit_tokens))),
+                state.unit_tokens,
+                state.unit_idf,
+                top_k=cfg.top_k,
+                hops=cfg.hops,
+                decay=cfg.expansion_decay,
+                rrf_k=cfg.rrf_k,
+                budget=cfg.budget,
+                overflow=cfg.overflow,
+                exact=exact,
+            )
         else:
             hits, trace = local_search(
                 state.vectors @ q,
@@ -585,13 +611,14 @@ class ConceptGraphIndex:
                 hops=cfg.hops,
                 budget=cfg.budget,
                 overflow=cfg.overflow,
-                seeds=self._exact_seeds(query) if cfg.exact_match_seeds else None,
+                seeds=exact,
             )
         chunks = tuple(
             RetrievedChunk(
                 self._unit(h.chunk),
                 h.score,
-                Provenance(state.concepts[h.concept], h.concept_similarity, h.stage, h.hop),
+                Provenance(state.concepts[h.concept], h.concept_similarity, h.stage, h.hop)
+                if h.concept >= 0 else Provenance(None, None, h.stage, 0),
             )
             for h in hits
         )

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from .config import Overflow
 from .graph import bfs_hops
 
-Stage = Literal["direct", "expanded"]
+Stage = Literal["direct", "expanded", "similarity"]
 ChunkScorer = Callable[[np.ndarray], np.ndarray]
 
 
@@ -67,8 +67,8 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     return candidates[order][:k].astype(np.int64)
 
 
-class _Context:
-    """The growing context: budget bookkeeping shared by both reranking stages."""
+class BudgetedContext:
+    """The growing context: budget bookkeeping shared by every ranking."""
 
     def __init__(self, chunk_tokens: np.ndarray, budget: int, overflow: Overflow) -> None:
         self.chunk_tokens = chunk_tokens
@@ -118,7 +118,7 @@ def local_search(
     the most similar other concepts fill the rest of ``top_k``.
     """
     concept_chunks = sp.csc_matrix(concept_chunks)
-    context = _Context(chunk_tokens, budget, overflow)
+    context = BudgetedContext(chunk_tokens, budget, overflow)
     usable = np.flatnonzero(np.diff(concept_chunks.indptr) > 0)
     direct = usable[top_k_indices(concept_similarity[usable], top_k)]
     if seeds is not None and len(seeds):

@@ -104,7 +104,9 @@ CORPUS = [
     "The Enigma cipher machine was used by the German navy.",
     "Grace Hopper wrote the first compiler. The compiler translated programs.",
 ]
-CFG = ConceptGraphConfig(theta_co=1, theta_sem=0.0, top_k=3, hops=2, concepts_per_chunk=4)
+# the paper's local + global reranking, whose order the tests below work out by hand
+CFG = ConceptGraphConfig(theta_co=1, theta_sem=0.0, top_k=3, hops=2, concepts_per_chunk=4,
+                         ranking="paper")
 
 
 @functools.lru_cache(maxsize=4)
@@ -433,3 +435,56 @@ def test_select_validates_kappa_by_name() -> None:
     sel = index.select(0.5, prompt_tokens_per_chunk=10)
     assert len(sel.kept_ids) == 4  # ceil(.5·8)
     assert sel.report.extraction_input_tokens == sel.report.tokens_kept + 40
+
+
+def _reference_fused_order(index: ConceptGraphIndex, query: str, top_k: int, hops: int,
+                            decay: float, rrf_k: int) -> list[tuple[str, str | None]]:
+    """The fused ranking written out with plain Python over the index's public API."""
+    q = E(query)[0]
+    ids = index.chunk_ids
+    sims = {c: float(index.concept_vector(c) @ q) for c in index.concepts}
+    hop = {c: 0 for c in sorted(sims, key=lambda c: -sims[c])[:top_k]}
+    neighbours: dict[str, set[str]] = {c: set() for c in sims}
+    for a, b, *_ in index.edges:
+        neighbours[a].add(b)
+        neighbours[b].add(a)
+    frontier = set(hop)
+    for h in range(1, hops + 1):
+        frontier = {n for c in frontier for n in neighbours[c] if n not in hop}
+        hop.update({n: h for n in frontier})
+    value = {c: max(sims[c], 0.0) * decay ** h
+             * (np.log((len(ids) + 1) / (len(index.concept_chunks(c)) + 1)) + 1)
+             for c, h in hop.items()}
+    evidence = {i: sum(v for c, v in value.items() if i in index.concept_chunks(c)) for i in ids}
+    similarity = {i: max(float(E(index.get(i).text[s:e])[0] @ q)
+                         for s, e in split_sentences(index.get(i).text)) for i in ids}
+
+    def ranks(score: dict[str, float]) -> dict[str, int]:
+        order = sorted(ids, key=lambda i: (-score[i], ids.index(i)))
+        return {i: r for r, i in enumerate(order, 1)}
+
+    r_sim, r_ev = ranks(similarity), ranks(evidence)
+    fused = {i: 1 / (rrf_k + r_sim[i]) + (evidence[i] > 0) / (rrf_k + r_ev[i]) for i in ids}
+    order = sorted(ids, key=lambda i: (-fused[i], ids.index(i)))
+    best = {i: max((c for c in value if i in index.concept_chunks(c) and value[c] > 0),
+                   key=lambda c: value[c], default=None) for i in ids}
+    return [(i, best[i]) for i in order]
+
+
+@pytest.mark.parametrize("query", ["analytical engine program", "Enigma cipher machine",
+                                   "Who wrote the first compiler?", "punched cards loom"])
+@pytest.mark.parametrize(("hops", "rrf_k"), [(2, 60), (0, 1)])
+def test_fused_ranking_matches_a_plain_python_reference(query: str, hops: int,
+                                                         rrf_k: int) -> None:
+    cfg = ConceptGraphConfig(**{**CFG.to_dict(), "ranking": "fused", "hops": hops,
+                                "rrf_k": rrf_k})
+    index = ConceptGraphIndex.from_texts(CORPUS, ids=[f"d{i}" for i in range(len(CORPUS))],
+                                         embedder=HashingEmbedder(DIM), config=cfg)
+    result = index.retrieve(query, budget=10**6)
+    expected = _reference_fused_order(index, query, 3, hops, cfg.expansion_decay, rrf_k)
+    assert [(c.id, c.provenance.concept) for c in result.chunks] == expected
+    # every chunk fits the unlimited budget; one without a reached concept is "similarity"
+    for hit in result.chunks:
+        assert (hit.provenance.stage == "similarity") == (hit.provenance.concept is None)
+    assert result.tokens_by_stage()["similarity"] == sum(
+        c.chunk.tokens for c in result.chunks if c.provenance.stage == "similarity")

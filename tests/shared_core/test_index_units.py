@@ -22,6 +22,8 @@ ONE_SENTENCE_UNITS = max(count_tokens(s) for group in SENTENCES.values() for s i
 
 
 def build(unit_tokens: int, **config: object) -> ConceptGraphIndex:
+    # the paper's ranking: a unit comes in through the concept it contains
+    config = {"ranking": "paper", **config}
     cfg = ConceptGraphConfig(unit_tokens=unit_tokens, concepts_per_chunk=50, **config)  # type: ignore[arg-type]
     return ConceptGraphIndex.from_texts(list(CHUNKS.values()), ids=list(CHUNKS),
                                         metadatas=[{"doc": k} for k in CHUNKS],

@@ -1,0 +1,108 @@
+"""Fused concept ranking on hand-built arrays: idf, evidence, RRF order, provenance, budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from shared_core.evidence import (
+    concept_weights,
+    descending_ranks,
+    fused_search,
+    inverse_document_frequency,
+)
+
+
+def _links(pairs: list[tuple[int, int]], shape: tuple[int, int]) -> sp.csr_matrix:
+    rows, cols = zip(*pairs, strict=True)
+    return sp.csr_matrix((np.ones(len(pairs)), (rows, cols)), shape=shape)
+
+
+# The arrays of test_retrieval.py: six concepts, six units.
+#   concept 0 (sim .9): units 0, 1        concept 1 (sim .8): units 1, 2
+#   concept 2 (sim .1): units 2, 3        concept 3 (sim .3): unit 4
+#   concept 4 (sim .2): unit 5            concept 5 (sim .99): no unit at all
+# edges 1-2, 2-3: from the direct concepts {0, 1}, concept 2 is 1 hop away, 3 is 2 hops
+CONCEPT_SIM = np.array([0.9, 0.8, 0.1, 0.3, 0.2, 0.99])
+LINKS = _links([(0, 0), (1, 0), (1, 1), (2, 1), (2, 2), (3, 2), (4, 3), (5, 4)], (6, 6))
+ADJ = _links([(1, 2), (2, 1), (2, 3), (3, 2)], (6, 6))
+UNIT_SIM = np.array([0.2, 0.7, 0.9, 0.5, 0.6, 0.4])
+TOKENS = np.array([10, 20, 30, 15, 5, 8])
+
+# idf = ln(7 / (df + 1)) + 1:  df 2 -> 1.8473,  df 1 -> 2.2528,  df 0 -> 2.9459
+IDF_DF2, IDF_DF1 = np.log(7 / 3) + 1, np.log(7 / 2) + 1
+# top_k 2 skips concept 5 (no unit) -> direct {0, 1}; hops 2, decay .5:
+#   w = [.9, .8, .1 * .5, .3 * .25, 0, 0];  value = w * idf
+#   evidence: u0 = v0 = 1.6626, u1 = v0 + v1 = 3.1404, u2 = v1 + v2 = 1.5702,
+#             u3 = v2 = 0.0924, u4 = v3 = 0.1690, u5 = 0
+#   evidence ranks u1 1, u0 2, u2 3, u4 4, u3 5 (u5 has none: no term)
+#   similarity ranks u2 1, u1 2, u4 3, u3 4, u5 5, u0 6
+
+
+def search(**kwargs: object) -> tuple[list[tuple[int, int, str, int]], object]:
+    args: dict[str, object] = {"top_k": 2, "hops": 2, "decay": 0.5, "rrf_k": 1,
+                               "budget": 1000, "overflow": "stop", **kwargs}
+    hits, trace = fused_search(CONCEPT_SIM, LINKS, ADJ, UNIT_SIM, TOKENS,
+                               inverse_document_frequency(LINKS), **args)  # type: ignore[arg-type]
+    return [(h.chunk, h.concept, h.stage, h.hop) for h in hits], trace
+
+
+def test_idf_and_ranks_by_hand() -> None:
+    np.testing.assert_allclose(inverse_document_frequency(LINKS),
+                               [IDF_DF2, IDF_DF2, IDF_DF2, IDF_DF1, IDF_DF1, np.log(7) + 1])
+    assert descending_ranks(np.array([0.5, 0.9, 0.5])).tolist() == [2.0, 1.0, 3.0]
+
+
+def test_concept_weights_by_hand() -> None:
+    weights, hops = concept_weights(CONCEPT_SIM, ADJ, top_k=2, hops=2, decay=0.5,
+                                    usable=np.arange(5))
+    np.testing.assert_allclose(weights, [0.9, 0.8, 0.05, 0.075, 0.0, 0.0])
+    assert hops.tolist() == [0, 0, 1, 2, -1, -1]
+    # without the usable filter the unit-less concept 5 takes a seed slot
+    _, hops = concept_weights(CONCEPT_SIM, ADJ, top_k=2, hops=0, decay=0.5)
+    assert np.flatnonzero(hops == 0).tolist() == [0, 5]
+
+
+def test_fused_order_and_provenance_with_rrf_k_1() -> None:
+    # fused = 1/(1 + r_sim) + 1/(1 + r_evidence):
+    #   u1 1/3 + 1/2 = .833,  u2 1/2 + 1/4 = .75,  u0 1/7 + 1/3 = .476,
+    #   u4 1/4 + 1/5 = .45,   u3 1/5 + 1/6 = .367, u5 1/6 = .167
+    # each unit credited to its largest w * idf concept: u1 -> 0 (1.66 > 1.48), u2 -> 1
+    hits, trace = search()
+    assert hits == [(1, 0, "direct", 0), (2, 1, "direct", 0), (0, 0, "direct", 0),
+                    (4, 3, "expanded", 2), (3, 2, "expanded", 1), (5, -1, "similarity", 0)]
+    assert trace.direct_concepts == (0, 1)  # type: ignore[attr-defined]
+    assert trace.expanded_concepts == 2  # type: ignore[attr-defined]
+
+
+def test_rrf_k_changes_the_order_as_computed() -> None:
+    # rrf_k 60: u0 1/66 + 1/62 = .03128 falls below u4 1/63 + 1/64 = .03150
+    hits, _ = search(rrf_k=60)
+    assert [h[0] for h in hits] == [1, 2, 4, 0, 3, 5]
+
+
+def test_without_expansion_the_far_units_have_only_similarity() -> None:
+    # hops 0 (or decay 0): u3, u4 get no evidence; u0 1/7 + 1/3 = .476 > u4 1/4 > u3 1/5
+    for kwargs in ({"hops": 0}, {"decay": 0.0}):
+        hits, _ = search(**kwargs)
+        assert hits == [(1, 0, "direct", 0), (2, 1, "direct", 0), (0, 0, "direct", 0),
+                        (4, -1, "similarity", 0), (3, -1, "similarity", 0),
+                        (5, -1, "similarity", 0)]
+
+
+def test_exact_match_concepts_count_with_weight_one() -> None:
+    # concept 4 matched exactly: value 1 * idf(df 1) = 2.2528 -> u5 evidence rank 2
+    #   u5 1/6 + 1/3 = .5 passes u0 (1/7 + 1/4 = .393) and u4 (1/4 + 1/6 = .417)
+    hits, trace = search(exact=np.array([4]))
+    assert [h[0] for h in hits] == [1, 2, 5, 4, 0, 3]
+    assert hits[2] == (5, 4, "direct", 0)
+    assert trace.direct_concepts == (0, 1, 4)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("overflow", "expected"), [("stop", [1, 2]), ("skip", [1, 2, 4])])
+def test_budget_overflow(overflow: str, expected: list[int]) -> None:
+    # budget 55: u1 20 + u2 30 = 50; u0 (10) overflows: stop ends, skip takes u4 (5) = 55
+    hits, trace = search(budget=55, overflow=overflow)
+    assert [h[0] for h in hits] == expected
+    assert trace.stopped_by_budget  # type: ignore[attr-defined]
