@@ -67,9 +67,11 @@ def main() -> None:
             print(retrieval_table(result, width=70))
             if where:
                 hit = result.chunks[where - 1]
-                print(f"-> answer found in chunk #{where} ({hit.id}), brought by concept "
-                      f"'{hit.provenance.concept}' ({hit.provenance.stage}, "
-                      f"hop {hit.provenance.hop})")
+                p = hit.provenance
+                why = ("by its own similarity to the query (no query concept in it)"
+                       if p.concept is None else
+                       f"with evidence from concept '{p.concept}' ({p.stage}, hop {p.hop})")
+                print(f"-> answer found in chunk #{where} ({hit.id}), ranked {why}")
             else:
                 print("-> gold answer not in the retrieved context")
     print(f"\n== 4. All {len(questions)} sample questions")

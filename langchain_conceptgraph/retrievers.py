@@ -43,12 +43,13 @@ def _check_optional_int(name: str, value: object, minimum: int) -> int | None:
 class ConceptGraphRetriever(BaseRetriever):
     """G2ConS concept-graph retrieval as a LangChain retriever.
 
-    Chunks come back in context order (direct concepts' chunks, then the
-    expanded concepts' chunks), filling ``budget`` tokens (cl100k_base; the
+    Chunks come back in context order (the config's ``ranking``: fused concept
+    evidence and similarity by default), filling ``budget`` tokens (cl100k_base; the
     index config's ``budget`` when unset) and at most ``k`` documents. Each
     ``Document.metadata`` carries the chunk's own metadata plus ``chunk_id``,
     ``score`` and ``provenance`` (the concept that brought the chunk, its
-    similarity to the query, the stage and the BFS hop).
+    similarity to the query, the stage (direct, expanded or similarity only) and
+    the BFS hop).
 
     Setup:
         ```bash

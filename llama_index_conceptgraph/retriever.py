@@ -28,11 +28,12 @@ SIDECAR = "llama_index_conceptgraph.json"
 
 
 class ConceptGraphRetriever(BaseRetriever):
-    """Concept-graph retrieval (G2ConS local search) returning ``NodeWithScore``s.
+    """Concept-graph retrieval (G2ConS) returning ``NodeWithScore``s.
 
     Node ids are the chunk ids, node metadata is carried through, and each node's
     metadata gains ``chunk_id``, ``score`` and ``provenance`` (the concept that
-    brought it, direct/expanded stage, hop) — kept out of LLM prompts.
+    brought it, its stage — direct, expanded or similarity only — and hop), kept
+    out of LLM prompts.
 
     >>> from llama_index.core.schema import TextNode
     >>> from shared_core import HashingEmbedder

@@ -66,11 +66,13 @@ def retrieval_table(result: RetrievalResult, width: int = 90) -> str:
         p = hit.provenance
         snippet = " ".join(hit.text.split())
         snippet = snippet if len(snippet) <= width else snippet[: width - 1] + "…"
-        rows.append((rank, hit.score, p.stage, p.hop, p.concept, hit.chunk.tokens, snippet))
+        rows.append((rank, hit.score, p.stage, p.hop, p.concept or "-", hit.chunk.tokens,
+                     snippet))
     table = format_table(("#", "score", "stage", "hop", "concept", "tokens", "text"), rows)
     by_stage = result.tokens_by_stage()
     return (f"{table}\n{result.tokens:,}/{result.budget:,} tokens "
-            f"(direct {by_stage['direct']:,}, expanded {by_stage['expanded']:,}); "
+            f"(direct {by_stage['direct']:,}, expanded {by_stage['expanded']:,}, "
+            f"similarity only {by_stage['similarity']:,}); "
             f"direct concepts: {', '.join(result.direct_concepts[:10])}"
             f"{' …' if len(result.direct_concepts) > 10 else ''}")
 

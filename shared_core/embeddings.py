@@ -263,7 +263,7 @@ class EmbeddingCache:
         target = ":memory:" if self.path is None else str(self.path)
         self._lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(target, check_same_thread=False)
+            self._db = sqlite3.connect(target, check_same_thread=False, timeout=60)
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings (model_id TEXT NOT NULL, "
                 "key BLOB NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model_id, key))"

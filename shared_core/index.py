@@ -547,7 +547,7 @@ class ConceptGraphIndex:
         hops: int | None = None,
         budget: int | None = None,
     ) -> RetrievalResult:
-        """G2ConS local search for ``query``; every chunk carries its provenance."""
+        """Retrieve for ``query`` with the config's ``ranking``; each chunk has its provenance."""
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
         return self.retrieve_by_vector(self.embed_query(query), query=query, top_k=top_k,
