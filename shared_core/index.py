@@ -589,7 +589,7 @@ class ConceptGraphIndex:
                 state.vectors @ q,
                 state.unit_links_csr,
                 state.adjacency,
-                self._unit_scorer(q)(np.arange(len(state.unit_tokens))),
+                self._all_unit_similarity(q),
                 state.unit_tokens,
                 state.unit_idf,
                 top_k=cfg.top_k,
@@ -651,6 +651,13 @@ class ConceptGraphIndex:
         chunk_id = self._ids[parent]
         return Chunk(f"{chunk_id}#u{k}", text, int(state.unit_tokens[pos]),
                      {**self._metadata[parent], "parent_chunk_id": chunk_id, "unit": k})
+
+    def _all_unit_similarity(self, q: np.ndarray) -> np.ndarray:
+        """cos(query, unit) for every unit: one pass over the sentence vectors, no copies."""
+        state = self._state
+        if state.unit_vectors is not None:
+            return np.asarray(state.unit_vectors @ q)
+        return np.maximum.reduceat(self._embeddings @ q, state.unit_offsets[:-1])
 
     def _unit_scorer(self, q: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         """cos(query, unit) for given unit positions: their best sentence, or their mean."""
