@@ -10,7 +10,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from pydantic import ValidationError
 
 from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings, to_core_embedder
-from shared_core import HashingEmbedder, content_id, count_tokens
+from shared_core import ConceptGraphConfig, HashingEmbedder, content_id, count_tokens
 
 from .conftest import CORPUS
 
@@ -49,13 +49,25 @@ def test_k_field_and_k_argument_cut_the_context_order(retriever: ConceptGraphRet
     assert [d.id for d in limited.invoke(QUERY, k=1)] == everything[:1]  # the call wins
 
 
-def test_budget_stops_at_the_first_chunk_that_does_not_fit(
-    retriever: ConceptGraphRetriever,
+def test_budget_skips_or_stops_at_the_chunk_that_does_not_fit(
+    retriever: ConceptGraphRetriever, documents: list[Document], embeddings: CoreEmbeddings,
 ) -> None:
     first = count_tokens(CORPUS["ada"])  # 15 tokens
     assert [d.id for d in retriever.invoke(QUERY, budget=first)] == ["ada"]
-    # the paper's rule: the overflowing chunk ends retrieval, so nothing fits in 14
-    assert retriever.invoke(QUERY, budget=first - 1) == []
+    # default overflow="skip": in 14 tokens ada is passed over and the later chunks of the
+    # full order that still fit are taken greedily
+    budget = first - 1
+    expected, used = [], 0
+    for doc in retriever.invoke(QUERY, budget=10_000):
+        if used + count_tokens(doc.page_content) <= budget:
+            expected.append(doc.id)
+            used += count_tokens(doc.page_content)
+    assert expected and "ada" not in expected
+    assert [d.id for d in retriever.invoke(QUERY, budget=budget)] == expected
+    # overflow="stop", the paper's rule: the overflowing chunk ends retrieval
+    stopping = ConceptGraphRetriever.from_documents(
+        documents, embeddings, config=ConceptGraphConfig(overflow="stop"))
+    assert stopping.invoke(QUERY, budget=budget) == []
     tight = retriever.model_copy(update={"budget": first})
     assert [d.id for d in tight.invoke(QUERY)] == ["ada"]
 

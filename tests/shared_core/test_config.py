@@ -84,6 +84,16 @@ def test_paper_defaults() -> None:
     assert (cfg.top_k, cfg.hops, cfg.budget) == (25, 2, 12000)
 
 
+def test_measured_defaults_and_the_paper_search() -> None:
+    # RESULTS.md: fused ranking and skip-on-overflow beat the paper's search on both sets
+    cfg = ConceptGraphConfig()
+    assert (cfg.ranking, cfg.overflow, cfg.rrf_k, cfg.expansion_decay) == ("fused", "skip", 60, 0.5)
+    paper = ConceptGraphConfig.paper(top_k=5)
+    assert (paper.ranking, paper.overflow, paper.top_k) == ("paper", "stop", 5)
+    with pytest.raises(ValueError, match="unknown config keys: topk"):
+        ConceptGraphConfig.paper(topk=5)
+
+
 def test_to_dict_from_dict_round_trip() -> None:
     cfg = ConceptGraphConfig(theta_sem=0.3, kappa=0.5, overflow="skip", pagerank_weighted=False)
     data = cfg.to_dict()
