@@ -46,7 +46,8 @@ class ConceptGraphConfig:
     reciprocal-rank fusion (constant ``rrf_k``) of its query similarity and its
     concept evidence: the idf-weighted query similarity of the direct concepts it
     contains, plus the BFS-expanded ones discounted by ``expansion_decay`` per hop
-    (``shared_core.evidence``; measured in ``benchmarks/RESULTS.md``).
+    (``shared_core.evidence``; measured in ``benchmarks/RESULTS.md``). ``lexical``
+    adds a third view to that fusion: BM25 of the query's words over the units.
 
     ``exact_match_seeds`` treats the query's own terms that are concepts as direct
     concepts, as TERAG matches exactly before semantically: small embedders blur
@@ -73,6 +74,7 @@ class ConceptGraphConfig:
     unit_tokens: int = 0
     exact_match_seeds: bool = False
     ranking: Ranking = "fused"
+    lexical: bool = True
     rrf_k: int = 60
     expansion_decay: float = 0.5
 
@@ -95,6 +97,8 @@ class ConceptGraphConfig:
         _check_choice("ranking", self.ranking, ("fused", "paper"))
         _check_int("rrf_k", self.rrf_k, 1)
         _check_range("expansion_decay", self.expansion_decay, 0.0, 1.0)
+        if not isinstance(self.lexical, bool):
+            raise ValueError(f"lexical must be a bool, got {self.lexical!r}")
         if not isinstance(self.exact_match_seeds, bool):
             raise ValueError(f"exact_match_seeds must be a bool, got {self.exact_match_seeds!r}")
         if not isinstance(self.pagerank_weighted, bool):

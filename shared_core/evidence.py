@@ -12,7 +12,8 @@ times ``decay ** hop`` for the concepts BFS reaches within ``hops``, and 1 for
 query terms that are concepts when exact matching is on. Units are then ordered
 by reciprocal-rank fusion of their evidence rank and their query-similarity rank
 (the paper's reranking score): ``1/(k + rank_sim) + 1/(k + rank_evidence)``, the
-second term only for units with evidence. ``benchmarks/RESULTS.md`` has the
+second term only for units with evidence, plus optionally a lexical (BM25) rank
+the same way, for the names and numbers a small embedder blurs. ``benchmarks/RESULTS.md`` has the
 measurements that made this the default ranking.
 """
 
@@ -78,6 +79,7 @@ def fused_search(
     unit_tokens: np.ndarray,
     idf: np.ndarray,
     *,
+    lexical: np.ndarray | None = None,
     top_k: int,
     hops: int,
     decay: float,
@@ -89,8 +91,9 @@ def fused_search(
     """Fill the budget with units in fused order; each hit names its strongest concept.
 
     ``unit_links`` is (units x concepts), ``unit_similarity`` cos(query, unit) for
-    every unit. A unit placed without any concept evidence has stage
-    ``"similarity"`` and concept -1.
+    every unit, ``lexical`` (optional) a third view such as BM25, fused like the
+    evidence (no term where it is 0). A unit placed without any concept evidence
+    has stage ``"similarity"`` and concept -1.
     """
     linked = np.bincount(unit_links.indices, minlength=len(concept_similarity)) > 0
     weights, hop_of = concept_weights(concept_similarity, adjacency, top_k=top_k, hops=hops,
@@ -99,6 +102,8 @@ def fused_search(
     evidence = np.asarray(unit_links @ concept_value, dtype=np.float64).ravel()
     fused = 1.0 / (rrf_k + descending_ranks(unit_similarity))
     fused += (evidence > 0) / (rrf_k + descending_ranks(evidence))
+    if lexical is not None:
+        fused += (lexical > 0) / (rrf_k + descending_ranks(lexical))
     context = BudgetedContext(unit_tokens, budget, overflow)
     for unit in np.lexsort((np.arange(len(fused)), -fused)).tolist():
         context.offer(unit, float(fused[unit]), -1, 0.0, "similarity", 0)

@@ -25,6 +25,7 @@ from .embeddings import Embedder, check_texts, normalise_rows
 from .evidence import fused_search, inverse_document_frequency
 from .fusion import ContextItem
 from .graph import ConceptEdges, adjacency, concept_edges, concept_vectors, pagerank
+from .lexical import BM25Scorer
 from .retrieval import Hit, SearchTrace, Stage, local_search
 from .selection import Selection, chunk_scores, random_scores, select_by_scores
 from .text import count_tokens_batch, split_sentences
@@ -134,6 +135,7 @@ class _Derived:
     unit_links_csc: sp.csc_matrix
     unit_links_csr: sp.csr_matrix
     unit_idf: np.ndarray
+    unit_bm25: BM25Scorer
     unit_vectors: np.ndarray | None
     concept_position: dict[str, int]
     concept_chunk_counts: np.ndarray
@@ -384,9 +386,11 @@ class ConceptGraphIndex:
             unit_offsets = np.append(self._unit_starts, len(self._spans)).astype(np.int64)
             unit_sentence = _segment_matrix(unit_offsets, len(self._spans))
             unit_links = sp.csr_matrix((unit_sentence @ sentence_concepts) > 0, dtype=np.float32)
+            unit_terms = sp.csr_matrix(unit_sentence @ sentence_terms)
             unit_tokens = self._unit_tokens
         else:
             unit_offsets, unit_links, unit_tokens = self._offsets, links, self._tokens
+            unit_terms = chunk_terms
         unit_vectors = None
         if cfg.chunk_similarity == "mean" and len(self._ids):
             sums = np.asarray(_segment_matrix(unit_offsets, len(self._spans)) @ self._embeddings,
@@ -410,6 +414,7 @@ class ConceptGraphIndex:
             unit_links_csc=unit_links.tocsc(),
             unit_links_csr=unit_links,
             unit_idf=inverse_document_frequency(unit_links),
+            unit_bm25=BM25Scorer.from_counts(unit_terms),
             unit_vectors=unit_vectors,
             concept_position={names[t]: i for i, t in enumerate(concept_terms)},
             concept_chunk_counts=np.diff(links_csc.indptr),
@@ -592,6 +597,7 @@ class ConceptGraphIndex:
                 self._all_unit_similarity(q),
                 state.unit_tokens,
                 state.unit_idf,
+                lexical=state.unit_bm25.scores(self._term_ids(query)) if cfg.lexical else None,
                 top_k=cfg.top_k,
                 hops=cfg.hops,
                 decay=cfg.expansion_decay,
@@ -630,6 +636,10 @@ class ConceptGraphIndex:
             stopped_by_budget=trace.stopped_by_budget,
             budget=cfg.budget,
         )
+
+    def _term_ids(self, query: str) -> list[int]:
+        """The query's terms (the concept analyzer's words) that occur in the corpus."""
+        return [self._vocabulary[t] for t in self._analyzer(query) if t in self._vocabulary]
 
     def _exact_seeds(self, query: str) -> np.ndarray:
         """The query's own terms that are concepts, rarest (fewest chunks) first."""

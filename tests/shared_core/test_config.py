@@ -44,6 +44,7 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("unit_tokens", 150.0),
     ("exact_match_seeds", 1),     # must be a real bool
     ("ranking", "bm25"),          # fused or paper
+    ("lexical", "yes"),           # must be a real bool
     ("rrf_k", 0),                 # >= 1: 1/(0 + rank) would let rank 1 dominate
     ("rrf_k", 60.0),
     ("expansion_decay", 1.5),     # [0, 1]: an expanded concept never outweighs a direct one

@@ -100,6 +100,14 @@ def test_exact_match_concepts_count_with_weight_one() -> None:
     assert trace.direct_concepts == (0, 1, 4)  # type: ignore[attr-defined]
 
 
+def test_lexical_view_is_a_third_rrf_term() -> None:
+    # only u5 matches the query's words: + 1/(1 + 1) lifts it to 1/6 + 1/2 = .667, past
+    # u0 (.476); units without a lexical match get no term, so the rest keep their order
+    hits, _ = search(lexical=np.array([0.0, 0.0, 0.0, 0.0, 0.0, 3.0]))
+    assert [h[0] for h in hits] == [1, 2, 5, 0, 4, 3]
+    assert hits[2] == (5, -1, "similarity", 0)  # words are not concepts: no concept credit
+
+
 @pytest.mark.parametrize(("overflow", "expected"), [("stop", [1, 2]), ("skip", [1, 2, 4])])
 def test_budget_overflow(overflow: str, expected: list[int]) -> None:
     # budget 55: u1 20 + u2 30 = 50; u0 (10) overflows: stop ends, skip takes u4 (5) = 55

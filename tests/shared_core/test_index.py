@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shared_core.concepts import term_analyzer
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex, content_id
@@ -437,8 +439,26 @@ def test_select_validates_kappa_by_name() -> None:
     assert sel.report.extraction_input_tokens == sel.report.tokens_kept + 40
 
 
+def _reference_bm25(texts: list[str], query: str) -> list[float]:
+    """Lucene BM25 (k1 1.5, b .75) over the analyzer's words, written out term by term."""
+    analyze = term_analyzer()
+    docs = [analyze(t) for t in texts]
+    mean_length = sum(map(len, docs)) / len(docs)
+    scores = []
+    for doc in docs:
+        score = 0.0
+        for term in set(analyze(query)):
+            df = sum(term in d for d in docs)
+            tf = doc.count(term)
+            idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+            score += idf * tf / (tf + 1.5 * (0.25 + 0.75 * len(doc) / mean_length))
+        scores.append(score)
+    return scores
+
+
 def _reference_fused_order(index: ConceptGraphIndex, query: str, top_k: int, hops: int,
-                            decay: float, rrf_k: int) -> list[tuple[str, str | None]]:
+                           decay: float, rrf_k: int,
+                           lexical: bool) -> list[tuple[str, str | None]]:
     """The fused ranking written out with plain Python over the index's public API."""
     q = E(query)[0]
     ids = index.chunk_ids
@@ -465,6 +485,11 @@ def _reference_fused_order(index: ConceptGraphIndex, query: str, top_k: int, hop
 
     r_sim, r_ev = ranks(similarity), ranks(evidence)
     fused = {i: 1 / (rrf_k + r_sim[i]) + (evidence[i] > 0) / (rrf_k + r_ev[i]) for i in ids}
+    if lexical:
+        bm25 = dict(zip(ids, _reference_bm25([index.get(i).text for i in ids], query),
+                        strict=True))
+        r_lex = ranks(bm25)
+        fused = {i: fused[i] + (bm25[i] > 0) / (rrf_k + r_lex[i]) for i in ids}
     order = sorted(ids, key=lambda i: (-fused[i], ids.index(i)))
     best = {i: max((c for c in value if i in index.concept_chunks(c) and value[c] > 0),
                    key=lambda c: value[c], default=None) for i in ids}
@@ -473,15 +498,17 @@ def _reference_fused_order(index: ConceptGraphIndex, query: str, top_k: int, hop
 
 @pytest.mark.parametrize("query", ["analytical engine program", "Enigma cipher machine",
                                    "Who wrote the first compiler?", "punched cards loom"])
-@pytest.mark.parametrize(("hops", "rrf_k"), [(2, 60), (0, 1)])
-def test_fused_ranking_matches_a_plain_python_reference(query: str, hops: int,
-                                                         rrf_k: int) -> None:
+@pytest.mark.parametrize(("hops", "rrf_k", "lexical"), [(2, 60, True), (0, 1, False),
+                                                     (2, 1, True)])
+def test_fused_ranking_matches_a_plain_python_reference(query: str, hops: int, rrf_k: int,
+                                                        lexical: bool) -> None:
     cfg = ConceptGraphConfig(**{**CFG.to_dict(), "ranking": "fused", "hops": hops,
-                                "rrf_k": rrf_k})
+                                "rrf_k": rrf_k, "lexical": lexical})
     index = ConceptGraphIndex.from_texts(CORPUS, ids=[f"d{i}" for i in range(len(CORPUS))],
                                          embedder=HashingEmbedder(DIM), config=cfg)
     result = index.retrieve(query, budget=10**6)
-    expected = _reference_fused_order(index, query, 3, hops, cfg.expansion_decay, rrf_k)
+    expected = _reference_fused_order(index, query, 3, hops, cfg.expansion_decay, rrf_k,
+                                      lexical)
     assert [(c.id, c.provenance.concept) for c in result.chunks] == expected
     # every chunk fits the unlimited budget; one without a reached concept is "similarity"
     for hit in result.chunks:

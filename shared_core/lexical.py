@@ -1,0 +1,45 @@
+"""Okapi BM25 over the retrieval units, from the term counts the index already keeps.
+
+The fused ranking's third view: small embedders blur the names and numbers a
+question turns on, exact word overlap keeps them. No second tokenizer and no
+second pass over the text: the units' counts of the concept analyzer's terms
+(lowercased words without English stop words) are all it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class BM25Scorer:
+    """Per-term BM25 weights of every unit, precomputed; a query sums its terms' columns."""
+
+    weights: sp.csc_matrix  # units x terms: idf(t) * tf / (tf + k1 * (1 - b + b * dl / avgdl))
+
+    @classmethod
+    def from_counts(cls, unit_terms: sp.spmatrix, k1: float = 1.5, b: float = 0.75) -> BM25Scorer:
+        """Lucene's BM25: idf = ln(1 + (n - df + 0.5) / (df + 0.5)), never negative."""
+        counts = sp.csr_matrix(unit_terms, dtype=np.float64)
+        n_units = counts.shape[0]
+        lengths = np.asarray(counts.sum(axis=1)).ravel()
+        mean_length = lengths.mean() if n_units and lengths.mean() > 0 else 1.0
+        df = np.bincount(counts.indices, minlength=counts.shape[1])
+        idf = np.log1p((n_units - df + 0.5) / (df + 0.5))
+        norm = k1 * (1 - b + b * lengths / mean_length)
+        rows = np.repeat(np.arange(n_units), np.diff(counts.indptr))
+        tf = counts.data
+        data = idf[counts.indices] * tf / (tf + norm[rows])
+        weights = sp.csr_matrix((data, counts.indices, counts.indptr), shape=counts.shape)
+        return cls(weights.tocsc())
+
+    def scores(self, term_ids: Iterable[int]) -> np.ndarray:
+        """BM25 of every unit for a query given as term ids (each distinct term once)."""
+        columns = np.unique(np.fromiter(term_ids, dtype=np.int64))
+        if not len(columns):
+            return np.zeros(self.weights.shape[0], dtype=np.float64)
+        return np.asarray(self.weights[:, columns].sum(axis=1), dtype=np.float64).ravel()
