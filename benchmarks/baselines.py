@@ -51,27 +51,27 @@ def embed_batched(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def mean_sentence_vectors(texts: Sequence[str], embedder: Embedder) -> np.ndarray:
-    """A unit's vector as the normalised mean of its sentence vectors.
+def sentence_vectors(texts: Sequence[str], embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
+    """Every unit's sentence vectors, stacked, and each unit's first row (units in order).
 
     Sentences are split exactly as ``ConceptGraphIndex`` splits them, so the
     embedding cache is shared with the concept graph and nothing is paid twice.
     """
     sentences: list[str] = []
-    owner: list[int] = []
-    for i, text in enumerate(texts):
-        found = False
-        for start, end in split_sentences(text):
-            if text[start:end].strip():
-                sentences.append(text[start:end])
-                owner.append(i)
-                found = True
-        if not found:
-            sentences.append(text)
-            owner.append(i)
-    vectors = embed_batched(embedder, sentences)
-    sums = np.zeros((len(texts), embedder.dim), dtype=np.float64)
-    np.add.at(sums, np.asarray(owner, dtype=np.int64), vectors)
+    starts: list[int] = []
+    for text in texts:
+        starts.append(len(sentences))
+        pieces = [text[s:e] for s, e in split_sentences(text) if text[s:e].strip()]
+        sentences.extend(pieces or [text])
+    return embed_batched(embedder, sentences), np.asarray(starts, dtype=np.int64)
+
+
+def mean_sentence_vectors(texts: Sequence[str], embedder: Embedder) -> np.ndarray:
+    """A unit's vector as the normalised mean of its sentence vectors."""
+    vectors, starts = sentence_vectors(texts, embedder)
+    if not len(starts):
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    sums = np.add.reduceat(vectors.astype(np.float64), starts, axis=0)
     norms = np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
     return (sums / norms).astype(np.float32)
 
@@ -99,6 +99,20 @@ class DenseRetriever:
 
     def retrieve(self, query: str, query_vector: np.ndarray, budget: int) -> list[int]:
         return fill_budget(self.rank(query, query_vector), self.tokens, budget)
+
+
+class BestSentenceRetriever:
+    """Dense over sentences: a unit scores its best sentence's cosine to the query."""
+
+    def __init__(self, vectors: np.ndarray, starts: np.ndarray, tokens: np.ndarray) -> None:
+        self.vectors = vectors
+        self.starts = starts
+        self.tokens = tokens
+
+    def retrieve(self, query: str, query_vector: np.ndarray, budget: int) -> list[int]:
+        q = np.asarray(query_vector, dtype=np.float32)
+        return fill_budget(stable_desc(np.maximum.reduceat(self.vectors @ q, self.starts)),
+                           self.tokens, budget)
 
 
 class BM25Retriever:

@@ -19,6 +19,7 @@ from shared_core.embeddings import Embedder
 from shared_core.index import ConceptGraphIndex
 
 from .baselines import (
+    BestSentenceRetriever,
     BM25Retriever,
     DenseRetriever,
     HybridRetriever,
@@ -26,6 +27,7 @@ from .baselines import (
     Retriever,
     embed_batched,
     mean_sentence_vectors,
+    sentence_vectors,
 )
 from .data import Corpus
 
@@ -103,6 +105,13 @@ def build_dense_direct(inputs: BuildInputs, options: dict[str, Any]) -> Retrieve
     return _dense(inputs, "direct")
 
 
+def build_dense_max(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
+    _no_options("dense_max", options)
+    units = inputs.corpus.units
+    vectors, starts = sentence_vectors(units.texts, inputs.embedder)
+    return BestSentenceRetriever(vectors, starts, units.tokens)
+
+
 def build_bm25(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
     _no_options("bm25", options)
     return _bm25(inputs)
@@ -173,6 +182,7 @@ METHODS: dict[str, Factory] = {
     "random": build_random,
     "dense_mean": build_dense_mean,
     "dense_direct": build_dense_direct,
+    "dense_max": build_dense_max,
     "bm25": build_bm25,
     "hybrid": build_hybrid,
     "g2cons": build_g2cons,

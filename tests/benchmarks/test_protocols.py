@@ -128,12 +128,13 @@ def test_core_coverage_by_hand(data_dir: Path) -> None:
 def test_full_run_with_hashing_embedder(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     code = main(["run", "--data", str(data_dir), "--protocol", "passage",
-                 "--methods", "random,dense_mean,dense_direct,bm25,hybrid,g2cons",
+                 "--methods", "random,dense_mean,dense_direct,dense_max,bm25,hybrid,g2cons",
                  "--budget", "16", "--embedder", "hashing", "--out", str(out),
                  "--cache", str(tmp_path / "cache.sqlite")])
     assert code == 0
     result = json.loads(out.read_text())
-    assert set(result["methods"]) == {"random", "dense_mean", "dense_direct", "bm25", "hybrid",
+    assert set(result["methods"]) == {"random", "dense_mean", "dense_direct", "dense_max",
+                                      "bm25", "hybrid",
                                       "g2cons"}
     for m in result["methods"].values():
         assert 0.0 <= m["cr"] <= 1.0
