@@ -56,7 +56,8 @@ def sweep(data: Path, protocol: str, variants: list[dict[str, Any]], budget: int
             tokens += result.tokens
             expanded += result.tokens_by_stage()["expanded"]
         n = len(dataset.questions)
-        row = {"variant": variant, "cr": hits / n, "tokens_mean": tokens / n,
+        row = {"variant": variant, "config": config.to_dict(), "cr": hits / n,
+               "tokens_mean": tokens / n,
                "expanded_share": expanded / max(tokens, 1), "stats": index.stats(),
                "seconds": round(time.perf_counter() - start, 1)}
         print(f"{protocol} {json.dumps(variant)}: CR {100 * row['cr']:.1f}, "

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from benchmarks.sweep import main
+from shared_core import ConceptGraphConfig
 
 from .test_protocols import data_dir  # noqa: F401  (the tiny dataset fixture)
 
@@ -17,6 +18,9 @@ def test_sweep_scores_each_variant(data_dir: Path, tmp_path: Path) -> None:  # n
           "--variant", "{}", "--variant", '{"unit_tokens": 5, "top_k": 50}'])
     result = json.loads(out.read_text())
     assert [row["variant"] for row in result["rows"]] == [{}, {"unit_tokens": 5, "top_k": 50}]
+    # each row records the whole resolved config, so "defaults" stays meaningful later
+    assert result["rows"][0]["config"] == ConceptGraphConfig(budget=result["budget"]).to_dict()
+    assert result["rows"][1]["config"]["unit_tokens"] == 5
     # the four passages hold ~40 tokens, far under the 12,000 budget, and have ~20
     # distinct terms, fewer than top_k=25, so every concept is direct and every
     # passage is in the context. q1 (Lyon) and q2 (Vienna) are answered by it,
