@@ -66,8 +66,9 @@ def to_core_embedder(
     The model id is stored with a saved index and checked on load, so it must be
     stable: by default ``langchain/<class>/<model>`` from the object's ``model``
     or ``model_name`` attribute. ``dim`` is probed with one text when omitted.
-    Chunk sentences and queries both go through ``embed_documents``: the concept
-    graph compares the query with sentence vectors in one space.
+    Chunk sentences go through ``embed_documents`` and queries through
+    ``embed_query``, as the model intends (asymmetric models such as E5 prefix them
+    differently); LlamaIndex's adapter does the same with its query embedding.
     """
     if isinstance(embeddings, CoreEmbeddings):
         return embeddings.embedder
@@ -80,4 +81,4 @@ def to_core_embedder(
         model_id = f"langchain/{type(embeddings).__name__}"
         if isinstance(model, str) and model:
             model_id += f"/{model}"
-    return function_embedder(embeddings.embed_documents, model_id, dim)
+    return function_embedder(embeddings.embed_documents, model_id, dim, embeddings.embed_query)

@@ -14,6 +14,7 @@ from .embeddings import (
     FunctionEmbedder,
     HashingEmbedder,
     OpenAIEmbedder,
+    QueryEmbedder,
     SentenceTransformerEmbedder,
     minilm_embedder,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "KeywordChannelRetriever",
     "OpenAIEmbedder",
     "Provenance",
+    "QueryEmbedder",
     "RetrievalResult",
     "RetrievedChunk",
     "Selection",

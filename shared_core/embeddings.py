@@ -38,6 +38,15 @@ class Embedder(Protocol):
         ...
 
 
+@runtime_checkable
+class QueryEmbedder(Embedder, Protocol):
+    """An embedder whose model embeds queries differently from passages (e.g. E5, BGE)."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The query's vector, shape (dim,); normalised by the caller."""
+        ...
+
+
 def check_texts(texts: object, what: str = "texts") -> list[str]:
     """Reject anything but a sequence of non-blank strings, naming the first offender."""
     if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
@@ -221,10 +230,16 @@ class OpenAIEmbedder:
 
 
 class FunctionEmbedder:
-    """Adapts a plain ``texts -> vectors`` callable (e.g. a framework's embed method)."""
+    """Adapts a plain ``texts -> vectors`` callable (e.g. a framework's embed method).
 
-    def __init__(self, fn: Callable[[list[str]], Any], model_id: str, dim: int) -> None:
+    ``query_fn``, when given, embeds queries (a framework's ``embed_query``), so
+    models that embed queries and passages differently are used as intended.
+    """
+
+    def __init__(self, fn: Callable[[list[str]], Any], model_id: str, dim: int,
+                 query_fn: Callable[[str], Any] | None = None) -> None:
         self._fn = fn
+        self._query_fn = query_fn
         self._model_id = model_id
         self._dim = dim
 
@@ -241,6 +256,11 @@ class FunctionEmbedder:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
         return normalise_rows(self._fn(texts), len(texts), self._dim, self._model_id)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if self._query_fn is None:
+            return self.embed([text])[0]
+        return normalise_rows([self._query_fn(text)], 1, self._dim, self._model_id)[0]
 
 
 def default_cache_path() -> Path:

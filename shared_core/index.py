@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from .concepts import count_terms, extract_concepts, term_analyzer
 from .config import ConceptGraphConfig
-from .embeddings import Embedder, check_texts, normalise_rows
+from .embeddings import Embedder, QueryEmbedder, check_texts, normalise_rows
 from .evidence import fused_search, inverse_document_frequency
 from .fusion import ContextItem
 from .graph import ConceptEdges, adjacency, concept_edges, concept_vectors, pagerank
@@ -540,9 +540,12 @@ class ConceptGraphIndex:
 
     # ------------------------------------------------------------ retrieval
     def embed_query(self, query: str) -> np.ndarray:
+        """The unit query vector: the model's query embedding where it has one."""
         check_texts([query], "query")
-        return normalise_rows(self.embedder.embed([query]), 1, self.embedder.dim,
-                              self.embedder.model_id)[0]
+        embedder = self.embedder
+        rows = ([embedder.embed_query(query)] if isinstance(embedder, QueryEmbedder)
+                else embedder.embed([query]))
+        return normalise_rows(rows, 1, embedder.dim, embedder.model_id)[0]
 
     def retrieve(
         self,

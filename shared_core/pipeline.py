@@ -117,7 +117,8 @@ async def afuse_paths(
 
 
 def function_embedder(
-    embed: Callable[[list[str]], Any], model_id: str, dim: int | None = None
+    embed: Callable[[list[str]], Any], model_id: str, dim: int | None = None,
+    embed_query: Callable[[str], Any] | None = None,
 ) -> FunctionEmbedder:
     """Wrap a framework's batch-embed function as the core's ``Embedder``.
 
@@ -136,7 +137,7 @@ def function_embedder(
         dim = int(probe.shape[1])
     if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
         raise ValueError(f"dim must be a positive int, got {dim!r}")
-    return FunctionEmbedder(embed, model_id, dim)
+    return FunctionEmbedder(embed, model_id, dim, embed_query)
 
 
 def concept_context_items(result: RetrievalResult) -> list[ContextItem]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from pydantic import ValidationError
 
 from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings, to_core_embedder
@@ -153,3 +153,27 @@ def test_bad_documents_are_rejected(embeddings: CoreEmbeddings) -> None:
     with pytest.raises(TypeError, match="LangChain Embeddings"):
         ConceptGraphRetriever.from_documents([Document(page_content="one")],
                                              HashingEmbedder())  # type: ignore[arg-type]
+
+
+class AsymmetricEmbeddings(Embeddings):
+    """Passages by their own text; a query by a stand-in sentence, like an E5-style prefix."""
+
+    def __init__(self) -> None:
+        self.core = HashingEmbedder()
+        self.queries: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.core.embed(texts).tolist()  # type: ignore[no-any-return]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return self.core.embed(["Marie Curie won the Nobel Prize"])[0].tolist()  # type: ignore[no-any-return]
+
+
+def test_queries_go_through_embed_query(documents: list[Document]) -> None:
+    embeddings = AsymmetricEmbeddings()
+    retriever = ConceptGraphRetriever.from_documents(documents, embeddings)
+    # "Q" has no terms (too short for the analyzer), so only its vector can find Curie,
+    # and only embed_query maps it onto the Curie sentence
+    assert retriever.invoke("Q")[0].id == "curie"
+    assert embeddings.queries == ["Q"]
