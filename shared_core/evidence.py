@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from .config import Overflow
 from .graph import bfs_hops
-from .retrieval import BudgetedContext, Hit, SearchTrace, top_k_indices
+from .retrieval import Hit, SearchTrace, Stage, fill_budget, top_k_indices
 
 
 def inverse_document_frequency(unit_links: sp.spmatrix) -> np.ndarray:
@@ -104,32 +104,40 @@ def fused_search(
     fused += (evidence > 0) / (rrf_k + descending_ranks(evidence))
     if lexical is not None:
         fused += (lexical > 0) / (rrf_k + descending_ranks(lexical))
-    context = BudgetedContext(unit_tokens, budget, overflow)
-    for unit in np.lexsort((np.arange(len(fused)), -fused)).tolist():
-        context.offer(unit, float(fused[unit]), -1, 0.0, "similarity", 0)
-        if context.full:
-            break
-    hits = [_with_provenance(h, unit_links, concept_value, concept_similarity, hop_of)
-            for h in context.hits]
+    order = np.lexsort((np.arange(len(fused)), -fused))
+    placed = fill_budget(order, unit_tokens, budget, overflow)
+    best = strongest_concept(unit_links, placed, concept_value)
+    hits = []
+    for unit, concept in zip(placed.tolist(), best.tolist(), strict=True):
+        hop = int(hop_of[concept]) if concept >= 0 else 0
+        stage: Stage = "similarity" if concept < 0 else "direct" if hop == 0 else "expanded"
+        similarity = float(concept_similarity[concept]) if concept >= 0 else 0.0
+        hits.append(Hit(unit, float(fused[unit]), int(unit_tokens[unit]), concept, similarity,
+                        stage, hop))
     direct = np.flatnonzero(hop_of == 0)
     trace = SearchTrace(
         direct_concepts=tuple(int(c) for c in direct[np.argsort(-concept_similarity[direct],
                                                                  kind="stable")]),
         expanded_concepts=int((hop_of > 0).sum()),
-        tokens_used=context.used,
-        stopped_by_budget=context.full,
+        tokens_used=int(unit_tokens[placed].sum()),
+        stopped_by_budget=len(placed) < len(order),
     )
     return hits, trace
 
 
-def _with_provenance(hit: Hit, unit_links: sp.csr_matrix, concept_value: np.ndarray,
-                     concept_similarity: np.ndarray, hop_of: np.ndarray) -> Hit:
-    """Credit a placed unit to the linked concept that gave it the most evidence."""
-    start, end = unit_links.indptr[hit.chunk], unit_links.indptr[hit.chunk + 1]
-    concepts = unit_links.indices[start:end]
-    if not len(concepts) or concept_value[concepts].max() <= 0:
-        return hit
-    best = int(concepts[np.argmax(concept_value[concepts])])
-    hop = int(hop_of[best])
-    return Hit(hit.chunk, hit.score, hit.tokens, best, float(concept_similarity[best]),
-               "direct" if hop == 0 else "expanded", hop)
+def strongest_concept(unit_links: sp.csr_matrix, units: np.ndarray,
+                      concept_value: np.ndarray) -> np.ndarray:
+    """For each unit, its linked concept of largest positive value (-1 if none).
+
+    Ties go to the lower concept index, as ``argmax`` would; one sort for all units.
+    """
+    rows_of = sp.csr_matrix(unit_links[units])
+    rows = np.repeat(np.arange(len(units)), np.diff(rows_of.indptr))
+    values = concept_value[rows_of.indices]
+    order = np.lexsort((rows_of.indices, -values, rows))
+    first = np.r_[True, rows[order][1:] != rows[order][:-1]] if len(order) else order.astype(bool)
+    best = np.full(len(units), -1, dtype=np.int64)
+    winners = order[first]
+    positive = values[winners] > 0
+    best[rows[winners][positive]] = rows_of.indices[winners][positive]
+    return best

@@ -67,6 +67,32 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     return candidates[order][:k].astype(np.int64)
 
 
+def fill_budget(order: np.ndarray, tokens: np.ndarray, budget: int,
+                overflow: Overflow) -> np.ndarray:
+    """The units of ``order`` that go into the context, greedily, in order.
+
+    Runs that fit are taken a whole prefix at a time (one cumulative sum), so the
+    Python loop turns only once per overflowing unit, not once per unit.
+    """
+    order = np.asarray(order, dtype=np.int64)
+    sizes = np.asarray(tokens, dtype=np.int64)[order]
+    taken: list[np.ndarray] = []
+    remaining, pos = int(budget), 0
+    while pos < len(order):
+        fits = np.cumsum(sizes[pos:]) <= remaining
+        n = len(fits) if fits.all() else int(np.argmin(fits))
+        taken.append(order[pos:pos + n])
+        remaining -= int(sizes[pos:pos + n].sum())
+        pos += n
+        if pos == len(order) or overflow == "stop":
+            break
+        smaller = np.flatnonzero(sizes[pos:] <= remaining)
+        if not len(smaller):
+            break
+        pos += int(smaller[0])
+    return np.concatenate(taken) if taken else np.zeros(0, dtype=np.int64)
+
+
 class BudgetedContext:
     """The growing context: budget bookkeeping shared by every ranking."""
 

@@ -11,7 +11,9 @@ from shared_core.evidence import (
     descending_ranks,
     fused_search,
     inverse_document_frequency,
+    strongest_concept,
 )
+from shared_core.retrieval import fill_budget
 
 
 def _links(pairs: list[tuple[int, int]], shape: tuple[int, int]) -> sp.csr_matrix:
@@ -114,3 +116,23 @@ def test_budget_overflow(overflow: str, expected: list[int]) -> None:
     hits, trace = search(budget=55, overflow=overflow)
     assert [h[0] for h in hits] == expected
     assert trace.stopped_by_budget  # type: ignore[attr-defined]
+
+
+def test_strongest_concept_ties_and_units_without_evidence() -> None:
+    # u1 links concepts 0 and 1 with equal value: the lower index wins, as argmax would;
+    # u5 links concept 4, worth 0 here: no credit (-1)
+    value = np.array([2.0, 2.0, 0.5, 1.0, 0.0, 0.0])
+    assert strongest_concept(LINKS, np.array([1, 5, 2, 4]), value).tolist() == [0, -1, 1, 3]
+    assert strongest_concept(LINKS, np.array([], dtype=np.int64), value).tolist() == []
+
+
+def test_fill_budget_takes_prefixes_and_skips_like_the_greedy_loop() -> None:
+    tokens = np.array([10, 20, 30, 15, 5, 8])
+    order = np.array([1, 2, 0, 4, 3, 5])
+    # budget 55: 20 + 30 = 50; 10 overflows -> stop ends; skip takes 5 (= 55) and stops
+    assert fill_budget(order, tokens, 55, "stop").tolist() == [1, 2]
+    assert fill_budget(order, tokens, 55, "skip").tolist() == [1, 2, 4]
+    # budget 63: 20 + 30 + 10 = 60, then 5 overflows, 15 too, 8 too -> [1, 2, 0]
+    assert fill_budget(order, tokens, 63, "skip").tolist() == [1, 2, 0]
+    assert fill_budget(order, tokens, 1000, "stop").tolist() == order.tolist()
+    assert fill_budget(order, tokens, 4, "skip").tolist() == []

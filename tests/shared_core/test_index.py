@@ -112,9 +112,10 @@ CFG = ConceptGraphConfig(theta_co=1, theta_sem=0.0, top_k=3, hops=2, concepts_pe
 
 
 @functools.lru_cache(maxsize=4)
-def corpus_index(overflow: str = "stop", chunk_similarity: str = "max") -> ConceptGraphIndex:
+def corpus_index(overflow: str = "stop", chunk_similarity: str = "max",
+                 ranking: str = "paper") -> ConceptGraphIndex:
     cfg = ConceptGraphConfig(**{**CFG.to_dict(), "overflow": overflow,
-                                "chunk_similarity": chunk_similarity})
+                                "chunk_similarity": chunk_similarity, "ranking": ranking})
     ids = [f"d{i}" for i in range(len(CORPUS))]
     return ConceptGraphIndex.from_texts(CORPUS, ids=ids, embedder=HashingEmbedder(DIM),
                                         config=cfg)
@@ -178,10 +179,11 @@ def test_retrieval_order_follows_local_then_global_reranking() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(budget=st.integers(1, 150), overflow=st.sampled_from(["stop", "skip"]),
+       ranking=st.sampled_from(["paper", "fused"]),
        query=st.sampled_from(["engine program", "Enigma machine", "first compiler",
                               "loom silk cards"]))
-def test_budget_is_never_exceeded(budget: int, overflow: str, query: str) -> None:
-    index = corpus_index(overflow)
+def test_budget_is_never_exceeded(budget: int, overflow: str, ranking: str, query: str) -> None:
+    index = corpus_index(overflow, ranking=ranking)
     result = index.retrieve(query, budget=budget)
     assert sum(count_tokens(c.text) for c in result.chunks) <= budget
     assert result.tokens <= budget and result.budget == budget
