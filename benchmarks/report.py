@@ -83,7 +83,7 @@ def _merge(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]
 
 
 def _method_order(names: set[str]) -> list[str]:
-    base = ["random", "dense_mean", "dense_direct", "bm25", "hybrid", "ketrag_keyword",
+    base = ["random", "dense_mean", "dense_direct", "dense_max", "bm25", "hybrid", "ketrag_keyword",
             "terag_ppr", "g2cons"]
     return [m for m in base if m in names] + sorted(n for n in names if n not in base)
 

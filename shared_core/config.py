@@ -2,7 +2,7 @@
 
 Names and paper parameters follow the G2ConS paper (Table 1 and §4.1). Where the
 paper leaves a choice open, or where measurement beat the paper's own choice
-(``ranking``, ``overflow``), the default is the measured winner and the evidence
+(``ranking``, ``overflow``, ``concept_links``), the default is the measured winner and the evidence
 is in `benchmarks/RESULTS.md`; ``ConceptGraphConfig.paper()`` restores the paper's
 search exactly.
 """
@@ -29,8 +29,10 @@ class ConceptGraphConfig:
     concepts), ``hops`` (BFS depth), ``budget`` (context tokens, cl100k_base).
 
     Open choices: ``concepts_per_chunk`` / ``ngram_max`` (TF-IDF extraction),
-    ``concept_links`` (a concept links the chunks it was extracted from, or every
-    chunk containing its term), ``chunk_score`` (how a chunk's concepts' PageRank
+    ``concept_links`` (a concept links every chunk containing its term — the
+    paper's §1 definition, "a word along with all text chunks containing that
+    word", and the measured winner for selection — or only the chunks it was
+    extracted from), ``chunk_score`` (how a chunk's concepts' PageRank
     becomes the chunk's score), ``pagerank_weighted`` (Dice-weighted PageRank),
     ``chunk_similarity`` (a chunk vs the query: mean of its sentence vectors, or
     its best sentence) and ``overflow`` (the unit that overflows the budget is
@@ -65,7 +67,7 @@ class ConceptGraphConfig:
     concepts_per_chunk: int = 10
     ngram_max: int = 1
     min_term_chars: int = 2
-    concept_links: ConceptLinks = "extracted"
+    concept_links: ConceptLinks = "contains"
     chunk_score: ChunkScore = "sum"
     pagerank_weighted: bool = True
     pagerank_damping: float = 0.85
