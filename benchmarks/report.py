@@ -181,6 +181,11 @@ def coverage_lines(results: list[dict[str, Any]]) -> list[str]:
                 lines.append(f"| {selector} | {kappa} | {_pct(c['answer'])} | "
                              f"{_pct(c['support'])} | {_pct(c['both'])} | {_pct(kept)} | "
                              f"{_pct(cost['cost_reduction'])} |")
+        for kappa, c in (cov.get("random_seeds") or {}).items():
+            lines.append(f"| random, mean ± sd of {c['seeds']} seeds | {kappa} | "
+                         f"{_pct(c['answer'])} ± {_pct(c['answer_sd'])} | "
+                         f"{_pct(c['support'])} ± {_pct(c['support_sd'])} | "
+                         f"{_pct(c['both'])} ± {_pct(c['both_sd'])} | | |")
         lines.append("")
     return lines
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks.__main__ import main
-from benchmarks.coverage import answer_chunks, coverage_of
+from benchmarks.coverage import answer_chunks, coverage_of, random_selector, random_spread
 from benchmarks.data import build_corpus, load_dataset, passage_text
 from benchmarks.metrics import normalize_answer, passage_membership
 from benchmarks.run import evaluate
@@ -125,6 +125,21 @@ def test_core_coverage_by_hand(data_dir: Path) -> None:
     assert cov["both"] == pytest.approx(1 / 3)
 
 
+def test_random_spread_over_seeds(data_dir: Path) -> None:
+    ds = load_dataset(data_dir)
+    corpus = build_corpus(ds.passages, "passage")
+    hits = answer_chunks(ds.questions, [normalize_answer(t) for t in corpus.chunks.texts])
+    spread = random_spread(corpus, ds.questions, hits, (1.0, 0.25), n_seeds=5)
+    # keeping everything: 2 of 3 answers and both supported questions, every draw alike
+    assert spread["1"]["answer"] == pytest.approx(2 / 3) and spread["1"]["answer_sd"] == 0
+    assert spread["1"]["support"] == pytest.approx(1.0) and spread["1"]["seeds"] == 5
+    # one passage of four: a draw covers q1 (passage 0) or q2 (passage 2) or nothing, so
+    # each draw is 0 or 1/3, and the mean is the share of draws landing on 0 or 2
+    draws = [random_selector(corpus, s)(0.25).kept_ids for s in range(5)]
+    lucky = sum(ids[0] in (corpus.chunks.ids[0], corpus.chunks.ids[2]) for ids in draws)
+    assert spread["0.25"]["answer"] == pytest.approx(lucky / 5 / 3)
+
+
 def test_full_run_with_hashing_embedder(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     code = main(["run", "--data", str(data_dir), "--protocol", "passage",
@@ -146,6 +161,7 @@ def test_full_run_with_hashing_embedder(data_dir: Path, tmp_path: Path) -> None:
     assert result["command"].startswith("python -m benchmarks run --data")
     assert result["core_coverage"]["all_chunks"]["answer"] == pytest.approx(2 / 3)
     assert set(result["core_coverage"]["g2cons"]) == {"0.2", "0.5", "0.8"}
+    assert result["core_coverage"]["random_seeds"]["0.8"]["seeds"] == 10
 
 
 def test_report_from_a_run(data_dir: Path, tmp_path: Path) -> None:
