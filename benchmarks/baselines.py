@@ -12,6 +12,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from shared_core.embeddings import Embedder
+from shared_core.retrieval import fill_budget as core_fill_budget
+from shared_core.selection import rank_by_score
 from shared_core.text import split_sentences
 
 RRF_K = 60
@@ -25,22 +27,10 @@ class Retriever(Protocol):
 
 def fill_budget(order: Sequence[int] | np.ndarray, tokens: np.ndarray, budget: int) -> list[int]:
     """Take units in rank order; one that does not fit is skipped, later smaller ones may fit."""
-    out: list[int] = []
-    used = 0
-    smallest = int(tokens.min()) if len(tokens) else 0
-    for unit in np.asarray(order, dtype=np.int64).tolist():
-        size = int(tokens[unit])
-        if used + size <= budget:
-            out.append(unit)
-            used += size
-            if budget - used < smallest:
-                break
-    return out
+    return core_fill_budget(np.asarray(order, dtype=np.int64), tokens, budget, "skip").tolist()
 
 
-def stable_desc(scores: np.ndarray) -> np.ndarray:
-    """Indices by descending score, ties in corpus order (deterministic runs)."""
-    return np.lexsort((np.arange(len(scores)), -np.asarray(scores, dtype=np.float64)))
+stable_desc = rank_by_score  # indices by descending score, ties in corpus order
 
 
 def embed_batched(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from .config import Overflow
 from .graph import bfs_hops
 from .retrieval import Hit, SearchTrace, Stage, fill_budget, top_k_indices
+from .selection import rank_by_score
 
 
 def inverse_document_frequency(unit_links: sp.spmatrix) -> np.ndarray:
@@ -36,7 +37,7 @@ def inverse_document_frequency(unit_links: sp.spmatrix) -> np.ndarray:
 
 def descending_ranks(scores: np.ndarray) -> np.ndarray:
     """1-based rank of every entry by descending score; ties go to the lower index."""
-    order = np.lexsort((np.arange(len(scores)), -np.asarray(scores, dtype=np.float64)))
+    order = rank_by_score(scores)
     ranks = np.empty(len(scores), dtype=np.float64)
     ranks[order] = np.arange(1, len(scores) + 1)
     return ranks
@@ -104,7 +105,7 @@ def fused_search(
     fused += (evidence > 0) / (rrf_k + descending_ranks(evidence))
     if lexical is not None:
         fused += (lexical > 0) / (rrf_k + descending_ranks(lexical))
-    order = np.lexsort((np.arange(len(fused)), -fused))
+    order = rank_by_score(fused)
     placed = fill_budget(order, unit_tokens, budget, overflow)
     best = strongest_concept(unit_links, placed, concept_value)
     hits = []

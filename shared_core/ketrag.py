@@ -30,13 +30,8 @@ from .concepts import term_analyzer, tfidf
 from .config import ChunkSimilarity, Overflow
 from .embeddings import Embedder
 from .graph import concept_vectors, pagerank
-from .retrieval import top_k_indices
-from .strategies import (
-    UnitCorpus,
-    check_budget,
-    check_query_vector,
-    fill_budget,
-)
+from .retrieval import fill_budget, top_k_indices
+from .strategies import UnitCorpus, check_budget, check_query_vector
 
 Lexical = Literal["count", "tfidf"]
 

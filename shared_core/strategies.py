@@ -18,7 +18,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from .concepts import Analyzer, count_terms
-from .config import Overflow
 from .embeddings import Embedder, check_texts
 from .text import split_sentences
 
@@ -169,31 +168,3 @@ def sentence_to_unit(offsets: np.ndarray) -> sp.csr_matrix:
         shape=(n_units, n_sentences),
     )
 
-
-def fill_budget(
-    order: np.ndarray, tokens: np.ndarray, budget: int, overflow: Overflow
-) -> np.ndarray:
-    """Units from ``order`` that fit the budget, in order.
-
-    ``overflow="skip"`` passes over a unit that does not fit and tries later,
-    smaller ones; ``"stop"`` ends at the first unit that does not fit.
-    Vectorised: when nothing overflows, one cumulative sum decides everything.
-    """
-    order = np.asarray(order, dtype=np.int64)
-    sizes = tokens[order]
-    cumulative = np.cumsum(sizes)
-    fits = cumulative <= budget
-    if fits.all() or overflow == "stop":
-        first_bad = len(order) if fits.all() else int(np.argmin(fits))
-        return order[:first_bad]
-    # smallest size from each position on: once even that cannot fit, nothing later can
-    smallest_after = np.minimum.accumulate(sizes[::-1])[::-1].tolist()
-    kept: list[int] = []
-    used = 0
-    for i, (unit, size) in enumerate(zip(order.tolist(), sizes.tolist(), strict=True)):
-        if used + smallest_after[i] > budget:
-            break
-        if used + size <= budget:
-            kept.append(unit)
-            used += size
-    return np.asarray(kept, dtype=np.int64)

@@ -27,8 +27,8 @@ from .concepts import extract_concepts, term_analyzer
 from .config import ConceptLinks, Overflow
 from .embeddings import Embedder
 from .graph import concept_vectors, cooccurrence
-from .retrieval import top_k_indices
-from .strategies import UnitCorpus, check_budget, check_query_vector, fill_budget
+from .retrieval import fill_budget, top_k_indices
+from .strategies import UnitCorpus, check_budget, check_query_vector
 
 SeedMode = Literal["fallback", "both"]
 SeedGroup = Literal["exact", "semantic"]

@@ -296,7 +296,7 @@ def test_keyword_rejects_bad_input() -> None:
 
 
 def test_fill_budget_skip_and_stop() -> None:
-    from shared_core.strategies import fill_budget
+    from shared_core.retrieval import fill_budget
 
     tokens = np.array([5, 8, 3, 2])
     order = np.arange(4)
