@@ -54,6 +54,13 @@ def coverage_of(keep: np.ndarray, corpus: Corpus, questions: Sequence[Question],
             "both": share(both_flags)}
 
 
+def kept_mask(corpus: Corpus, selection: Selection) -> np.ndarray:
+    """The selection as a boolean mask over the corpus's selection chunks."""
+    kept = set(selection.kept_ids)
+    return np.fromiter((cid in kept for cid in corpus.chunks.ids), dtype=bool,
+                       count=len(corpus.chunks.ids))
+
+
 def g2cons_selector(corpus: Corpus, embedder: Embedder) -> Callable[[float], Selection]:
     index = ConceptGraphIndex(embedder)
     index.add(corpus.chunks.texts, ids=corpus.chunks.ids)
@@ -84,7 +91,6 @@ def core_coverage(corpus: Corpus, questions: Sequence[Question], embedder: Embed
         "ketrag_knn": lambda: ketrag_selector(corpus, embedder),
         "random": lambda: random_selector(corpus, seed),
     }
-    position = {cid: i for i, cid in enumerate(corpus.chunks.ids)}
     for name, make in makers.items():
         try:
             select = make()
@@ -94,9 +100,8 @@ def core_coverage(corpus: Corpus, questions: Sequence[Question], embedder: Embed
         per_kappa = {}
         for kappa in kappas:
             selection = select(kappa)
-            keep = np.zeros(len(corpus.chunks), dtype=bool)
-            keep[[position[c] for c in selection.kept_ids]] = True
-            per_kappa[f"{kappa:g}"] = {**coverage_of(keep, corpus, questions, hits),
+            per_kappa[f"{kappa:g}"] = {**coverage_of(kept_mask(corpus, selection), corpus,
+                                                     questions, hits),
                                       "cost": selection.report.to_dict()}
         out[name] = per_kappa
     out["random_seeds"] = random_spread(corpus, questions, hits, kappas, seed)
@@ -107,14 +112,11 @@ def random_spread(corpus: Corpus, questions: Sequence[Question], hits: Sequence[
                   kappas: Sequence[float], seed: int = 0,
                   n_seeds: int = RANDOM_SEEDS) -> dict[str, Any]:
     """Random selection's mean and standard deviation over ``n_seeds`` draws, per kappa."""
-    position = {cid: i for i, cid in enumerate(corpus.chunks.ids)}
     out: dict[str, Any] = {}
     for kappa in kappas:
         draws: dict[str, list[float]] = {"answer": [], "support": [], "both": []}
         for s in range(seed, seed + n_seeds):
-            selection = random_selector(corpus, s)(kappa)
-            keep = np.zeros(len(corpus.chunks), dtype=bool)
-            keep[[position[c] for c in selection.kept_ids]] = True
+            keep = kept_mask(corpus, random_selector(corpus, s)(kappa))
             for key, value in coverage_of(keep, corpus, questions, hits).items():
                 if value is not None:
                     draws[key].append(value)

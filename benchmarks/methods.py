@@ -8,6 +8,7 @@ such a method is reported as unavailable rather than failing the whole run.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,14 +133,13 @@ class G2ConSRetriever:
     def __init__(self, index: ConceptGraphIndex, ids: list[str]) -> None:
         self.index = index
         self.position = {uid: i for i, uid in enumerate(ids)}
-        self.stage_tokens = {"direct": 0, "expanded": 0, "similarity": 0}
+        self.stage_tokens: Counter[str] = Counter()
         self.stopped_by_budget = 0
         self.queries = 0
 
     def retrieve(self, query: str, query_vector: np.ndarray, budget: int) -> list[int]:
         result = self.index.retrieve_by_vector(query_vector, query=query, budget=budget)
-        for stage, tokens in result.tokens_by_stage().items():
-            self.stage_tokens[stage] += tokens
+        self.stage_tokens.update(result.tokens_by_stage())
         self.stopped_by_budget += int(result.stopped_by_budget)
         self.queries += 1
         return [self.position[c.id] for c in result.chunks]
