@@ -88,17 +88,21 @@ def fused_search(
     budget: int,
     overflow: Overflow = "stop",
     exact: np.ndarray | None = None,
+    usable: np.ndarray | None = None,
 ) -> tuple[list[Hit], SearchTrace]:
     """Fill the budget with units in fused order; each hit names its strongest concept.
 
     ``unit_links`` is (units x concepts), ``unit_similarity`` cos(query, unit) for
     every unit, ``lexical`` (optional) a third view such as BM25, fused like the
     evidence (no term where it is 0). A unit placed without any concept evidence
-    has stage ``"similarity"`` and concept -1.
+    has stage ``"similarity"`` and concept -1. ``usable`` (concepts that link a
+    unit) is derived from ``unit_links`` when not given.
     """
-    linked = np.bincount(unit_links.indices, minlength=len(concept_similarity)) > 0
+    if usable is None:  # an index passes it precomputed: it does not change per query
+        usable = np.flatnonzero(np.bincount(unit_links.indices,
+                                            minlength=len(concept_similarity)))
     weights, hop_of = concept_weights(concept_similarity, adjacency, top_k=top_k, hops=hops,
-                                      decay=decay, exact=exact, usable=np.flatnonzero(linked))
+                                      decay=decay, exact=exact, usable=usable)
     concept_value = weights * idf
     evidence = np.asarray(unit_links @ concept_value, dtype=np.float64).ravel()
     fused = 1.0 / (rrf_k + descending_ranks(unit_similarity))

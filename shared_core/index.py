@@ -134,6 +134,7 @@ class _Derived:
     unit_chunk: np.ndarray
     unit_links_csc: sp.csc_matrix
     unit_links_csr: sp.csr_matrix
+    unit_linked_concepts: np.ndarray
     unit_idf: np.ndarray
     unit_bm25: BM25Scorer
     unit_vectors: np.ndarray | None
@@ -398,6 +399,7 @@ class ConceptGraphIndex:
             unit_vectors = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
         names = list(self._vocabulary)
         links_csc = links.tocsc()
+        unit_csc = unit_links.tocsc()
         self._derived = _Derived(
             concepts=[names[t] for t in concept_terms],
             concept_terms=concept_terms,
@@ -411,8 +413,9 @@ class ConceptGraphIndex:
             unit_offsets=unit_offsets,
             unit_tokens=unit_tokens,
             unit_chunk=self._sentence_chunk()[unit_offsets[:-1]],
-            unit_links_csc=unit_links.tocsc(),
+            unit_links_csc=unit_csc,
             unit_links_csr=unit_links,
+            unit_linked_concepts=np.flatnonzero(np.diff(unit_csc.indptr) > 0),
             unit_idf=inverse_document_frequency(unit_links),
             unit_bm25=BM25Scorer.from_counts(unit_terms),
             unit_vectors=unit_vectors,
@@ -608,6 +611,7 @@ class ConceptGraphIndex:
                 budget=cfg.budget,
                 overflow=cfg.overflow,
                 exact=exact,
+                usable=state.unit_linked_concepts,
             )
         else:
             hits, trace = local_search(
