@@ -3,7 +3,8 @@
 An LLM-free measure of selection quality: a question is covered at kappa when
 its answer occurs in some kept chunk and its supporting passages (where the
 dataset has them) lie inside the kept chunks. G2ConS concept-PageRank
-selection is compared with KET-RAG's KNN-chunk-graph PageRank and random.
+selection is compared with KET-RAG's KNN-chunk-graph PageRank and random, with
+kappa as a share of chunks (the papers') and as a share of tokens (the cost).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from shared_core.config import SelectBy
 from shared_core.embeddings import Embedder
 from shared_core.index import ConceptGraphIndex
 from shared_core.selection import Selection, random_scores, select_by_scores
@@ -61,62 +63,76 @@ def kept_mask(corpus: Corpus, selection: Selection) -> np.ndarray:
                        count=len(corpus.chunks.ids))
 
 
-def g2cons_selector(corpus: Corpus, embedder: Embedder) -> Callable[[float], Selection]:
+def g2cons_selector(corpus: Corpus, embedder: Embedder,
+                    by: SelectBy) -> Callable[[float], Selection]:
     index = ConceptGraphIndex(embedder)
-    index.add(corpus.chunks.texts, ids=corpus.chunks.ids)
-    return lambda kappa: index.select(kappa)
+    index.add(corpus.chunks.texts, ids=corpus.chunks.ids)  # sentence vectors come from the cache
+    return lambda kappa: index.select(kappa, by=by)
 
 
-def ketrag_selector(corpus: Corpus, embedder: Embedder) -> Callable[[float], Selection]:
+def ketrag_selector(corpus: Corpus, embedder: Embedder,
+                    by: SelectBy) -> Callable[[float], Selection]:
     from shared_core.ketrag import knn_pagerank_scores  # lazy: written alongside this harness
 
     scores = knn_pagerank_scores(corpus.chunks.texts, embedder)
-    return lambda kappa: select_by_scores(corpus.chunks.ids, scores, corpus.chunks.tokens, kappa)
+    if by == "tokens":  # value per token, as ConceptGraphIndex.select does
+        scores = scores / np.maximum(corpus.chunks.tokens, 1)
+    return lambda kappa: select_by_scores(corpus.chunks.ids, scores, corpus.chunks.tokens, kappa,
+                                          by=by)
 
 
-def random_selector(corpus: Corpus, seed: int) -> Callable[[float], Selection]:
+def random_selector(corpus: Corpus, seed: int, by: SelectBy) -> Callable[[float], Selection]:
     scores = random_scores(len(corpus.chunks), seed)
-    return lambda kappa: select_by_scores(corpus.chunks.ids, scores, corpus.chunks.tokens, kappa)
+    return lambda kappa: select_by_scores(corpus.chunks.ids, scores, corpus.chunks.tokens, kappa,
+                                          by=by)
 
 
 def core_coverage(corpus: Corpus, questions: Sequence[Question], embedder: Embedder,
                   seed: int = 0, kappas: Sequence[float] = KAPPAS) -> dict[str, Any]:
-    """Coverage and cost report per selector and kappa; a selector that fails is reported."""
+    """Coverage and cost report per kappa kind, selector and kappa.
+
+    ``by_chunks`` holds kappa as a share of chunks (the paper's), ``by_tokens`` as a
+    share of tokens; a selector that fails to import is reported, not skipped.
+    """
     normalized = [normalize_answer(t) for t in corpus.chunks.texts]
     hits = answer_chunks(questions, normalized)
     everything = np.ones(len(corpus.chunks), dtype=bool)
     out: dict[str, Any] = {"all_chunks": coverage_of(everything, corpus, questions, hits)}
-    makers: dict[str, Callable[[], Callable[[float], Selection]]] = {
-        "g2cons": lambda: g2cons_selector(corpus, embedder),
-        "ketrag_knn": lambda: ketrag_selector(corpus, embedder),
-        "random": lambda: random_selector(corpus, seed),
+    makers: dict[str, Callable[[SelectBy], Callable[[float], Selection]]] = {
+        "g2cons": lambda by: g2cons_selector(corpus, embedder, by),
+        "ketrag_knn": lambda by: ketrag_selector(corpus, embedder, by),
+        "random": lambda by: random_selector(corpus, seed, by),
     }
-    for name, make in makers.items():
-        try:
-            select = make()
-        except ImportError as exc:
-            out[name] = {"unavailable": str(exc)}
-            continue
-        per_kappa = {}
-        for kappa in kappas:
-            selection = select(kappa)
-            per_kappa[f"{kappa:g}"] = {**coverage_of(kept_mask(corpus, selection), corpus,
-                                                     questions, hits),
-                                      "cost": selection.report.to_dict()}
-        out[name] = per_kappa
-    out["random_seeds"] = random_spread(corpus, questions, hits, kappas, seed)
+    by_kinds: tuple[SelectBy, ...] = ("chunks", "tokens")
+    for by in by_kinds:
+        results: dict[str, Any] = {}
+        for name, make in makers.items():
+            try:
+                select = make(by)
+            except ImportError as exc:
+                results[name] = {"unavailable": str(exc)}
+                continue
+            per_kappa = {}
+            for kappa in kappas:
+                selection = select(kappa)
+                per_kappa[f"{kappa:g}"] = {**coverage_of(kept_mask(corpus, selection), corpus,
+                                                         questions, hits),
+                                          "cost": selection.report.to_dict()}
+            results[name] = per_kappa
+        results["random_seeds"] = random_spread(corpus, questions, hits, kappas, seed, by=by)
+        out[f"by_{by}"] = results
     return out
 
 
 def random_spread(corpus: Corpus, questions: Sequence[Question], hits: Sequence[np.ndarray],
                   kappas: Sequence[float], seed: int = 0,
-                  n_seeds: int = RANDOM_SEEDS) -> dict[str, Any]:
+                  n_seeds: int = RANDOM_SEEDS, by: SelectBy = "chunks") -> dict[str, Any]:
     """Random selection's mean and standard deviation over ``n_seeds`` draws, per kappa."""
     out: dict[str, Any] = {}
     for kappa in kappas:
         draws: dict[str, list[float]] = {"answer": [], "support": [], "both": []}
         for s in range(seed, seed + n_seeds):
-            keep = kept_mask(corpus, random_selector(corpus, s)(kappa))
+            keep = kept_mask(corpus, random_selector(corpus, s, by)(kappa))
             for key, value in coverage_of(keep, corpus, questions, hits).items():
                 if value is not None:
                     draws[key].append(value)

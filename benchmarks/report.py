@@ -167,26 +167,34 @@ def coverage_lines(results: list[dict[str, Any]]) -> list[str]:
                   f"({r['corpus']['selection_chunks']} units; from `{r['_file']}`)", "",
                   f"Upper bound (all units kept): answer {_pct(cov['all_chunks']['answer'])} %, "
                   f"supports {_pct(cov['all_chunks']['support'])} %.", "",
-                  "| selector | κ | answer kept % | supports kept % | both % | "
+                  "| selector | κ of | κ | answer kept % | supports kept % | both % | "
                   "tokens kept % | construction-cost reduction % |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
-        for selector in ("g2cons", "ketrag_knn", "random"):
-            entry = cov.get(selector)
-            if not entry or "unavailable" in entry:
-                lines.append(f"| {selector} | | unavailable | | | | |")
-                continue
-            for kappa, c in entry.items():
-                cost = c["cost"]
-                kept = cost["tokens_kept"] / max(cost["tokens_total"], 1)
-                lines.append(f"| {selector} | {kappa} | {_pct(c['answer'])} | "
-                             f"{_pct(c['support'])} | {_pct(c['both'])} | {_pct(kept)} | "
-                             f"{_pct(cost['cost_reduction'])} |")
-        for kappa, c in (cov.get("random_seeds") or {}).items():
-            lines.append(f"| random, mean ± sd of {c['seeds']} seeds | {kappa} | "
-                         f"{_pct(c['answer'])} ± {_pct(c['answer_sd'])} | "
-                         f"{_pct(c['support'])} ± {_pct(c['support_sd'])} | "
-                         f"{_pct(c['both'])} ± {_pct(c['both_sd'])} | | |")
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for by in ("chunks", "tokens"):
+            lines += _coverage_rows(cov.get(f"by_{by}") or {}, by)
         lines.append("")
+    return lines
+
+
+def _coverage_rows(selectors: dict[str, Any], by: str) -> list[str]:
+    """Table rows for one kappa kind: each selector per kappa, then random's spread."""
+    lines = []
+    for selector in ("g2cons", "ketrag_knn", "random"):
+        entry = selectors.get(selector)
+        if not entry or "unavailable" in entry:
+            lines.append(f"| {selector} | {by} | | unavailable | | | | |")
+            continue
+        for kappa, c in entry.items():
+            cost = c["cost"]
+            kept = cost["tokens_kept"] / max(cost["tokens_total"], 1)
+            lines.append(f"| {selector} | {by} | {kappa} | {_pct(c['answer'])} | "
+                         f"{_pct(c['support'])} | {_pct(c['both'])} | {_pct(kept)} | "
+                         f"{_pct(cost['cost_reduction'])} |")
+    for kappa, c in (selectors.get("random_seeds") or {}).items():
+        lines.append(f"| random, mean ± sd of {c['seeds']} seeds | {by} | {kappa} | "
+                     f"{_pct(c['answer'])} ± {_pct(c['answer_sd'])} | "
+                     f"{_pct(c['support'])} ± {_pct(c['support_sd'])} | "
+                     f"{_pct(c['both'])} ± {_pct(c['both_sd'])} | | |")
     return lines
 
 
@@ -225,16 +233,19 @@ def plot(results: list[dict[str, Any]], table: dict[str, dict[str, dict[str, Any
             continue
         done.add((r["dataset"], level))
         fig, ax = plt.subplots(figsize=(5.5, 4))
-        for selector in ("g2cons", "ketrag_knn", "random"):
-            entry = cov.get(selector)
-            if not entry or "unavailable" in entry:
-                continue
-            kappas = sorted(entry, key=float)
-            ax.plot([float(k) for k in kappas], [100 * (entry[k]["both"] or 0) for k in kappas],
-                    marker="o", label=selector)
+        for by, style in (("chunks", "-"), ("tokens", "--")):
+            for selector, colour in (("g2cons", "C0"), ("ketrag_knn", "C1"), ("random", "C2")):
+                entry = (cov.get(f"by_{by}") or {}).get(selector)
+                if not entry or "unavailable" in entry:
+                    continue
+                kappas = sorted(entry, key=float)
+                costs = [entry[k]["cost"] for k in kappas]
+                kept = [100 * c["tokens_kept"] / max(c["tokens_total"], 1) for c in costs]
+                ax.plot(kept, [100 * (entry[k]["both"] or 0) for k in kappas], style,
+                        color=colour, marker="o", label=f"{selector} (κ of {by})")
         ax.axhline(100 * (cov["all_chunks"]["both"] or 0), color="grey", ls="--",
                    label="all units")
-        ax.set_xlabel("κ (share of units kept)")
+        ax.set_xlabel("tokens kept % (KG-extraction cost)")
         ax.set_ylabel("questions covered %")
         ax.set_title(f"{r['dataset']}: core coverage ({level} units)")
         ax.legend()

@@ -56,7 +56,8 @@ def cost_report_table(report: CostReport) -> str:
          report.extraction_input_tokens,
          report.extraction_input_tokens_all - report.extraction_input_tokens),
     ]
-    table = format_table(("", "all", f"core (kappa={report.kappa:g})", "saved"), rows)
+    table = format_table(("", "all", f"core (kappa={report.kappa:g} of {report.by})", "saved"),
+                         rows)
     return f"{table}\nconstruction-cost reduction: {report.cost_reduction:.1%}"
 
 
@@ -119,7 +120,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_select(args: argparse.Namespace) -> int:
     index = _load(args.index, args.cache)
-    selection = index.select(args.kappa, prompt_tokens_per_chunk=args.prompt_tokens)
+    selection = index.select(args.kappa, by=args.by, prompt_tokens_per_chunk=args.prompt_tokens)
     print(cost_report_table(selection.report))
     if args.out:
         with Path(args.out).open("w", encoding="utf-8") as out:
@@ -174,7 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     select = sub.add_parser("select", help="choose core chunks and print the cost saving")
     select.add_argument("index")
-    select.add_argument("--kappa", type=float, default=None, help="share of chunks to keep")
+    select.add_argument("--kappa", type=float, default=None,
+                        help="share of chunks (or tokens, with --by tokens) to keep")
+    select.add_argument("--by", choices=("chunks", "tokens"), default=None,
+                        help="kappa is a share of chunks or of tokens (default: the config's)")
     select.add_argument("--prompt-tokens", type=int, default=0,
                         help="the KG extractor's prompt tokens per chunk, for the estimate")
     select.add_argument("--out", help="write the core chunks as JSONL")

@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 ConceptLinks = Literal["extracted", "contains"]
 ChunkScore = Literal["sum", "max", "mean"]
-ChunkSimilarity = Literal["mean", "max"]
+ChunkSimilarity = Literal["mean", "max", "direct"]
 Overflow = Literal["stop", "skip"]
 Ranking = Literal["fused", "paper"]
+SelectBy = Literal["chunks", "tokens"]
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,15 @@ class ConceptGraphConfig:
     paper's §1 definition, "a word along with all text chunks containing that
     word", and the measured winner for selection — or only the chunks it was
     extracted from), ``chunk_score`` (how a chunk's concepts' PageRank
-    becomes the chunk's score), ``pagerank_weighted`` (Dice-weighted PageRank),
-    ``chunk_similarity`` (a chunk vs the query: mean of its sentence vectors, or
-    its best sentence) and ``overflow`` (the unit that overflows the budget is
+    becomes the chunk's score), ``select_by`` (``kappa`` is a share of the chunks,
+    as in the paper, or of the tokens: then chunks are ranked by score per token,
+    the greedy knapsack order, so long chunks must earn their cost),
+    ``pagerank_weighted`` (Dice-weighted PageRank),
+    ``chunk_similarity`` (a retrieval unit vs the query: the mean of its sentence
+    vectors, its best sentence, or ``"direct"``: the unit's own embedding, one more
+    embedding per unit, which is better for whole short documents such as
+    passages, whose sentences lose their subject to pronouns, and worse for long
+    chunks, which a small embedder truncates) and ``overflow`` (the unit that overflows the budget is
     skipped for a smaller one, or ends retrieval as in the paper).
 
     ``unit_tokens`` > 0 makes retrieval return units of whole sentences of at most
@@ -69,6 +76,7 @@ class ConceptGraphConfig:
     min_term_chars: int = 2
     concept_links: ConceptLinks = "contains"
     chunk_score: ChunkScore = "sum"
+    select_by: SelectBy = "chunks"
     pagerank_weighted: bool = True
     pagerank_damping: float = 0.85
     chunk_similarity: ChunkSimilarity = "max"
@@ -93,7 +101,8 @@ class ConceptGraphConfig:
         _check_int("min_term_chars", self.min_term_chars, 1)
         _check_choice("concept_links", self.concept_links, ("extracted", "contains"))
         _check_choice("chunk_score", self.chunk_score, ("sum", "max", "mean"))
-        _check_choice("chunk_similarity", self.chunk_similarity, ("mean", "max"))
+        _check_choice("select_by", self.select_by, ("chunks", "tokens"))
+        _check_choice("chunk_similarity", self.chunk_similarity, ("mean", "max", "direct"))
         _check_choice("overflow", self.overflow, ("stop", "skip"))
         _check_int("unit_tokens", self.unit_tokens, 0)
         _check_choice("ranking", self.ranking, ("fused", "paper"))

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .concepts import count_terms, extract_concepts, term_analyzer
-from .config import ConceptGraphConfig
+from .config import ConceptGraphConfig, SelectBy
 from .embeddings import Embedder, QueryEmbedder, check_texts, normalise_rows
 from .evidence import fused_search, inverse_document_frequency
 from .fusion import ContextItem
@@ -176,6 +176,8 @@ class ConceptGraphIndex:
         self._sentence_terms = sp.csr_matrix((0, 0), dtype=np.int32)
         self._unit_starts = np.zeros(0, dtype=np.int64)  # first sentence of each unit
         self._unit_tokens = np.zeros(0, dtype=np.int64)
+        # each retrieval unit's own embedding, kept only for chunk_similarity="direct"
+        self._unit_vectors = np.zeros((0, embedder.dim), dtype=np.float32)
         self._derived: _Derived | None = None
 
     # ----------------------------------------------------------------- building
@@ -232,8 +234,12 @@ class ConceptGraphIndex:
         self._embeddings = np.concatenate([self._embeddings, vectors])
         self._sentence_terms = _vstack_grow(self._sentence_terms, counts, len(self._vocabulary))
         self._tokens = np.concatenate([self._tokens, count_tokens_batch(new_texts)])
+        unit_texts = new_texts
         if self.config.unit_tokens:
-            self._add_units(new_texts, spans, sentences, base)
+            unit_texts = self._add_units(new_texts, spans, sentences, base)
+        if self.config.chunk_similarity == "direct":
+            self._unit_vectors = np.concatenate([self._unit_vectors,
+                                                 self._embed(unit_texts, show_progress)])
         for i in new:
             self._position[ids[i]] = len(self._ids)
             self._ids.append(ids[i])
@@ -243,7 +249,7 @@ class ConceptGraphIndex:
         return ids
 
     def _add_units(self, texts: list[str], spans: list[list[tuple[int, int]]],
-                   sentences: list[str], base: int) -> None:
+                   sentences: list[str], base: int) -> list[str]:
         """Pack the new chunks' sentences into units; count each unit's exact tokens."""
         sizes = count_tokens_batch(sentences).tolist()
         starts: list[int] = []
@@ -257,6 +263,7 @@ class ConceptGraphIndex:
             first += len(chunk_spans)
         self._unit_starts = np.concatenate([self._unit_starts, np.asarray(starts, np.int64)])
         self._unit_tokens = np.concatenate([self._unit_tokens, count_tokens_batch(unit_texts)])
+        return unit_texts
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove chunks everywhere: text, sentences, embeddings, concepts, edges."""
@@ -271,11 +278,14 @@ class ConceptGraphIndex:
         keep_chunk = np.array([cid not in doomed for cid in self._ids], dtype=bool)
         sentence_chunk = self._sentence_chunk()
         keep_sentence = keep_chunk[sentence_chunk]
+        keep_unit = keep_chunk
         if self.config.unit_tokens:
             keep_unit = keep_sentence[self._unit_starts]
             new_position = np.cumsum(keep_sentence) - 1
             self._unit_starts = new_position[self._unit_starts[keep_unit]]
             self._unit_tokens = self._unit_tokens[keep_unit]
+        if self.config.chunk_similarity == "direct":
+            self._unit_vectors = self._unit_vectors[keep_unit]
         sizes = np.diff(self._offsets)[keep_chunk]
         self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._spans = self._spans[keep_sentence]
@@ -393,7 +403,9 @@ class ConceptGraphIndex:
             unit_offsets, unit_links, unit_tokens = self._offsets, links, self._tokens
             unit_terms = chunk_terms
         unit_vectors = None
-        if cfg.chunk_similarity == "mean" and len(self._ids):
+        if cfg.chunk_similarity == "direct":
+            unit_vectors = self._unit_vectors
+        elif cfg.chunk_similarity == "mean" and len(self._ids):
             sums = np.asarray(_segment_matrix(unit_offsets, len(self._spans)) @ self._embeddings,
                               dtype=np.float32)
             unit_vectors = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
@@ -506,6 +518,7 @@ class ConceptGraphIndex:
         kappa: float | None = None,
         *,
         method: SelectionMethod = "concept",
+        by: SelectBy | None = None,
         prompt_tokens_per_chunk: int = 0,
         seed: int = 0,
     ) -> Selection:
@@ -515,9 +528,13 @@ class ConceptGraphIndex:
         ``"knn"`` is KET-RAG's PageRank over a KNN chunk graph (K=2, one lexical
         and one semantic neighbour per chunk) built from this index's terms and
         sentence vectors, so it costs no embedding; ``"random"`` is the baseline.
+        ``by`` (default ``config.select_by``) makes ``kappa`` a share of chunks or
+        of tokens; by tokens, concept and KNN scores are divided by the chunk's
+        tokens (value per token), and random stays a uniform order.
         """
         kappa = self.config.kappa if kappa is None else kappa
-        ConceptGraphConfig(kappa=kappa)  # validates with the knob's name in the error
+        by = self.config.select_by if by is None else by
+        ConceptGraphConfig(kappa=kappa, select_by=by)  # validates with the knob's name
         if method == "concept":
             scores = chunk_scores(self._state.links, self._state.rank, self.config.chunk_score)
         elif method == "knn":
@@ -526,7 +543,10 @@ class ConceptGraphIndex:
             scores = random_scores(len(self._ids), seed)
         else:
             raise ValueError(f"method must be concept, knn or random, got {method!r}")
-        return select_by_scores(self._ids, scores, self._tokens, kappa, prompt_tokens_per_chunk)
+        if by == "tokens" and method != "random":
+            scores = scores / np.maximum(self._tokens, 1)
+        return select_by_scores(self._ids, scores, self._tokens, kappa, prompt_tokens_per_chunk,
+                                by=by)
 
     def _knn_scores(self) -> np.ndarray:
         from .ketrag import knn_chunk_graph

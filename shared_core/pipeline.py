@@ -72,7 +72,8 @@ def select_core_chunks(
     else:
         scores = np.array([full.scores[i] for i in wanted])
         tokens = np.array([index.get(i).tokens for i in wanted])
-        selection = select_by_scores(wanted, scores, tokens, kappa, prompt_tokens_per_chunk)
+        selection = select_by_scores(wanted, scores, tokens, kappa, prompt_tokens_per_chunk,
+                                     by=full.report.by)
     logger.info(selection.report.summary())
     return CoreChunks(index=index, selection=selection)
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .config import ChunkScore
+from .config import ChunkScore, SelectBy
 
 
 def n_core_chunks(n_chunks: int, kappa: float) -> int:
@@ -45,6 +45,21 @@ def chunk_scores(
     raise ValueError(f"chunk_score must be sum, max or mean, got {mode!r}")
 
 
+def n_core_by_tokens(ordered_tokens: np.ndarray, kappa: float) -> int:
+    """Length of the ranked prefix whose tokens stay within ``kappa`` of all tokens.
+
+    At least one chunk when there are any, so a tiny ``kappa`` never selects nothing.
+    """
+    if not 0.0 < kappa <= 1.0:
+        raise ValueError(f"kappa must be in (0, 1], got {kappa!r}")
+    tokens = np.asarray(ordered_tokens, dtype=np.float64)
+    if len(tokens) == 0:
+        return 0
+    cumulative = np.cumsum(tokens)
+    within = int(np.searchsorted(cumulative, kappa * cumulative[-1] * (1 + 1e-12), side="right"))
+    return max(1, within)
+
+
 def rank_by_score(scores: np.ndarray) -> np.ndarray:
     """Indices by descending score; ties keep corpus order, so selection is deterministic."""
     return np.lexsort((np.arange(len(scores)), -np.asarray(scores, dtype=np.float64)))
@@ -65,6 +80,7 @@ class CostReport:
     tokens_total: int
     tokens_kept: int
     prompt_tokens_per_chunk: int = 0
+    by: SelectBy = "chunks"
 
     @property
     def chunks_dropped(self) -> int:
@@ -102,8 +118,9 @@ class CostReport:
     def summary(self) -> str:
         """A one-line human summary, for logs."""
         return (
-            f"core chunks at kappa={self.kappa:g}: kept {self.chunks_kept}/{self.chunks_total} "
-            f"chunks, {self.tokens_kept:,}/{self.tokens_total:,} tokens; KG-extraction input "
+            f"core chunks at kappa={self.kappa:g} of {self.by}: "
+            f"kept {self.chunks_kept}/{self.chunks_total} chunks, "
+            f"{self.tokens_kept:,}/{self.tokens_total:,} tokens; KG-extraction input "
             f"~{self.extraction_input_tokens:,} tokens instead of "
             f"{self.extraction_input_tokens_all:,} ({self.cost_reduction:.1%} saved)"
         )
@@ -126,14 +143,26 @@ def select_by_scores(
     token_counts: np.ndarray,
     kappa: float,
     prompt_tokens_per_chunk: int = 0,
+    *,
+    by: SelectBy = "chunks",
 ) -> Selection:
-    """Keep the ``n_core_chunks`` best-scored chunks; report the saving."""
+    """Keep the best-scored chunks, ``kappa`` of the chunks or of the tokens; report the saving.
+
+    ``by="chunks"`` keeps ``n_core_chunks`` chunks (the paper's kappa). ``by="tokens"``
+    keeps the longest best-first prefix within ``kappa`` of the corpus's tokens, so
+    kappa is the share of KG-extraction input paid for whatever the chunk lengths.
+    """
     if len(chunk_ids) != len(scores) or len(scores) != len(token_counts):
         raise ValueError("chunk_ids, scores and token_counts must have the same length")
     if prompt_tokens_per_chunk < 0:
         raise ValueError("prompt_tokens_per_chunk must be >= 0")
     order = rank_by_score(scores)
-    n_keep = n_core_chunks(len(chunk_ids), kappa)
+    if by == "chunks":
+        n_keep = n_core_chunks(len(chunk_ids), kappa)
+    elif by == "tokens":
+        n_keep = n_core_by_tokens(np.asarray(token_counts)[order], kappa)
+    else:
+        raise ValueError(f"by must be chunks or tokens, got {by!r}")
     keep_mask = np.zeros(len(chunk_ids), dtype=bool)
     keep_mask[order[:n_keep]] = True
     ids = list(chunk_ids)
@@ -144,6 +173,7 @@ def select_by_scores(
         tokens_total=int(np.sum(token_counts)),
         tokens_kept=int(np.sum(np.asarray(token_counts)[keep_mask])),
         prompt_tokens_per_chunk=prompt_tokens_per_chunk,
+        by=by,
     )
     return Selection(
         kept_ids=tuple(i for i, k in zip(ids, keep_mask, strict=True) if k),

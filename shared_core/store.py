@@ -38,6 +38,8 @@ ARRAYS = {
     "unit_starts": (np.int64, 1),
     "unit_tokens": (np.int64, 1),
 }
+# written only for chunk_similarity="direct", so indexes saved before it existed still load
+OPTIONAL_ARRAYS = {"unit_vectors": (np.float32, 2)}
 
 
 class CorruptIndexError(ValueError):
@@ -72,8 +74,11 @@ def save_index(index: ConceptGraphIndex, path: str | os.PathLike[str]) -> None:
             "unit_starts": index._unit_starts,
             "unit_tokens": index._unit_tokens,
         }
+        if index.config.chunk_similarity == "direct":
+            arrays["unit_vectors"] = index._unit_vectors
+        kinds = {**ARRAYS, **OPTIONAL_ARRAYS}
         for name, array in arrays.items():
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array, dtype=ARRAYS[name][0]),
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array, dtype=kinds[name][0]),
                     allow_pickle=False)
         documents = {
             "chunks.json": {"ids": index._ids, "texts": index._texts, "metadata": index._metadata},
@@ -148,7 +153,14 @@ def load_index(path: str | os.PathLike[str], embedder: Embedder) -> ConceptGraph
     expected = manifest.get("files")
     if not isinstance(expected, dict):
         raise CorruptIndexError(f"{root}/manifest.json lists no files")
-    needed = {f"{name}.npy" for name in ARRAYS} | {"chunks.json", "terms.json"}
+    try:
+        config = ConceptGraphConfig.from_dict(manifest["config"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptIndexError(f"{root} has an unreadable config: {exc}") from exc
+    kinds = dict(ARRAYS)
+    if config.chunk_similarity == "direct":
+        kinds.update(OPTIONAL_ARRAYS)
+    needed = {f"{name}.npy" for name in kinds} | {"chunks.json", "terms.json"}
     missing = sorted(needed - set(expected))
     if missing:
         raise CorruptIndexError(f"{root}/manifest.json does not list {', '.join(missing)}")
@@ -160,7 +172,7 @@ def load_index(path: str | os.PathLike[str], embedder: Embedder) -> ConceptGraph
             raise CorruptIndexError(f"{file} does not match its checksum: the index is corrupt")
 
     arrays: dict[str, np.ndarray] = {}
-    for name, (dtype, ndim) in ARRAYS.items():
+    for name, (dtype, ndim) in kinds.items():
         try:
             array = np.load(root / f"{name}.npy", allow_pickle=False)
         except ValueError as exc:
@@ -171,8 +183,7 @@ def load_index(path: str | os.PathLike[str], embedder: Embedder) -> ConceptGraph
     try:
         chunks = json.loads((root / "chunks.json").read_text(encoding="utf-8"))
         terms = json.loads((root / "terms.json").read_text(encoding="utf-8"))
-        config = ConceptGraphConfig.from_dict(manifest["config"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CorruptIndexError(f"{root} has unreadable JSON or config: {exc}") from exc
 
     n_chunks = len(chunks.get("ids", []))
@@ -189,6 +200,8 @@ def load_index(path: str | os.PathLike[str], embedder: Embedder) -> ConceptGraph
         and (len(arrays["unit_starts"]) > 0) == (config.unit_tokens > 0 and n_sent > 0)
         and bool(np.all(np.diff(arrays["unit_starts"]) > 0))
         and bool(np.all((arrays["unit_starts"] >= 0) & (arrays["unit_starts"] < max(n_sent, 1))))
+        and ("unit_vectors" not in arrays or arrays["unit_vectors"].shape == (
+            len(arrays["unit_starts"]) if config.unit_tokens else n_chunks, embedder.dim))
     )
     if not consistent:
         raise CorruptIndexError(f"{root}: array and chunk counts disagree with each other")
@@ -205,6 +218,8 @@ def load_index(path: str | os.PathLike[str], embedder: Embedder) -> ConceptGraph
     index._vocabulary = {term: i for i, term in enumerate(terms)}
     index._unit_starts = arrays["unit_starts"]
     index._unit_tokens = arrays["unit_tokens"]
+    if "unit_vectors" in arrays:
+        index._unit_vectors = arrays["unit_vectors"]
     try:
         index._sentence_terms = sp.csr_matrix(
             (arrays["sentence_terms_data"], arrays["sentence_terms_indices"],

@@ -135,7 +135,7 @@ def test_random_spread_over_seeds(data_dir: Path) -> None:
     assert spread["1"]["support"] == pytest.approx(1.0) and spread["1"]["seeds"] == 5
     # one passage of four: a draw covers q1 (passage 0) or q2 (passage 2) or nothing, so
     # each draw is 0 or 1/3, and the mean is the share of draws landing on 0 or 2
-    draws = [random_selector(corpus, s)(0.25).kept_ids for s in range(5)]
+    draws = [random_selector(corpus, s, "chunks")(0.25).kept_ids for s in range(5)]
     lucky = sum(ids[0] in (corpus.chunks.ids[0], corpus.chunks.ids[2]) for ids in draws)
     assert spread["0.25"]["answer"] == pytest.approx(lucky / 5 / 3)
 
@@ -160,8 +160,10 @@ def test_full_run_with_hashing_embedder(data_dir: Path, tmp_path: Path) -> None:
     assert result["methods"]["bm25"]["cr"] == pytest.approx(1 / 3)
     assert result["command"].startswith("python -m benchmarks run --data")
     assert result["core_coverage"]["all_chunks"]["answer"] == pytest.approx(2 / 3)
-    assert set(result["core_coverage"]["g2cons"]) == {"0.2", "0.5", "0.8"}
-    assert result["core_coverage"]["random_seeds"]["0.8"]["seeds"] == 10
+    for by in ("by_chunks", "by_tokens"):
+        assert set(result["core_coverage"][by]["g2cons"]) == {"0.2", "0.5", "0.8"}
+        assert result["core_coverage"][by]["random_seeds"]["0.8"]["seeds"] == 10
+        assert result["core_coverage"][by]["g2cons"]["0.5"]["cost"]["by"] == by[3:]
 
 
 def test_report_from_a_run(data_dir: Path, tmp_path: Path) -> None:

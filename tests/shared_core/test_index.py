@@ -151,6 +151,29 @@ def test_mean_chunk_similarity_by_hand() -> None:
         assert hit.score == pytest.approx(float(unit(E(*sentences).sum(axis=0)) @ q), abs=1e-5)
 
 
+def test_direct_chunk_similarity_embeds_each_unit_once() -> None:
+    recorder = RecordingEmbedder(HashingEmbedder(DIM))
+    cfg = ConceptGraphConfig(**{**CFG.to_dict(), "chunk_similarity": "direct",
+                                "ranking": "paper"})
+    index = ConceptGraphIndex.from_texts(CORPUS, embedder=recorder, config=cfg)
+    # every sentence once (Eq. 1) and every chunk's whole text once, nothing more
+    sentences = [t[s:e] for t in CORPUS for s, e in split_sentences(t)]
+    assert sorted(recorder.texts) == sorted(sentences + list(CORPUS))
+    q = E("analytical engine")[0]
+    hits = index.retrieve("analytical engine").chunks
+    assert hits
+    for hit in hits:  # the paper ranking's score is the unit similarity itself
+        assert hit.score == pytest.approx(float(E(hit.text)[0] @ q), abs=1e-5)
+    # delete keeps each remaining chunk's vector: same as building without the chunk
+    doomed = hits[0].id
+    index.delete([doomed])
+    rebuilt = ConceptGraphIndex.from_texts([index.get(i).text for i in index.chunk_ids],
+                                           ids=index.chunk_ids, embedder=HashingEmbedder(DIM),
+                                           config=cfg)
+    assert [(h.id, h.score) for h in index.retrieve("analytical engine").chunks] == [
+        (h.id, h.score) for h in rebuilt.retrieve("analytical engine").chunks]
+
+
 def test_retrieval_order_follows_local_then_global_reranking() -> None:
     index = corpus_index()
     for query in ["analytical engine program", "Enigma cipher machine", "Turing machine",

@@ -101,6 +101,25 @@ def test_round_trip_delete_and_idempotent_add(tmp_path: Path) -> None:
     assert sorted(hit.id for hit in after.chunks) == ["b#u0", "b#u1"]
 
 
+def test_direct_similarity_embeds_the_units_not_the_chunks(tmp_path: Path) -> None:
+    room = count_tokens(SENTENCES["a"][0]) + 1 + count_tokens(SENTENCES["a"][1])
+    index = build(room, chunk_similarity="direct")
+    embed = HashingEmbedder().embed
+    hits = index.retrieve("Lovelace Babbage", top_k=50, hops=0, budget=10_000).chunks
+    texts = {hit.id: hit.text for hit in hits}
+    assert texts["a#u0"] == "Lovelace wrote notes. Babbage built engines."
+    q = embed(["Lovelace Babbage"])[0]
+    for hit in hits:  # paper ranking: the score is cos(query, the unit's own text)
+        assert hit.score == pytest.approx(float(embed([hit.text])[0] @ q), abs=1e-5)
+    index.save(str(tmp_path / "idx"))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder())
+    loaded.delete(["a"])  # b's unit vectors stay aligned with b's units
+    for hit in loaded.retrieve("Babbage gears", top_k=50, budget=10_000).chunks:
+        assert hit.id.startswith("b#")
+        assert hit.score == pytest.approx(float(embed([hit.text])[0] @ embed(["Babbage gears"])[0]),
+                                          abs=1e-5)
+
+
 def test_unit_tokens_must_be_a_non_negative_int() -> None:
     with pytest.raises(ValueError, match="unit_tokens"):
         ConceptGraphConfig(unit_tokens=-5)

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from shared_core.selection import (
     CostReport,
     chunk_scores,
+    n_core_by_tokens,
     n_core_chunks,
     random_scores,
     rank_by_score,
@@ -99,6 +100,46 @@ def test_select_by_scores_and_cost_report() -> None:
     assert "3/5 chunks" in s and "90/150 tokens" in s and "40.0% saved" in s
 
 
+@pytest.mark.parametrize(
+    ("tokens", "kappa", "expected"),
+    [
+        ([5, 3, 2], 0.5, 1),   # budget 5 of 10: cumulative 5, 8, 10 -> the first only
+        ([5, 3, 2], 0.8, 2),   # budget 8 holds 5 + 3 exactly
+        ([5, 3, 2], 0.79, 1),  # budget 7.9: the second chunk would reach 8
+        ([5, 3, 2], 1.0, 3),
+        ([5, 3, 2], 0.1, 1),   # budget 1 holds nothing: still one chunk
+        ([1, 1, 1], 0.3, 1),   # 0.3·3 = 0.8999999999999999: float error must not drop a chunk
+        ([1] * 10, 0.3, 3),    # 0.3·10 = 3.0000000000000004
+        ([], 0.5, 0),
+    ],
+)
+def test_n_core_by_tokens(tokens: list[int], kappa: float, expected: int) -> None:
+    assert n_core_by_tokens(np.array(tokens, dtype=np.int64), kappa) == expected
+
+
+def test_n_core_by_tokens_rejects_bad_kappa() -> None:
+    with pytest.raises(ValueError, match="kappa"):
+        n_core_by_tokens(np.array([1, 2]), 1.5)
+
+
+def test_select_by_tokens_keeps_the_ranked_prefix_within_the_token_share() -> None:
+    ids = ["a", "b", "c", "d"]
+    scores = np.array([4.0, 3.0, 2.0, 1.0])
+    tokens = np.array([10, 40, 20, 30])
+    by_tokens = select_by_scores(ids, scores, tokens, 0.5, by="tokens")
+    # budget 50 of 100 tokens; ranked a, b, c, d with cumulative 10, 50, 70, 100
+    assert by_tokens.kept_ids == ("a", "b")
+    assert (by_tokens.report.tokens_kept, by_tokens.report.by) == (50, "tokens")
+    assert by_tokens.report.cost_reduction == pytest.approx(0.5)
+    assert "kappa=0.5 of tokens" in by_tokens.report.summary()
+    # the same kappa over chunks keeps ceil(.5·4) = 2 chunks too, but 0.6 differs:
+    # 3 chunks (70 tokens) by chunks, still 2 (60 would need c's 20 after 50) by tokens
+    assert select_by_scores(ids, scores, tokens, 0.6).kept_ids == ("a", "b", "c")
+    assert select_by_scores(ids, scores, tokens, 0.6, by="tokens").kept_ids == ("a", "b")
+    with pytest.raises(ValueError, match="by must be"):
+        select_by_scores(ids, scores, tokens, 0.5, by="words")  # type: ignore[arg-type]
+
+
 def test_cost_report_without_prompt_and_empty() -> None:
     r = CostReport(kappa=0.2, chunks_total=10, chunks_kept=2, tokens_total=1000,
                    tokens_kept=300)
@@ -160,3 +201,39 @@ def test_index_select_methods_knn_and_random() -> None:
                for s in range(4, 10))
     with pytest.raises(ValueError, match="method"):
         index.select(0.5, method="degree")  # type: ignore[arg-type]
+
+
+def test_index_select_by_tokens_ranks_by_score_per_token() -> None:
+    from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+
+    texts = ["Ada Lovelace wrote notes on the engine. The engine computed numbers. "
+             "Babbage built the engine and Lovelace described the engine at length.",
+             "Babbage designed the engine.", "Lovelace published her notes.",
+             "Gears and levers moved the mill."]
+    index = ConceptGraphIndex.from_texts(texts, ids=list("abcd"), embedder=HashingEmbedder())
+    value = index.chunk_scores()
+    tokens = {i: index.get(i).tokens for i in "abcd"}
+    density = {i: value[i] / tokens[i] for i in "abcd"}
+    # the long chunk carries the most concept PageRank but not the most per token
+    assert max(value, key=value.__getitem__) == "a"
+    assert max(density, key=density.__getitem__) != "a"
+    selection = index.select(0.5, by="tokens")
+    ranked = sorted("abcd", key=lambda i: (-density[i], i))
+    assert list(selection.ranked_ids) == ranked
+    assert selection.scores == pytest.approx(density)
+    budget, kept, used = 0.5 * sum(tokens.values()), [], 0
+    for i in ranked:
+        if used + tokens[i] > budget:
+            break
+        kept.append(i)
+        used += tokens[i]
+    assert set(selection.kept_ids) == set(kept) and selection.report.tokens_kept == used
+    # by="tokens" from the config; random stays a uniform order (no division by length)
+    by_config = ConceptGraphIndex.from_texts(texts, ids=list("abcd"), embedder=HashingEmbedder(),
+                                             config=ConceptGraphConfig(select_by="tokens"))
+    assert by_config.select(0.5).kept_ids == selection.kept_ids
+    random = index.select(0.5, method="random", seed=1, by="tokens")
+    assert list(random.ranked_ids) == sorted("abcd", key=lambda i: -random.scores[i])
+    assert random.scores == pytest.approx(dict(zip("abcd", random_scores(4, 1), strict=True)))
+    with pytest.raises(ValueError, match="select_by"):
+        index.select(0.5, by="words")  # type: ignore[arg-type]

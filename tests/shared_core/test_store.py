@@ -227,3 +227,25 @@ def test_wrong_dtype_with_a_matching_checksum(saved: Path) -> None:
     _rechecksum(saved, "tokens.npy")
     with pytest.raises(CorruptIndexError, match="dtype float64"):
         load_index(saved, HashingEmbedder(DIM))
+
+
+def test_direct_unit_vectors_round_trip_and_are_checked(tmp_path: Path) -> None:
+    cfg = ConceptGraphConfig(**{**CFG.to_dict(), "chunk_similarity": "direct"})
+    original = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM), config=cfg)
+    path = tmp_path / "direct"
+    original.save(str(path))
+    vectors = np.load(path / "unit_vectors.npy", allow_pickle=False)
+    np.testing.assert_allclose(vectors, HashingEmbedder(DIM).embed(TEXTS), atol=1e-6)
+    assert snapshot(ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))) == snapshot(original)
+    # one row short, with a matching checksum: the counts disagree
+    np.save(path / "unit_vectors.npy", vectors[:-1], allow_pickle=False)
+    _rechecksum(path, "unit_vectors.npy")
+    with pytest.raises(CorruptIndexError, match="disagree"):
+        load_index(path, HashingEmbedder(DIM))
+    (path / "unit_vectors.npy").unlink()
+    with pytest.raises(CorruptIndexError, match=r"missing unit_vectors\.npy"):
+        load_index(path, HashingEmbedder(DIM))
+
+
+def test_indexes_without_direct_vectors_do_not_write_them(saved: Path) -> None:
+    assert not (saved / "unit_vectors.npy").exists()
