@@ -42,8 +42,9 @@ class ConceptGraphConfig:
     vectors, its best sentence, or ``"direct"``: the unit's own embedding, one more
     embedding per unit, which is better for whole short documents such as
     passages, whose sentences lose their subject to pronouns, and worse for long
-    chunks, which a small embedder truncates) and ``overflow`` (the unit that overflows the budget is
-    skipped for a smaller one, or ends retrieval as in the paper).
+    chunks, which a small embedder truncates) and ``overflow`` (the unit that
+    overflows the budget is skipped for a smaller one, or ends retrieval as in the
+    paper).
 
     ``unit_tokens`` > 0 makes retrieval return units of whole sentences of at most
     that many tokens instead of whole chunks (KET-RAG's τ splitting): chunks stay

@@ -70,7 +70,8 @@ def test_out_of_range_knob_raises_naming_it(knob: str, value: Any) -> None:
         ("theta_sem", -1.0), ("theta_sem", 1.0), ("kappa", 1.0), ("kappa", 1e-6),
         ("lam", 0.0), ("lam", 1.0), ("hops", 0), ("top_k", 1), ("budget", 1),
         ("theta_co", 1), ("pagerank_damping", 0.0), ("theta_sem", 0),
-        ("concept_links", "contains"), ("chunk_score", "mean"), ("chunk_similarity", "direct"), ("select_by", "tokens"),
+        ("concept_links", "contains"), ("chunk_score", "mean"), ("chunk_similarity", "direct"),
+        ("select_by", "tokens"),
         ("overflow", "skip"), ("pagerank_weighted", False),
     ],
 )
