@@ -77,7 +77,7 @@ class ConceptGraphConfig:
     min_term_chars: int = 2
     concept_links: ConceptLinks = "contains"
     chunk_score: ChunkScore = "sum"
-    select_by: SelectBy = "chunks"
+    select_by: SelectBy = "tokens"
     pagerank_weighted: bool = True
     pagerank_damping: float = 0.85
     chunk_similarity: ChunkSimilarity = "max"
@@ -119,8 +119,10 @@ class ConceptGraphConfig:
 
     @classmethod
     def paper(cls, **overrides: Any) -> ConceptGraphConfig:
-        """The paper's search: local then global reranking, stop at the first overflow."""
-        return cls.from_dict({"ranking": "paper", "overflow": "stop", **overrides})
+        """The paper's search (local then global reranking, stop at the first overflow)
+        and its kappa (a share of chunks)."""
+        return cls.from_dict({"ranking": "paper", "overflow": "stop", "select_by": "chunks",
+                              **overrides})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -48,10 +48,14 @@ def test_cost_report_is_logged_and_retrievable(
     report = selector.last_report
     assert report is not None
     kept_tokens = sum(count_tokens(d.page_content) for d in core)
-    # 8 chunks, 101 tokens; ceil(0.8 * 8) = 7 kept; extraction input adds 100 prompt tokens each
-    assert (report.chunks_total, report.chunks_kept, report.tokens_total) == (8, 7, 101)
-    assert report.tokens_kept == kept_tokens
-    assert report.extraction_input_tokens == kept_tokens + 7 * 100
+    # 8 chunks, 101 tokens; kappa 0.8 of the tokens: the ranked prefix within 80.8 tokens,
+    # so the next chunk in rank order would not fit; each kept chunk adds 100 prompt tokens
+    assert (report.chunks_total, report.tokens_total) == (8, 101)
+    assert report.tokens_kept == kept_tokens <= 0.8 * 101
+    assert selector.last_selection is not None
+    following = selector.last_selection.ranked_ids[report.chunks_kept]
+    assert kept_tokens + selector.index.get(following).tokens > 0.8 * 101
+    assert report.extraction_input_tokens == kept_tokens + report.chunks_kept * 100
     assert report.extraction_input_tokens_all == 101 + 8 * 100
     assert report.summary() in caplog.messages
     assert selector.last_selection is not None
@@ -95,7 +99,8 @@ def test_repeated_documents_are_kept_or_dropped_together(
 def test_per_call_kappa_and_a_second_batch_share_one_graph(
     documents: list[Document], embeddings: CoreEmbeddings
 ) -> None:
-    selector = CoreChunkSelector(embeddings)  # kappa from the config: 0.8
+    # kappa from the config (0.8), as a share of chunks here
+    selector = CoreChunkSelector(embeddings, config=ConceptGraphConfig(select_by="chunks"))
     assert len(selector.transform_documents(documents[:4])) == 4  # ceil(0.8 * 4)
     assert len(selector.transform_documents(documents[4:], kappa=0.25)) == 1  # ceil(0.25 * 4)
     assert len(selector.index) == 8  # both batches in one concept graph

@@ -13,7 +13,7 @@ from llama_index.core.prompts.default_prompts import DEFAULT_KG_TRIPLET_EXTRACT_
 from llama_index.core.schema import TextNode
 
 from llama_index_conceptgraph import CoreChunkSelector, CoreEmbedding
-from shared_core import HashingEmbedder, count_tokens
+from shared_core import ConceptGraphConfig, HashingEmbedder, count_tokens
 
 from .conftest import CORPUS, TEXTS, CountingEmbedding, TableLLM, build_pg_index
 
@@ -77,7 +77,8 @@ def test_tokens_sent_to_the_extractor_fall_with_kappa(
 def test_in_ingestion_pipeline_logs_and_keeps_the_report(
     documents: list[Document], caplog: pytest.LogCaptureFixture
 ) -> None:
-    selector = CoreChunkSelector(kappa=0.5, embed_model=CoreEmbedding(HashingEmbedder(256)))
+    selector = CoreChunkSelector(kappa=0.5, embed_model=CoreEmbedding(HashingEmbedder(256)),
+                                 config=ConceptGraphConfig(select_by="chunks"))
     pipeline = IngestionPipeline(
         transformations=[SentenceSplitter(chunk_size=128, chunk_overlap=0), selector])
     with caplog.at_level(logging.INFO, logger="conceptgraph"):
@@ -105,7 +106,8 @@ def test_retriever_reuses_the_selector_graph_without_embedding_again(
 
 
 def test_a_second_run_extends_the_same_graph(embed_model: CoreEmbedding) -> None:
-    selector = CoreChunkSelector(kappa=0.5, embed_model=embed_model)
+    selector = CoreChunkSelector(kappa=0.5, embed_model=embed_model,
+                                 config=ConceptGraphConfig(select_by="chunks"))
     first = [TextNode(id_=key, text=text) for key, text, _ in CORPUS[:6]]
     second = [TextNode(id_=key, text=text) for key, text, _ in CORPUS[6:]]
     assert len(selector(first)) == 3

@@ -72,12 +72,17 @@ def test_select_core_chunks_reuses_an_index_and_ranks_only_the_passed_chunks(
         "Grace Hopper wrote the first compiler.", "The compiler translated programs.",
         "Compilers turn source code into machine code."]
     sel = core.selection
-    # ceil(.5·3) = 2 of the three passed chunks, by their scores in the whole graph
-    scores = index.chunk_scores()
-    assert sel.scores == pytest.approx({i: scores[i] for i in batch_ids})
-    ranked = sorted(batch_ids, key=lambda i: (-scores[i], batch_ids.index(i)))
+    # the three passed chunks ranked by score per token in the whole graph (select_by
+    # "tokens", the default); kept: the ranked prefix within half the batch's tokens
+    scores, tokens = index.chunk_scores(), {i: index.get(i).tokens for i in batch_ids}
+    density = {i: scores[i] / tokens[i] for i in batch_ids}
+    assert sel.scores == pytest.approx(density)
+    ranked = sorted(batch_ids, key=lambda i: (-density[i], batch_ids.index(i)))
     assert sel.ranked_ids == tuple(ranked)
-    assert set(sel.kept_ids) == set(ranked[:2]) and len(sel.kept_ids) == 2
+    half = 0.5 * sum(tokens.values())
+    n_kept = max(1, sum(sum(tokens[i] for i in ranked[:n]) <= half for n in (1, 2, 3)))
+    assert set(sel.kept_ids) == set(ranked[:n_kept])
+    assert sel.report.tokens_kept <= half and sel.report.by == "tokens"
     assert sel.report.chunks_total == 3
     assert sel.report.tokens_total == sum(count_tokens(t) for t in batch)
     assert sel.report.summary() in caplog.text

@@ -190,9 +190,13 @@ def test_index_select_methods_knn_and_random() -> None:
                      for t in texts])
     vectors = sums / np.linalg.norm(sums, axis=1, keepdims=True)
     expected = knn_chunk_graph(terms, vectors, 2).scores
-    knn = index.select(0.4, method="knn")
+    knn = index.select(0.4, method="knn", by="chunks")
     np.testing.assert_allclose([knn.scores[i] for i in "abcde"], expected, atol=1e-12)
     assert knn.report.chunks_kept == 2  # ceil(0.4 * 5)
+    per_token = index.select(0.4, method="knn")  # by tokens: PageRank per token
+    tokens = np.array([index.get(i).tokens for i in "abcde"])
+    np.testing.assert_allclose([per_token.scores[i] for i in "abcde"], expected / tokens,
+                               atol=1e-12)
 
     first, again = index.select(0.6, method="random", seed=3), index.select(
         0.6, method="random", seed=3)
