@@ -23,10 +23,11 @@ class CoreChunkSelector(BaseDocumentTransformer):
     """Keep only the core chunks worth sending to an LLM knowledge-graph extractor.
 
     G2ConS core-chunk selection without any LLM: the documents (each one chunk)
-    join a concept graph, chunks are ranked by their concepts' PageRank, and the
-    top ``kappa`` share is kept, in input order. Put it in front of
-    ``LLMGraphTransformer.convert_to_graph_documents`` to cut KG-extraction cost
-    by roughly ``1 - kappa``. The cost report is logged at INFO on the
+    join a concept graph, chunks are ranked by their concepts' PageRank per token,
+    and the best ones within ``kappa`` of the tokens are kept, in input order
+    (``ConceptGraphConfig(select_by="chunks")`` makes kappa a share of chunks). Put
+    it in front of ``LLMGraphTransformer.convert_to_graph_documents`` to cut
+    KG-extraction cost by about ``1 - kappa``. The cost report is logged at INFO on the
     ``conceptgraph`` logger and kept in :attr:`last_report`. The same graph then
     serves retrieval: :meth:`as_retriever`.
 

@@ -20,7 +20,11 @@ from .retriever import ConceptGraphRetriever
 
 
 class CoreChunkSelector(TransformComponent):
-    """Keep only the G2ConS core chunks (top ``kappa`` by concept PageRank) for KG extraction.
+    """Keep only the G2ConS core chunks (concept PageRank per token) for KG extraction.
+
+    The best chunks within ``kappa`` of the tokens are kept, so KG extraction costs about
+    ``kappa`` of extracting everything (``ConceptGraphConfig(select_by="chunks")`` makes
+    kappa a share of chunks, as in the paper).
 
     Put it after the splitter: only the kept nodes reach ``kg_extractors``. Every node
     (kept or not) goes into one concept graph, which :meth:`as_retriever` reuses, so
