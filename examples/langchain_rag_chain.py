@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         default="openai" if use_openai else "minilm")
     parser.add_argument("--passages", type=int, default=300, help="corpus passages to use")
     parser.add_argument("--questions", type=int, default=4, help="sample questions to answer")
-    parser.add_argument("--kappa", type=float, default=0.8, help="share of chunks kept as core")
+    parser.add_argument("--kappa", type=float, default=0.8, help="share of tokens kept")
     parser.add_argument("--budget", type=int, default=3000, help="context tokens per question")
     args = parser.parse_args(argv)
 

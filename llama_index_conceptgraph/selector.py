@@ -52,7 +52,8 @@ class CoreChunkSelector(TransformComponent):
     """
 
     kappa: float = Field(default=0.8, gt=0.0, le=1.0,
-                         description="Share of chunks kept for KG extraction.")
+                         description="Share of tokens (of chunks with select_by='chunks') "
+                                     "kept for KG extraction.")
     prompt_tokens_per_chunk: int = Field(
         default=0, ge=0, description="Extractor prompt tokens per chunk, for the cost report.")
 

@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     select = sub.add_parser("select", help="choose core chunks and print the cost saving")
     select.add_argument("index")
     select.add_argument("--kappa", type=float, default=None,
-                        help="share of chunks (or tokens, with --by tokens) to keep")
+                        help="share of tokens (or of chunks, with --by chunks) to keep")
     select.add_argument("--by", choices=("chunks", "tokens"), default=None,
                         help="kappa is a share of chunks or of tokens (default: the config's)")
     select.add_argument("--prompt-tokens", type=int, default=0,

@@ -25,7 +25,7 @@ class ConceptGraphConfig:
     """Parameters of concept extraction, the concept graph, selection and retrieval.
 
     Paper parameters: ``theta_sem`` (cosine threshold for an edge), ``theta_co``
-    (co-occurrence threshold), ``kappa`` (share of chunks kept as core chunks),
+    (co-occurrence threshold), ``kappa`` (share kept as core chunks; see ``select_by``),
     ``lam`` (KG share of the fused context), ``top_k`` (directly associated
     concepts), ``hops`` (BFS depth), ``budget`` (context tokens, cl100k_base).
 

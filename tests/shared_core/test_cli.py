@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from shared_core import ConceptGraphIndex
 from shared_core.cli import format_table, main
+from shared_core.embeddings import resolve_embedder
 from shared_core.store import CorruptIndexError
 
 PASSAGES = [
@@ -41,13 +43,21 @@ def test_build_then_stats_select_query(corpus: Path, tmp_path: Path,
     assert "chunks" in stats and " 4" in stats  # four passages, four chunks
 
     kept = tmp_path / "core.jsonl"
-    assert main(["select", str(index_dir), "--kappa", "0.5", "--out", str(kept)]) == 0
+    assert main(["select", str(index_dir), "--kappa", "0.5", "--by", "chunks",
+                 "--out", str(kept)]) == 0
     report = capsys.readouterr().out
     # ceil(0.5 * 4) = 2 core chunks of 4
     lines = [json.loads(line) for line in kept.read_text().splitlines()]
     assert len(lines) == 2
     assert {line["id"] for line in lines} <= {"p1", "p2", "p3", "p4"}
-    assert "construction-cost reduction" in report
+    assert "construction-cost reduction" in report and "kappa=0.5 of chunks" in report
+    # by tokens (the default): the kept texts hold at most half of all tokens
+    assert main(["select", str(index_dir), "--kappa", "0.5", "--out", str(kept)]) == 0
+    assert "kappa=0.5 of tokens" in capsys.readouterr().out
+    index = ConceptGraphIndex.load(str(index_dir), resolve_embedder("hashing"))
+    total = sum(index.get(i).tokens for i in index.chunk_ids)
+    by_tokens = [json.loads(line)["id"] for line in kept.read_text().splitlines()]
+    assert 0 < sum(index.get(i).tokens for i in by_tokens) <= total / 2
 
     assert main(["query", str(index_dir), "Who wrote the first computer program?",
                  "--json", "--budget", "40"]) == 0
