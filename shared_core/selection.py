@@ -128,7 +128,11 @@ class CostReport:
 
 @dataclass(frozen=True)
 class Selection:
-    """Kept chunk ids (in corpus order), their rank order, and the cost report."""
+    """Kept chunk ids (in corpus order), their rank order, and the cost report.
+
+    ``scores`` are what was ranked: the chunk score, or that score per token when
+    kappa is a share of tokens (``report.by``).
+    """
 
     kept_ids: tuple[str, ...]
     dropped_ids: tuple[str, ...]

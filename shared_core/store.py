@@ -154,7 +154,8 @@ def load_index(path: str | os.PathLike[str], embedder: Embedder) -> ConceptGraph
     if not isinstance(expected, dict):
         raise CorruptIndexError(f"{root}/manifest.json lists no files")
     try:
-        config = ConceptGraphConfig.from_dict(manifest["config"])
+        # indexes saved before select_by existed took kappa as a share of chunks
+        config = ConceptGraphConfig.from_dict({"select_by": "chunks", **manifest["config"]})
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptIndexError(f"{root} has an unreadable config: {exc}") from exc
     kinds = dict(ARRAYS)

@@ -249,3 +249,13 @@ def test_direct_unit_vectors_round_trip_and_are_checked(tmp_path: Path) -> None:
 
 def test_indexes_without_direct_vectors_do_not_write_them(saved: Path) -> None:
     assert not (saved / "unit_vectors.npy").exists()
+
+
+def test_an_index_saved_before_select_by_keeps_kappa_as_a_share_of_chunks(saved: Path) -> None:
+    manifest = json.loads((saved / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["config"].pop("select_by") == "tokens"
+    _edit_manifest(saved, config=manifest["config"])
+    loaded = load_index(saved, HashingEmbedder(DIM))
+    assert loaded.config.select_by == "chunks"
+    assert loaded.select(0.6).report.chunks_kept == 3  # ceil(0.6 * 5), as it was saved
+    assert ConceptGraphIndex.load(str(saved), HashingEmbedder(DIM)).config == loaded.config
