@@ -49,7 +49,7 @@ def main() -> None:
     for kappa in (0.8, 0.5, 0.2):
         print(f"\n{cost_report_table(index.select(kappa).report)}")
     top = index.select(0.2).ranked_ids[:3]
-    print("\nhighest-ranked chunks (PageRank of their concepts):")
+    print("\nhighest-ranked chunks (their concepts' PageRank per token):")
     for cid in top:
         print(f"  {cid}: {' '.join(index.get(cid).text.split())[:100]}…")
 
