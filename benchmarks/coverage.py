@@ -17,7 +17,7 @@ import numpy as np
 from shared_core.config import SelectBy
 from shared_core.embeddings import Embedder
 from shared_core.index import ConceptGraphIndex
-from shared_core.selection import Selection, random_scores, select_by_scores
+from shared_core.selection import Selection, random_scores, select_by_scores, value_per_token
 
 from .data import Corpus, Question
 from .metrics import answer_in_context, merge_spans, normalize_answer, share, span_covered
@@ -75,8 +75,8 @@ def ketrag_selector(corpus: Corpus, embedder: Embedder,
     from shared_core.ketrag import knn_pagerank_scores  # lazy: written alongside this harness
 
     scores = knn_pagerank_scores(corpus.chunks.texts, embedder)
-    if by == "tokens":  # value per token, as ConceptGraphIndex.select does
-        scores = scores / np.maximum(corpus.chunks.tokens, 1)
+    if by == "tokens":  # as ConceptGraphIndex.select ranks by tokens
+        scores = value_per_token(scores, corpus.chunks.tokens)
     return lambda kappa: select_by_scores(corpus.chunks.ids, scores, corpus.chunks.tokens, kappa,
                                           by=by)
 

@@ -27,7 +27,13 @@ from .fusion import ContextItem
 from .graph import ConceptEdges, adjacency, concept_edges, concept_vectors, pagerank
 from .lexical import BM25Scorer
 from .retrieval import Hit, SearchTrace, Stage, local_search
-from .selection import Selection, chunk_scores, random_scores, select_by_scores
+from .selection import (
+    Selection,
+    chunk_scores,
+    random_scores,
+    select_by_scores,
+    value_per_token,
+)
 from .text import count_tokens_batch, split_sentences
 from .units import pack_sentences
 
@@ -544,7 +550,7 @@ class ConceptGraphIndex:
         else:
             raise ValueError(f"method must be concept, knn or random, got {method!r}")
         if by == "tokens" and method != "random":
-            scores = scores / np.maximum(self._tokens, 1)
+            scores = value_per_token(scores, self._tokens)
         return select_by_scores(self._ids, scores, self._tokens, kappa, prompt_tokens_per_chunk,
                                 by=by)
 

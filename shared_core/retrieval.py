@@ -93,8 +93,8 @@ def fill_budget(order: np.ndarray, tokens: np.ndarray, budget: int,
     return np.concatenate(taken) if taken else np.zeros(0, dtype=np.int64)
 
 
-class BudgetedContext:
-    """The growing context: budget bookkeeping shared by every ranking."""
+class _Context:
+    """The growing context of the paper's search: budget bookkeeping for both stages."""
 
     def __init__(self, chunk_tokens: np.ndarray, budget: int, overflow: Overflow) -> None:
         self.chunk_tokens = chunk_tokens
@@ -144,7 +144,7 @@ def local_search(
     the most similar other concepts fill the rest of ``top_k``.
     """
     concept_chunks = sp.csc_matrix(concept_chunks)
-    context = BudgetedContext(chunk_tokens, budget, overflow)
+    context = _Context(chunk_tokens, budget, overflow)
     usable = np.flatnonzero(np.diff(concept_chunks.indptr) > 0)
     direct = usable[top_k_indices(concept_similarity[usable], top_k)]
     if seeds is not None and len(seeds):

@@ -60,6 +60,11 @@ def n_core_by_tokens(ordered_tokens: np.ndarray, kappa: float) -> int:
     return max(1, within)
 
 
+def value_per_token(scores: np.ndarray, token_counts: np.ndarray) -> np.ndarray:
+    """What kappa as a share of tokens ranks by: score per token, the greedy knapsack order."""
+    return np.asarray(scores, dtype=np.float64) / np.maximum(np.asarray(token_counts), 1)
+
+
 def rank_by_score(scores: np.ndarray) -> np.ndarray:
     """Indices by descending score; ties keep corpus order, so selection is deterministic."""
     return np.lexsort((np.arange(len(scores)), -np.asarray(scores, dtype=np.float64)))
