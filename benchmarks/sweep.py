@@ -46,8 +46,8 @@ def sweep(data: Path, protocol: str, variants: list[dict[str, Any]], budget: int
         if key not in built:
             built[key] = ConceptGraphIndex.from_texts(
                 corpus.chunks.texts, ids=corpus.chunks.ids, embedder=embedder, config=config)
-        index = built[key]
-        index.config = config  # search-only knobs apply without a rebuild
+        # search-only knobs apply without a rebuild
+        index = built[key].reconfigured(**config.to_dict())
         hits, tokens, expanded = 0, 0, 0
         for question, vector in zip(dataset.questions, vectors, strict=True):
             result = index.retrieve_by_vector(vector, query=question.question)

@@ -89,6 +89,7 @@ def fused_search(
     overflow: Overflow = "stop",
     exact: np.ndarray | None = None,
     usable: np.ndarray | None = None,
+    min_similarity: float | None = None,
 ) -> tuple[list[Hit], SearchTrace]:
     """Fill the budget with units in fused order; each hit names its strongest concept.
 
@@ -96,7 +97,8 @@ def fused_search(
     every unit, ``lexical`` (optional) a third view such as BM25, fused like the
     evidence (no term where it is 0). A unit placed without any concept evidence
     has stage ``"similarity"`` and concept -1. ``usable`` (concepts that link a
-    unit) is derived from ``unit_links`` when not given.
+    unit) is derived from ``unit_links`` when not given. Units whose similarity is
+    below ``min_similarity`` are never placed, whatever their evidence.
     """
     if usable is None:  # an index passes it precomputed: it does not change per query
         usable = np.flatnonzero(np.bincount(unit_links.indices,
@@ -110,6 +112,8 @@ def fused_search(
     if lexical is not None:
         fused += (lexical > 0) / (rrf_k + descending_ranks(lexical))
     order = rank_by_score(fused)
+    if min_similarity is not None:
+        order = order[unit_similarity[order] >= min_similarity]
     placed = fill_budget(order, unit_tokens, budget, overflow)
     best = strongest_concept(unit_links, placed, concept_value)
     hits = []

@@ -96,8 +96,10 @@ def fill_budget(order: np.ndarray, tokens: np.ndarray, budget: int,
 class _Context:
     """The growing context of the paper's search: budget bookkeeping for both stages."""
 
-    def __init__(self, chunk_tokens: np.ndarray, budget: int, overflow: Overflow) -> None:
+    def __init__(self, chunk_tokens: np.ndarray, budget: int, overflow: Overflow,
+                 min_similarity: float | None = None) -> None:
         self.chunk_tokens = chunk_tokens
+        self.min_similarity = min_similarity
         self.budget = budget
         self.overflow = overflow
         self.used = 0
@@ -109,6 +111,8 @@ class _Context:
               stage: Stage, hop: int) -> None:
         if self.placed[chunk] or self.full:
             return
+        if self.min_similarity is not None and score < self.min_similarity:
+            return  # below the relevance floor: never placed, and not an overflow
         tokens = int(self.chunk_tokens[chunk])
         if self.used + tokens > self.budget:
             if self.overflow == "stop":
@@ -133,6 +137,7 @@ def local_search(
     budget: int,
     overflow: Overflow = "stop",
     seeds: np.ndarray | None = None,
+    min_similarity: float | None = None,
 ) -> tuple[list[Hit], SearchTrace]:
     """Run local + global reranking; return the placed chunks in context order.
 
@@ -141,10 +146,11 @@ def local_search(
     or a function scoring given chunk positions, so that only the candidate chunks
     (those of the direct and expanded concepts) are ever scored. ``seeds`` are
     concepts that lead the direct concepts (e.g. exact matches of query terms);
-    the most similar other concepts fill the rest of ``top_k``.
+    the most similar other concepts fill the rest of ``top_k``. Chunks whose
+    similarity is below ``min_similarity`` are passed over.
     """
     concept_chunks = sp.csc_matrix(concept_chunks)
-    context = _Context(chunk_tokens, budget, overflow)
+    context = _Context(chunk_tokens, budget, overflow, min_similarity)
     usable = np.flatnonzero(np.diff(concept_chunks.indptr) > 0)
     direct = usable[top_k_indices(concept_similarity[usable], top_k)]
     if seeds is not None and len(seeds):

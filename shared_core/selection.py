@@ -7,6 +7,7 @@ counts, so it can be printed before any LLM is called.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -96,6 +97,13 @@ class CostReport:
         return self.tokens_total - self.tokens_kept
 
     @property
+    def exceeds_kappa(self) -> bool:
+        """Whether more than ``kappa`` was kept: selection always keeps one chunk, however long."""
+        kept, total = ((self.tokens_kept, self.tokens_total) if self.by == "tokens"
+                       else (self.chunks_kept, self.chunks_total))
+        return self.by == "tokens" and total > 0 and kept > self.kappa * total * (1 + 1e-12)
+
+    @property
     def extraction_input_tokens(self) -> int:
         return self.tokens_kept + self.chunks_kept * self.prompt_tokens_per_chunk
 
@@ -117,23 +125,29 @@ class CostReport:
             extraction_input_tokens=self.extraction_input_tokens,
             extraction_input_tokens_all=self.extraction_input_tokens_all,
             cost_reduction=self.cost_reduction,
+            exceeds_kappa=self.exceeds_kappa,
         )
         return out
 
     def summary(self) -> str:
         """A one-line human summary, for logs."""
-        return (
+        line = (
             f"core chunks at kappa={self.kappa:g} of {self.by}: "
             f"kept {self.chunks_kept}/{self.chunks_total} chunks, "
             f"{self.tokens_kept:,}/{self.tokens_total:,} tokens; KG-extraction input "
             f"~{self.extraction_input_tokens:,} tokens instead of "
             f"{self.extraction_input_tokens_all:,} ({self.cost_reduction:.1%} saved)"
         )
+        if self.exceeds_kappa:
+            line += (f"; over kappa: the best chunk alone is "
+                     f"{self.tokens_kept / self.tokens_total:.1%} of the tokens, and at least "
+                     "one chunk is always kept")
+        return line
 
 
 @dataclass(frozen=True)
 class Selection:
-    """Kept chunk ids (in corpus order), their rank order, and the cost report.
+    """Kept chunk ids (in the index's canonical id order), their rank order, the cost report.
 
     ``scores`` are what was ranked: the chunk score, or that score per token when
     kappa is a share of tokens (``report.by``).
@@ -196,3 +210,17 @@ def select_by_scores(
 def random_scores(n_chunks: int, seed: int = 0) -> np.ndarray:
     """Uniform-random chunk scores: the baseline any selection must beat."""
     return np.random.default_rng(seed).random(n_chunks)
+
+
+def id_random_scores(chunk_ids: Sequence[str], seed: int = 0) -> np.ndarray:
+    """Uniform-random scores drawn from each chunk's id and ``seed``, not its position.
+
+    So a chunk keeps its draw whatever else the index holds: random selection is
+    as history-independent as the rest of the index.
+    """
+    out = np.empty(len(chunk_ids), dtype=np.float64)
+    prefix = f"{seed}\x1f".encode()
+    for i, cid in enumerate(chunk_ids):
+        digest = hashlib.blake2b(prefix + cid.encode("utf-8"), digest_size=8).digest()
+        out[i] = int.from_bytes(digest, "little") / 2.0**64
+    return out

@@ -1,34 +1,58 @@
-"""Persistence of a ConceptGraphIndex as a versioned directory of JSON and ``.npy`` files.
+"""Persistence of an index's chunks as a versioned directory of JSON and ``.npy`` files.
 
-Loading never runs code: arrays are read with ``allow_pickle=False``, JSON with
-the standard parser, and every file is checked against the sha256 recorded in
-``manifest.json``. Writes go to a temporary sibling directory that replaces the
-target in one rename, so a crash never leaves half an index behind.
+Layout (format version 2)::
+
+    my_index/
+        CURRENT              the name of the complete version, replaced atomically
+        v000007-1a2b3c4d/    manifest.json, chunks.json, terms.json, *.npy
+        .lock                serialises saves to this path
+
+A save writes a new version folder beside the current one, fsyncs it, then
+replaces ``CURRENT`` in one rename, so at every instant the path holds a complete
+index, the old one or the new. The next save removes what killed saves left.
+
+Loading never runs code and never trusts a file: arrays are read with
+``allow_pickle=False`` after their header's dtype and shape are checked, and
+every rule an index obeys (unique sorted ids and terms, spans inside their texts,
+monotonic offsets, finite unit vectors, canonical sparse counts ...) is checked
+before anything is built from the data. Token counts are not stored at all: they
+are recounted from the texts, so no edit can make a context overrun its budget.
+Checksums in the manifest catch accidents; the rules catch deliberate edits.
+A violation raises :class:`CorruptIndexError` naming the file and the rule.
+
+Indexes saved in format version 1 (one flat folder) still load, and the next
+save converts them in place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import json
 import os
+import re
+import secrets
 import shutil
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from .config import ConceptGraphConfig
-
-if TYPE_CHECKING:
-    from .embeddings import Embedder
-    from .index import ConceptGraphIndex
+from .ingest import unit_texts
+from .state import CorpusState, sorted_by_id, with_sorted_terms
+from .text import count_tokens_batch, invalid_character
 
 FORMAT = "conceptgraph-index"
-VERSION = 1
+VERSION = 2
+POINTER = "CURRENT"
+LOCK = ".lock"
+_VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
+# name -> (dtype, ndim); token counts are recounted on load, never read
 ARRAYS = {
-    "tokens": (np.int64, 1),
     "sentence_spans": (np.int64, 2),
     "sentence_offsets": (np.int64, 1),
     "sentence_embeddings": (np.float32, 2),
@@ -36,14 +60,175 @@ ARRAYS = {
     "sentence_terms_indices": (np.int64, 1),
     "sentence_terms_indptr": (np.int64, 1),
     "unit_starts": (np.int64, 1),
-    "unit_tokens": (np.int64, 1),
 }
-# written only for chunk_similarity="direct", so indexes saved before it existed still load
+# written only for chunk_similarity="direct"
 OPTIONAL_ARRAYS = {"unit_vectors": (np.float32, 2)}
+# version 1 also wrote token counts; they are checksummed but recounted
+_V1_ONLY = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
+_JSON_FILES = ("chunks.json", "terms.json")
+_NORM_TOLERANCE = 1e-3
+
+try:  # POSIX advisory locks; elsewhere saves to one path are not serialised
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 
 class CorruptIndexError(ValueError):
-    """The directory is not a readable conceptgraph index."""
+    """The directory is not a readable conceptgraph index; the message names file and rule."""
+
+
+# ------------------------------------------------------------------------------- saving
+def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: ConceptGraphConfig,
+                model_id: str) -> None:
+    """Write ``corpus`` as a new version under ``path`` and make it the current one."""
+    target = Path(os.path.realpath(path))  # a symlinked path writes where it points
+    if target.exists() and not target.is_dir():
+        raise FileExistsError(f"{target} exists and is not a directory; not overwriting")
+    if target.is_dir() and not _is_index(target) and not all(map(_is_ours, target.iterdir())):
+        raise FileExistsError(f"{target} exists and is not a conceptgraph index; not overwriting")
+    target.mkdir(parents=True, exist_ok=True)
+    with _locked(target):
+        previous = _VERSION_NAME.match(_current_version(target) or "")
+        sequence = int(previous.group(1)) + 1 if previous else 1
+        name = f"v{sequence:06d}-{secrets.token_hex(4)}"
+        folder = target / name
+        dir_mode = target.stat().st_mode & 0o777  # new folders and files keep the index's mode
+        folder.mkdir()
+        os.chmod(folder, dir_mode)
+        try:
+            _write_version(folder, corpus, config, model_id, dir_mode & 0o666)
+            _fsync_dir(folder)
+            pointer_tmp = target / f".{POINTER}.tmp-{name}"
+            _write_file(pointer_tmp, (name + "\n").encode(), dir_mode & 0o666)
+            os.replace(pointer_tmp, target / POINTER)
+            _fsync_dir(target)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        _remove_stale(target, keep=name)
+
+
+def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig,
+                   model_id: str, file_mode: int) -> None:
+    terms = corpus.sentence_terms
+    arrays: dict[str, np.ndarray] = {
+        "sentence_spans": corpus.sentence_spans,
+        "sentence_offsets": corpus.sentence_offsets,
+        "sentence_embeddings": corpus.sentence_vectors,
+        "sentence_terms_data": terms.data,
+        "sentence_terms_indices": terms.indices,
+        "sentence_terms_indptr": terms.indptr,
+        "unit_starts": corpus.unit_starts,
+    }
+    if config.chunk_similarity == "direct":
+        if corpus.unit_vectors is None:
+            raise ValueError("chunk_similarity='direct' but the chunks hold no unit vectors")
+        arrays["unit_vectors"] = corpus.unit_vectors
+    kinds = {**ARRAYS, **OPTIONAL_ARRAYS}
+    digests: dict[str, str] = {}
+    for key, array in arrays.items():
+        with _new_file(folder / f"{key}.npy", file_mode) as fh:
+            np.save(fh, np.ascontiguousarray(array, dtype=kinds[key][0]), allow_pickle=False)
+    documents = {
+        "chunks.json": {"ids": list(corpus.ids), "texts": list(corpus.texts),
+                        "metadata": [json.loads(m) for m in corpus.metadata]},
+        "terms.json": list(corpus.terms),
+    }
+    for key, payload in documents.items():
+        _write_file(folder / key, json.dumps(payload, ensure_ascii=False).encode("utf-8"),
+                    file_mode)
+    for file in sorted(folder.iterdir()):
+        digests[file.name] = _sha256(file)
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "embedding_model": model_id,
+        "embedding_dim": corpus.dim,
+        "config": config.to_dict(),
+        "chunks": len(corpus),
+        "sentences": len(corpus.sentence_spans),
+        "terms": len(corpus.terms),
+        "files": digests,
+    }
+    _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
+
+
+@contextlib.contextmanager
+def _new_file(path: Path, mode: int) -> Iterator[Any]:
+    """A new file opened for writing, flushed and fsynced on close."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as fh:
+        yield fh
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _write_file(path: Path, payload: bytes, mode: int) -> None:
+    with _new_file(path, mode) as fh:
+        fh.write(payload)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _locked(target: Path) -> Iterator[None]:
+    """Hold the exclusive save lock of ``target`` (released if the process dies)."""
+    fd = os.open(target / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def _remove_stale(target: Path, keep: str) -> None:
+    """Delete every version but ``keep``, pointer temp files, and a version-1 flat layout."""
+    for entry in target.iterdir():
+        if entry.name in (keep, POINTER, LOCK) or not _is_ours(entry):
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _is_ours(entry: Path) -> bool:
+    """Whether a directory entry is something a save writes (so a later save may remove it)."""
+    if entry.is_dir():
+        return bool(_VERSION_NAME.match(entry.name))
+    return (entry.name in (POINTER, LOCK) or entry.name.startswith(f".{POINTER}.tmp-")
+            or entry.name in _v1_file_names())
+
+
+def _v1_file_names() -> set[str]:
+    names = {f"{n}.npy" for n in {**ARRAYS, **OPTIONAL_ARRAYS, **_V1_ONLY}}
+    return names | set(_JSON_FILES) | {"manifest.json"}
+
+
+def _is_index(root: Path) -> bool:
+    return (root / POINTER).is_file() or (root / "manifest.json").is_file()
+
+
+def _current_version(root: Path) -> str | None:
+    """The version ``CURRENT`` names, checked to be a plain version name (no path tricks)."""
+    pointer = root / POINTER
+    if not pointer.is_file():
+        return None
+    try:
+        name = pointer.read_text(encoding="ascii").strip()
+    except (UnicodeDecodeError, OSError) as exc:
+        raise CorruptIndexError(f"{pointer} is unreadable: {exc}") from exc
+    if not _VERSION_NAME.match(name):
+        raise CorruptIndexError(f"{pointer} does not name a version folder (got {name[:40]!r})")
+    return name
 
 
 def _sha256(path: Path) -> str:
@@ -54,181 +239,299 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def save_index(index: ConceptGraphIndex, path: str | os.PathLike[str]) -> None:
-    target = Path(path)
-    foreign = target.exists() and not (target / "manifest.json").is_file()
-    if foreign and (not target.is_dir() or any(target.iterdir())):
-        raise FileExistsError(f"{target} exists and is not a conceptgraph index; not overwriting")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        terms = index._sentence_terms
-        arrays = {
-            "tokens": index._tokens,
-            "sentence_spans": index._spans,
-            "sentence_offsets": index._offsets,
-            "sentence_embeddings": index._embeddings,
-            "sentence_terms_data": terms.data.astype(np.int32),
-            "sentence_terms_indices": terms.indices.astype(np.int64),
-            "sentence_terms_indptr": terms.indptr.astype(np.int64),
-            "unit_starts": index._unit_starts,
-            "unit_tokens": index._unit_tokens,
-        }
-        if index.config.chunk_similarity == "direct":
-            arrays["unit_vectors"] = index._unit_vectors
-        kinds = {**ARRAYS, **OPTIONAL_ARRAYS}
-        for name, array in arrays.items():
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array, dtype=kinds[name][0]),
-                    allow_pickle=False)
-        documents = {
-            "chunks.json": {"ids": index._ids, "texts": index._texts, "metadata": index._metadata},
-            "terms.json": list(index._vocabulary),
-        }
-        for name, payload in documents.items():
-            (tmp / name).write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
-        files = sorted(p.name for p in tmp.iterdir())
-        manifest = {
-            "format": FORMAT,
-            "version": VERSION,
-            "embedding_model": index.embedder.model_id,
-            "embedding_dim": index.embedder.dim,
-            "config": index.config.to_dict(),
-            "chunks": len(index),
-            "sentences": len(index._spans),
-            "terms": len(index._vocabulary),
-            "files": {name: _sha256(tmp / name) for name in files},
-        }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        _swap_into_place(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _swap_into_place(tmp: Path, target: Path) -> None:
-    if not target.exists():
-        os.replace(tmp, target)
-        return
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    os.replace(target, old)
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        os.replace(old, target)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+# ------------------------------------------------------------------------------- loading
+def index_folder(path: str | os.PathLike[str]) -> Path:
+    """The folder holding the current version's files (the index itself for version 1)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise CorruptIndexError(f"{root} is not a directory: not a conceptgraph index")
+    name = _current_version(root)
+    if name is not None:
+        return root / name
+    if (root / "manifest.json").is_file():
+        return root
+    raise CorruptIndexError(f"{root} has no manifest.json: not a conceptgraph index")
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    root = Path(path)
-    manifest_path = root / "manifest.json"
-    if not manifest_path.is_file():
-        raise CorruptIndexError(f"{root} has no manifest.json: not a conceptgraph index")
+    """The current version's manifest, with its format and version checked."""
+    folder = index_folder(path)
+    try:
+        return _manifest_in(folder)
+    except FileNotFoundError as exc:
+        raise CorruptIndexError(f"{folder} is missing manifest.json") from exc
+
+
+def _manifest_in(folder: Path) -> dict[str, Any]:
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.is_file():  # a version replaced mid-read, or a lost file
+        raise FileNotFoundError(2, "missing", str(manifest_path))
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CorruptIndexError(f"{manifest_path} is not valid JSON: {exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise CorruptIndexError(f"{root} is not a conceptgraph index (bad manifest format)")
-    if manifest.get("version") != VERSION:
+        raise CorruptIndexError(f"{manifest_path}: not a conceptgraph index (bad manifest format)")
+    if manifest.get("version") not in (1, VERSION):
         raise CorruptIndexError(
-            f"{root} has index format version {manifest.get('version')!r}; "
-            f"this conceptgraph reads version {VERSION}"
+            f"{manifest_path}: index format version {manifest.get('version')!r}; "
+            f"this conceptgraph reads versions 1 and {VERSION}"
         )
     return manifest
 
 
-def load_index(path: str | os.PathLike[str], embedder: Embedder) -> ConceptGraphIndex:
-    from .index import ConceptGraphIndex
+def load_corpus(path: str | os.PathLike[str], model_id: str,
+                dim: int) -> tuple[CorpusState, ConceptGraphConfig]:
+    """Read and check the current version; retried if a save replaces it mid-read."""
+    for _ in range(5):
+        folder = index_folder(path)
+        try:
+            return _load_folder(folder, model_id, dim)
+        except FileNotFoundError as exc:
+            if index_folder(path) == folder:  # nobody replaced it: the index lost a file
+                raise CorruptIndexError(f"{folder} is missing {Path(str(exc.filename)).name}") \
+                    from exc
+    raise CorruptIndexError(f"{path} kept changing while being read (five saves in a row)")
 
-    root = Path(path)
-    manifest = read_manifest(root)
+
+def _load_folder(folder: Path, model_id: str, dim: int) -> tuple[CorpusState, ConceptGraphConfig]:
+    manifest = _manifest_in(folder)
+    version = manifest["version"]
     built_with = (manifest.get("embedding_model"), manifest.get("embedding_dim"))
-    if built_with != (embedder.model_id, embedder.dim):
+    if not isinstance(built_with[0], str) or not isinstance(built_with[1], int) \
+            or isinstance(built_with[1], bool) or built_with[1] < 1:
+        raise CorruptIndexError(f"{folder}/manifest.json: embedding_model must be a string "
+                                f"and embedding_dim a positive int, got {built_with!r}")
+    if built_with != (model_id, dim):
         raise ValueError(
-            f"{root} was built with embedding model {manifest['embedding_model']!r} "
-            f"(dim {manifest['embedding_dim']}), but the embedder given is "
-            f"{embedder.model_id!r} (dim {embedder.dim}); query vectors would not be comparable"
+            f"{folder} was built with embedding model {manifest.get('embedding_model')!r} "
+            f"(dim {manifest.get('embedding_dim')}), but the embedder given is "
+            f"{model_id!r} (dim {dim}); query vectors would not be comparable"
         )
-    expected = manifest.get("files")
-    if not isinstance(expected, dict):
-        raise CorruptIndexError(f"{root}/manifest.json lists no files")
-    try:
-        # indexes saved before select_by existed took kappa as a share of chunks
-        config = ConceptGraphConfig.from_dict({"select_by": "chunks", **manifest["config"]})
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptIndexError(f"{root} has an unreadable config: {exc}") from exc
+    config = _read_config(folder, manifest)
     kinds = dict(ARRAYS)
     if config.chunk_similarity == "direct":
         kinds.update(OPTIONAL_ARRAYS)
-    needed = {f"{name}.npy" for name in kinds} | {"chunks.json", "terms.json"}
-    missing = sorted(needed - set(expected))
+    if version == 1:
+        kinds.update(_V1_ONLY)
+    _check_checksums(folder, manifest, [f"{n}.npy" for n in kinds] + list(_JSON_FILES))
+    counts: dict[str, int] = {}
+    for key in ("chunks", "sentences", "terms"):
+        value = manifest.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise CorruptIndexError(f"{folder}/manifest.json: '{key}' must be a count, "
+                                    f"got {value!r}")
+        counts[key] = value
+    ids, texts, metadata = _read_chunks(folder / "chunks.json", counts["chunks"],
+                                        require_sorted=version > 1)
+    terms = _read_terms(folder / "terms.json", counts["terms"], require_sorted=version > 1)
+    corpus = _read_arrays(folder, config, dim, ids, texts, metadata, terms, counts["sentences"],
+                          version)
+    if version == 1:  # older indexes kept insertion order: put them in canonical order
+        corpus = sorted_by_id(with_sorted_terms(corpus))
+    return corpus, config
+
+
+def _read_config(folder: Path, manifest: dict[str, Any]) -> ConceptGraphConfig:
+    raw = manifest.get("config")
+    if not isinstance(raw, dict):
+        raise CorruptIndexError(f"{folder}/manifest.json: 'config' must be an object")
+    # indexes saved before a knob existed were built as it then worked
+    legacy = {"select_by": "chunks", "cjk_segmenter": "none"}
+    try:
+        config = ConceptGraphConfig.from_dict({**legacy, **raw})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptIndexError(f"{folder}/manifest.json has an unreadable config: {exc}") from exc
+    if config.cjk_segmenter == "auto":
+        raise CorruptIndexError(f"{folder}/manifest.json: cjk_segmenter must be resolved, "
+                                "not 'auto'")
+    return config
+
+
+def _check_checksums(folder: Path, manifest: dict[str, Any], needed: list[str]) -> None:
+    expected = manifest.get("files")
+    if not isinstance(expected, dict):
+        raise CorruptIndexError(f"{folder}/manifest.json lists no files")
+    missing = sorted(set(needed) - set(expected))
     if missing:
-        raise CorruptIndexError(f"{root}/manifest.json does not list {', '.join(missing)}")
+        raise CorruptIndexError(f"{folder}/manifest.json does not list {', '.join(missing)}")
     for name in needed:
-        file = root / name
+        file = folder / name
         if not file.is_file():
-            raise CorruptIndexError(f"{root} is missing {name}")
+            raise FileNotFoundError(2, "missing", str(file))
         if _sha256(file) != expected[name]:
             raise CorruptIndexError(f"{file} does not match its checksum: the index is corrupt")
 
-    arrays: dict[str, np.ndarray] = {}
-    for name, (dtype, ndim) in kinds.items():
+
+def _rule(file: Path, ok: bool, rule: str) -> None:
+    if not ok:
+        raise CorruptIndexError(f"{file}: {rule}")
+
+
+def _read_json(file: Path) -> Any:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise CorruptIndexError(f"{file} is not valid JSON: {exc}") from exc
+
+
+def _check_strings(file: Path, values: Any, what: str, count: int) -> list[str]:
+    _rule(file, isinstance(values, list), f"{what} must be a list")
+    _rule(file, len(values) == count, f"{what} has {len(values)} entries, the manifest says "
+                                      f"{count}")
+    for i, value in enumerate(values):
+        _rule(file, isinstance(value, str) and bool(value.strip()),
+              f"{what}[{i}] must be a non-blank string")
+        bad = invalid_character(value)
+        _rule(file, bad is None, f"{what}[{i}] contains {bad[1] if bad else ''}")
+    return list(values)
+
+
+def _check_unique_sorted(file: Path, values: list[str], what: str, require_sorted: bool) -> None:
+    _rule(file, len(set(values)) == len(values), f"{what} must be unique")
+    if require_sorted:
+        _rule(file, all(a < b for a, b in itertools.pairwise(values)),
+              f"{what} must be in sorted order")
+
+
+def _read_chunks(file: Path, count: int,
+                 require_sorted: bool) -> tuple[list[str], list[str], list[str]]:
+    payload = _read_json(file)
+    _rule(file, isinstance(payload, dict), "must be an object with ids, texts and metadata")
+    ids = _check_strings(file, payload.get("ids"), "ids", count)
+    _check_unique_sorted(file, ids, "ids", require_sorted)
+    texts = _check_strings(file, payload.get("texts"), "texts", count)
+    metadata = payload.get("metadata")
+    _rule(file, isinstance(metadata, list) and len(metadata) == count,
+          f"metadata must be a list of {count} objects")
+    encoded = []
+    for i, meta in enumerate(metadata):
+        _rule(file, isinstance(meta, dict), f"metadata[{i}] must be an object")
         try:
-            array = np.load(root / f"{name}.npy", allow_pickle=False)
-        except ValueError as exc:
-            raise CorruptIndexError(f"{root}/{name}.npy is unreadable: {exc}") from exc
-        if array.dtype != dtype or array.ndim != ndim:
-            raise CorruptIndexError(f"{root}/{name}.npy has dtype {array.dtype}, ndim {array.ndim}")
-        arrays[name] = array
-    try:
-        chunks = json.loads((root / "chunks.json").read_text(encoding="utf-8"))
-        terms = json.loads((root / "terms.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CorruptIndexError(f"{root} has unreadable JSON or config: {exc}") from exc
+            text = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+        except ValueError:
+            raise CorruptIndexError(f"{file}: metadata[{i}] holds NaN or infinity") from None
+        bad = invalid_character(text)
+        _rule(file, bad is None, f"metadata[{i}] contains {bad[1] if bad else ''}")
+        encoded.append(text)
+    return ids, texts, encoded
 
-    n_chunks = len(chunks.get("ids", []))
-    n_sent = len(arrays["sentence_spans"])
-    consistent = (
-        len(chunks.get("texts", [])) == n_chunks == len(chunks.get("metadata", []))
-        == len(arrays["tokens"]) == manifest.get("chunks")
-        and len(arrays["sentence_offsets"]) == n_chunks + 1
-        and int(arrays["sentence_offsets"][-1]) == n_sent == manifest.get("sentences")
-        and arrays["sentence_embeddings"].shape == (n_sent, embedder.dim)
-        and len(arrays["sentence_terms_indptr"]) == n_sent + 1
-        and len(terms) == manifest.get("terms")
-        and len(arrays["unit_starts"]) == len(arrays["unit_tokens"])
-        and (len(arrays["unit_starts"]) > 0) == (config.unit_tokens > 0 and n_sent > 0)
-        and bool(np.all(np.diff(arrays["unit_starts"]) > 0))
-        and bool(np.all((arrays["unit_starts"] >= 0) & (arrays["unit_starts"] < max(n_sent, 1))))
-        and ("unit_vectors" not in arrays or arrays["unit_vectors"].shape == (
-            len(arrays["unit_starts"]) if config.unit_tokens else n_chunks, embedder.dim))
-    )
-    if not consistent:
-        raise CorruptIndexError(f"{root}: array and chunk counts disagree with each other")
 
-    index = ConceptGraphIndex(embedder, config)
-    index._ids = list(chunks["ids"])
-    index._position = {cid: i for i, cid in enumerate(index._ids)}
-    index._texts = list(chunks["texts"])
-    index._metadata = [dict(m) for m in chunks["metadata"]]
-    index._tokens = arrays["tokens"]
-    index._spans = arrays["sentence_spans"]
-    index._offsets = arrays["sentence_offsets"]
-    index._embeddings = arrays["sentence_embeddings"]
-    index._vocabulary = {term: i for i, term in enumerate(terms)}
-    index._unit_starts = arrays["unit_starts"]
-    index._unit_tokens = arrays["unit_tokens"]
-    if "unit_vectors" in arrays:
-        index._unit_vectors = arrays["unit_vectors"]
+def _read_terms(file: Path, count: int, require_sorted: bool) -> list[str]:
+    terms = _check_strings(file, _read_json(file), "terms", count)
+    _check_unique_sorted(file, terms, "terms", require_sorted)
+    return terms
+
+
+def _read_npy(file: Path, dtype: type, shape: tuple[int | None, ...]) -> np.ndarray:
+    """An array whose header is checked (dtype, order, shape, size) before its data is read."""
     try:
-        index._sentence_terms = sp.csr_matrix(
-            (arrays["sentence_terms_data"], arrays["sentence_terms_indices"],
-             arrays["sentence_terms_indptr"]),
-            shape=(n_sent, len(terms)),
+        with file.open("rb") as fh:
+            major, _ = np.lib.format.read_magic(fh)
+            if major == 1:
+                header = np.lib.format.read_array_header_1_0(fh)
+            elif major in (2, 3):
+                header = np.lib.format.read_array_header_2_0(fh)
+            else:
+                raise ValueError(f"unknown .npy version {major}")
+            got_shape, fortran, got_dtype = header
+            data_start = fh.tell()
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise CorruptIndexError(f"{file} is unreadable: {exc}") from exc
+    _rule(file, got_dtype == np.dtype(dtype) and not fortran,
+          f"has dtype {got_dtype}, expected {np.dtype(dtype)} in C order")
+    _rule(file, len(got_shape) == len(shape)
+          and all(want is None or want == got for want, got in zip(shape, got_shape, strict=True)),
+          f"has shape {got_shape}, expected {tuple('*' if s is None else s for s in shape)}")
+    size = int(np.prod(got_shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    _rule(file, file.stat().st_size == data_start + size,
+          f"holds {file.stat().st_size - data_start} bytes of data, its header says {size}")
+    try:
+        return np.load(file, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise CorruptIndexError(f"{file} is unreadable: {exc}") from exc
+
+
+def _check_unit_rows(file: Path, vectors: np.ndarray) -> None:
+    _rule(file, bool(np.isfinite(vectors).all()), "holds non-finite values (NaN or inf)")
+    if len(vectors):
+        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+        _rule(file, bool(np.all(np.abs(norms - 1.0) <= _NORM_TOLERANCE)),
+              "holds vectors that are not of unit length")
+
+
+def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[str],
+                 texts: list[str], metadata: list[str], terms: list[str], n_sent: int,
+                 version: int) -> CorpusState:
+    n, n_terms = len(ids), len(terms)
+
+    def path(name: str) -> Path:
+        return folder / f"{name}.npy"
+
+    offsets = _read_npy(path("sentence_offsets"), np.int64, (n + 1,))
+    _rule(path("sentence_offsets"), int(offsets[0]) == 0 and int(offsets[-1]) == n_sent,
+          f"must run from 0 to the {n_sent} sentences")
+    _rule(path("sentence_offsets"), bool(np.all(np.diff(offsets) > 0)),
+          "must increase strictly: every chunk has at least one sentence")
+
+    spans = _read_npy(path("sentence_spans"), np.int64, (n_sent, 2))
+    text_length = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
+    chunk_of = np.repeat(np.arange(n), np.diff(offsets))
+    starts, ends = spans[:, 0], spans[:, 1]
+    _rule(path("sentence_spans"), bool(np.all((starts >= 0) & (starts < ends)
+                                              & (ends <= text_length[chunk_of]))),
+          "every span must be a non-empty range inside its chunk's text")
+    same_chunk = chunk_of[1:] == chunk_of[:-1]
+    _rule(path("sentence_spans"), bool(np.all(~same_chunk | (starts[1:] >= ends[:-1]))),
+          "spans of one chunk must be in order and must not overlap")
+
+    vectors = _read_npy(path("sentence_embeddings"), np.float32, (n_sent, dim))
+    _check_unit_rows(path("sentence_embeddings"), vectors)
+
+    indptr = _read_npy(path("sentence_terms_indptr"), np.int64, (n_sent + 1,))
+    _rule(path("sentence_terms_indptr"), int(indptr[0]) == 0
+          and bool(np.all(np.diff(indptr) >= 0)), "must start at 0 and never decrease")
+    nnz = int(indptr[-1])
+    indices = _read_npy(path("sentence_terms_indices"), np.int64, (nnz,))
+    data = _read_npy(path("sentence_terms_data"), np.int32, (nnz,))
+    _rule(path("sentence_terms_indices"), bool(np.all((indices >= 0) & (indices < n_terms))),
+          f"every term index must be in [0, {n_terms})")
+    row_of = np.repeat(np.arange(n_sent), np.diff(indptr))
+    same_row = row_of[1:] == row_of[:-1]
+    _rule(path("sentence_terms_indices"), bool(np.all(~same_row | (indices[1:] > indices[:-1]))),
+          "term indices must increase strictly within a sentence (sorted, no duplicates)")
+    _rule(path("sentence_terms_data"), bool(np.all(data > 0)), "term counts must be positive")
+    if version > 1:
+        used = np.bincount(indices, minlength=n_terms) > 0
+        _rule(folder / "terms.json", bool(used.all()), "lists a term that no sentence contains")
+    matrix = sp.csr_matrix((data, indices, indptr), shape=(n_sent, n_terms))
+
+    unit_starts = _read_npy(path("unit_starts"), np.int64, (None,))
+    wants_units = config.unit_tokens > 0 and n_sent > 0
+    _rule(path("unit_starts"), (len(unit_starts) > 0) == wants_units,
+          f"must {'' if wants_units else 'not '}list units (unit_tokens={config.unit_tokens})")
+    if len(unit_starts):
+        _rule(path("unit_starts"), bool(np.all(np.diff(unit_starts) > 0))
+              and int(unit_starts[0]) == 0 and int(unit_starts[-1]) < n_sent,
+              "must increase strictly from 0 within the sentences")
+        _rule(path("unit_starts"), bool(np.isin(offsets[:-1], unit_starts).all()),
+              "every chunk's first sentence must start a unit (units never span two chunks)")
+    unit_vectors = None
+    if config.chunk_similarity == "direct":
+        n_units = len(unit_starts) if config.unit_tokens else n
+        unit_vectors = _read_npy(path("unit_vectors"), np.float32, (n_units, dim))
+        _check_unit_rows(path("unit_vectors"), unit_vectors)
+
+    # token counts are recounted from the texts, never read: no edit can break a budget
+    unit_tokens = (count_tokens_batch(unit_texts(texts, spans, offsets, unit_starts))
+                   if len(unit_starts) else np.zeros(0, dtype=np.int64))
+    try:
+        return CorpusState(
+            ids=tuple(ids), texts=tuple(texts), metadata=tuple(metadata),
+            tokens=count_tokens_batch(texts),
+            sentence_offsets=offsets, sentence_spans=spans, sentence_vectors=vectors,
+            terms=tuple(terms), sentence_terms=matrix,
+            unit_starts=unit_starts, unit_tokens=unit_tokens, unit_vectors=unit_vectors,
         )
-        index._sentence_terms.check_format(full_check=True)
-    except ValueError as exc:
-        raise CorruptIndexError(f"{root}: sentence-term matrix is malformed: {exc}") from exc
-    index._refresh()
-    return index
+    except ValueError as exc:  # every rule above should have caught it first
+        raise CorruptIndexError(f"{folder}: {exc}") from exc

@@ -50,6 +50,9 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("rrf_k", 60.0),
     ("expansion_decay", 1.5),     # [0, 1]: an expanded concept never outweighs a direct one
     ("expansion_decay", math.nan),
+    ("min_score", 1.5),           # a cosine floor: in [-1, 1], or None for no floor
+    ("min_score", "0.3"),
+    ("min_score", math.nan),
 ]
 
 

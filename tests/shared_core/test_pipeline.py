@@ -6,6 +6,7 @@ import asyncio
 import logging
 import math
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -49,7 +50,7 @@ CFG = ConceptGraphConfig(theta_co=1, theta_sem=0.0, concepts_per_chunk=3)
 @pytest.mark.parametrize(("kappa", "kept"), [(0.2, 2), (0.5, 5), (0.8, 8), (1.0, 10)])
 def test_select_core_chunks_on_a_new_index(kappa: float, kept: int) -> None:
     core = select_core_chunks(TEXTS, IDS, kappa=kappa, embedder=HashingEmbedder(DIM),
-                              config=CFG)
+                              config=replace(CFG, select_by="chunks"))
     sel = core.selection
     assert len(sel.kept_ids) == kept  # ceil(kappa·10)
     assert set(sel.kept_ids) <= set(IDS)

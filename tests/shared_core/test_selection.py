@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from shared_core.selection import (
     CostReport,
     chunk_scores,
+    id_random_scores,
     n_core_by_tokens,
     n_core_chunks,
     random_scores,
@@ -198,11 +199,11 @@ def test_index_select_methods_knn_and_random() -> None:
     np.testing.assert_allclose([per_token.scores[i] for i in "abcde"], expected / tokens,
                                atol=1e-12)
 
-    first, again = index.select(0.6, method="random", seed=3), index.select(
-        0.6, method="random", seed=3)
-    assert first.kept_ids == again.kept_ids and len(first.kept_ids) == 3
-    assert any(index.select(0.6, method="random", seed=s).kept_ids != first.kept_ids
-               for s in range(4, 10))
+    first, again = index.select(0.6, method="random", seed=3, by="chunks"), index.select(
+        0.6, method="random", seed=3, by="chunks")
+    assert first.kept_ids == again.kept_ids and len(first.kept_ids) == 3  # ceil(0.6 * 5)
+    assert any(index.select(0.6, method="random", seed=s, by="chunks").kept_ids
+               != first.kept_ids for s in range(4, 10))
     with pytest.raises(ValueError, match="method"):
         index.select(0.5, method="degree")  # type: ignore[arg-type]
 
@@ -238,6 +239,8 @@ def test_index_select_by_tokens_ranks_by_score_per_token() -> None:
     assert by_config.select(0.5).kept_ids == selection.kept_ids
     random = index.select(0.5, method="random", seed=1, by="tokens")
     assert list(random.ranked_ids) == sorted("abcd", key=lambda i: -random.scores[i])
-    assert random.scores == pytest.approx(dict(zip("abcd", random_scores(4, 1), strict=True)))
+    # each chunk's draw comes from its id and the seed, not its position
+    assert random.scores == pytest.approx(
+        dict(zip("abcd", id_random_scores(list("abcd"), 1), strict=True)))
     with pytest.raises(ValueError, match="select_by"):
         index.select(0.5, by="words")  # type: ignore[arg-type]

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.faults import rehash
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
-from shared_core.store import ARRAYS, CorruptIndexError, load_index, read_manifest
+from shared_core.store import ARRAYS, POINTER, CorruptIndexError, index_folder, read_manifest
 
 DIM = 64
 TEXTS = [
@@ -42,6 +43,10 @@ def snapshot(index: ConceptGraphIndex) -> list[object]:
     return out
 
 
+def load_index(path: Path, embedder: object) -> ConceptGraphIndex:
+    return ConceptGraphIndex.load(str(path), embedder)  # type: ignore[arg-type]
+
+
 @pytest.fixture
 def saved(tmp_path: Path) -> Path:
     path = tmp_path / "idx"
@@ -49,12 +54,19 @@ def saved(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def version(saved: Path) -> Path:
+    """The folder of the saved index's current version."""
+    return index_folder(saved)
+
+
 def test_round_trip_gives_identical_results(saved: Path) -> None:
     original = build()
     loaded = ConceptGraphIndex.load(str(saved), HashingEmbedder(DIM))
     assert snapshot(loaded) == snapshot(original)
     assert loaded.select() == original.select()
-    assert loaded.config == CFG
+    assert loaded.config == original.config  # CFG with cjk_segmenter resolved from "auto"
+    assert original.config.cjk_segmenter in ("jieba", "bigram")
     assert loaded.stats() == original.stats()
     assert loaded.edges == original.edges
     assert loaded.get("t2").metadata == {"n": 2, "name": "doc 2", "ü": "ñ"}
@@ -92,9 +104,12 @@ def test_loading_with_another_embedder_raises(saved: Path, embedder: object) -> 
         ConceptGraphIndex.load(str(saved), embedder)  # type: ignore[arg-type]
 
 
-def test_missing_manifest(saved: Path) -> None:
-    (saved / "manifest.json").unlink()
-    with pytest.raises(CorruptIndexError, match=r"no manifest\.json"):
+def test_missing_manifest(saved: Path, version: Path) -> None:
+    (version / "manifest.json").unlink()
+    with pytest.raises(CorruptIndexError, match=r"is missing manifest\.json"):
+        load_index(saved, HashingEmbedder(DIM))
+    (saved / POINTER).unlink()
+    with pytest.raises(CorruptIndexError, match=r"no manifest\.json: not a conceptgraph index"):
         load_index(saved, HashingEmbedder(DIM))
 
 
@@ -103,16 +118,17 @@ def test_not_a_directory_at_all(tmp_path: Path) -> None:
         load_index(tmp_path / "does-not-exist", HashingEmbedder(DIM))
 
 
-def test_bad_json_manifest(saved: Path) -> None:
-    (saved / "manifest.json").write_text("{not json", encoding="utf-8")
+def test_bad_json_manifest(saved: Path, version: Path) -> None:
+    (version / "manifest.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(CorruptIndexError, match="not valid JSON"):
         load_index(saved, HashingEmbedder(DIM))
 
 
 def _edit_manifest(path: Path, **changes: object) -> None:
-    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    folder = index_folder(path)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     manifest.update(changes)
-    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
 
 
 def test_wrong_version(saved: Path) -> None:
@@ -127,16 +143,16 @@ def test_wrong_format(saved: Path) -> None:
         load_index(saved, HashingEmbedder(DIM))
 
 
-def test_unknown_config_key_in_manifest(saved: Path) -> None:
-    manifest = json.loads((saved / "manifest.json").read_text(encoding="utf-8"))
+def test_unknown_config_key_in_manifest(saved: Path, version: Path) -> None:
+    manifest = json.loads((version / "manifest.json").read_text(encoding="utf-8"))
     manifest["config"]["bogus_knob"] = 1
-    (saved / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (version / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     with pytest.raises(CorruptIndexError, match="bogus_knob"):
         load_index(saved, HashingEmbedder(DIM))
 
 
-def test_tampered_npy_fails_the_checksum(saved: Path) -> None:
-    path = saved / "sentence_embeddings.npy"
+def test_tampered_npy_fails_the_checksum(saved: Path, version: Path) -> None:
+    path = version / "sentence_embeddings.npy"
     arr = np.load(path, allow_pickle=False)
     arr[0, 0] += 0.5
     np.save(path, arr, allow_pickle=False)  # still a valid .npy, but not the saved bytes
@@ -144,23 +160,23 @@ def test_tampered_npy_fails_the_checksum(saved: Path) -> None:
         load_index(saved, HashingEmbedder(DIM))
 
 
-def test_tampered_json_fails_the_checksum(saved: Path) -> None:
-    chunks = json.loads((saved / "chunks.json").read_text(encoding="utf-8"))
+def test_tampered_json_fails_the_checksum(saved: Path, version: Path) -> None:
+    chunks = json.loads((version / "chunks.json").read_text(encoding="utf-8"))
     chunks["texts"][0] = "Something else entirely."
-    (saved / "chunks.json").write_text(json.dumps(chunks), encoding="utf-8")
+    (version / "chunks.json").write_text(json.dumps(chunks), encoding="utf-8")
     with pytest.raises(CorruptIndexError, match="checksum"):
         load_index(saved, HashingEmbedder(DIM))
 
 
-def test_missing_data_file(saved: Path) -> None:
-    (saved / "tokens.npy").unlink()
-    with pytest.raises(CorruptIndexError, match=r"missing tokens\.npy"):
+def test_missing_data_file(saved: Path, version: Path) -> None:
+    (version / "sentence_spans.npy").unlink()
+    with pytest.raises(CorruptIndexError, match=r"missing sentence_spans\.npy"):
         load_index(saved, HashingEmbedder(DIM))
 
 
 def test_inconsistent_counts_are_caught(saved: Path) -> None:
     _edit_manifest(saved, chunks=99)  # checksums are fine, the counts disagree
-    with pytest.raises(CorruptIndexError, match="disagree"):
+    with pytest.raises(CorruptIndexError, match="ids has 5 entries, the manifest says 99"):
         load_index(saved, HashingEmbedder(DIM))
 
 
@@ -178,7 +194,7 @@ def test_saving_over_a_foreign_directory_refuses(tmp_path: Path) -> None:
     # an empty directory is fine
     (tmp_path / "empty").mkdir()
     build().save(str(tmp_path / "empty"))
-    assert (tmp_path / "empty" / "manifest.json").is_file()
+    assert (index_folder(tmp_path / "empty") / "manifest.json").is_file()
 
 
 def test_saving_over_an_index_replaces_it(saved: Path) -> None:
@@ -190,41 +206,40 @@ def test_saving_over_an_index_replaces_it(saved: Path) -> None:
     assert leftovers == []  # no temp or old directories left behind
 
 
-def test_files_hold_no_pickle(saved: Path) -> None:
-    names = {p.name for p in saved.iterdir()}
+def test_files_hold_no_pickle(saved: Path, version: Path) -> None:
+    assert {p.name for p in saved.iterdir()} == {POINTER, ".lock", version.name}
+    names = {p.name for p in version.iterdir()}
     assert names == {f"{n}.npy" for n in ARRAYS} | {"chunks.json", "terms.json",
                                                      "manifest.json"}
     for name, (dtype, ndim) in ARRAYS.items():
-        arr = np.load(saved / f"{name}.npy", allow_pickle=False)
+        arr = np.load(version / f"{name}.npy", allow_pickle=False)
         assert arr.dtype == dtype and arr.ndim == ndim
         assert arr.dtype != object
     manifest = read_manifest(saved)
     assert manifest["embedding_model"] == "hashing-bow-64" and manifest["embedding_dim"] == DIM
-    assert manifest["config"] == CFG.to_dict()
+    assert manifest["config"] == build().config.to_dict()
     for name in ("chunks.json", "terms.json"):
-        json.loads((saved / name).read_text(encoding="utf-8"))
+        json.loads((version / name).read_text(encoding="utf-8"))
 
 
 def _rechecksum(path: Path, name: str) -> None:
-    import hashlib
-
-    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-    manifest["files"][name] = hashlib.sha256((path / name).read_bytes()).hexdigest()
-    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    rehash(index_folder(path), name)
 
 
-def test_a_pickled_array_is_refused_even_with_a_matching_checksum(saved: Path) -> None:
+def test_a_pickled_array_is_refused_even_with_a_matching_checksum(saved: Path,
+                                                                   version: Path) -> None:
     # an attacker who also rewrites the manifest: the object array must still not unpickle
-    np.save(saved / "tokens.npy", np.array([{"x": 1}] * 5, dtype=object), allow_pickle=True)
-    _rechecksum(saved, "tokens.npy")
-    with pytest.raises(CorruptIndexError, match="unreadable"):
+    np.save(version / "unit_starts.npy", np.array([{"x": 1}] * 5, dtype=object),
+            allow_pickle=True)
+    _rechecksum(saved, "unit_starts.npy")
+    with pytest.raises(CorruptIndexError, match="has dtype object"):
         load_index(saved, HashingEmbedder(DIM))
 
 
-def test_wrong_dtype_with_a_matching_checksum(saved: Path) -> None:
-    tokens = np.load(saved / "tokens.npy", allow_pickle=False)
-    np.save(saved / "tokens.npy", tokens.astype(np.float64), allow_pickle=False)
-    _rechecksum(saved, "tokens.npy")
+def test_wrong_dtype_with_a_matching_checksum(saved: Path, version: Path) -> None:
+    spans = np.load(version / "sentence_spans.npy", allow_pickle=False)
+    np.save(version / "sentence_spans.npy", spans.astype(np.float64), allow_pickle=False)
+    _rechecksum(saved, "sentence_spans.npy")
     with pytest.raises(CorruptIndexError, match="dtype float64"):
         load_index(saved, HashingEmbedder(DIM))
 
@@ -234,25 +249,28 @@ def test_direct_unit_vectors_round_trip_and_are_checked(tmp_path: Path) -> None:
     original = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM), config=cfg)
     path = tmp_path / "direct"
     original.save(str(path))
-    vectors = np.load(path / "unit_vectors.npy", allow_pickle=False)
-    np.testing.assert_allclose(vectors, HashingEmbedder(DIM).embed(TEXTS), atol=1e-6)
+    folder = index_folder(path)
+    vectors = np.load(folder / "unit_vectors.npy", allow_pickle=False)
+    in_index_order = [original.get(cid).text for cid in original.chunk_ids]  # sorted ids
+    np.testing.assert_allclose(vectors, HashingEmbedder(DIM).embed(in_index_order), atol=1e-6)
     assert snapshot(ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))) == snapshot(original)
     # one row short, with a matching checksum: the counts disagree
-    np.save(path / "unit_vectors.npy", vectors[:-1], allow_pickle=False)
+    np.save(folder / "unit_vectors.npy", vectors[:-1], allow_pickle=False)
     _rechecksum(path, "unit_vectors.npy")
-    with pytest.raises(CorruptIndexError, match="disagree"):
+    with pytest.raises(CorruptIndexError, match=r"unit_vectors\.npy: has shape \(4, 64\)"):
         load_index(path, HashingEmbedder(DIM))
-    (path / "unit_vectors.npy").unlink()
+    (folder / "unit_vectors.npy").unlink()
     with pytest.raises(CorruptIndexError, match=r"missing unit_vectors\.npy"):
         load_index(path, HashingEmbedder(DIM))
 
 
-def test_indexes_without_direct_vectors_do_not_write_them(saved: Path) -> None:
-    assert not (saved / "unit_vectors.npy").exists()
+def test_indexes_without_direct_vectors_do_not_write_them(version: Path) -> None:
+    assert not (version / "unit_vectors.npy").exists()
 
 
-def test_an_index_saved_before_select_by_keeps_kappa_as_a_share_of_chunks(saved: Path) -> None:
-    manifest = json.loads((saved / "manifest.json").read_text(encoding="utf-8"))
+def test_an_index_saved_before_select_by_keeps_kappa_as_a_share_of_chunks(saved: Path,
+                                                                         version: Path) -> None:
+    manifest = json.loads((version / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["config"].pop("select_by") == "tokens"
     _edit_manifest(saved, config=manifest["config"])
     loaded = load_index(saved, HashingEmbedder(DIM))

@@ -1,0 +1,124 @@
+"""What an index derives from its stored chunks: concepts, the concept graph, PageRank, units.
+
+All of it is sparse algebra on a :class:`~shared_core.state.CorpusState` (TF-IDF
+concepts, Eq. 1 concept vectors, filtered edges, PageRank, the retrieval units'
+links, idf and BM25 weights), recomputed when the chunks change in well under the
+time the new sentences took to embed. A ``DerivedGraph`` is immutable like the
+state it comes from, so readers can hold one while a writer builds the next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .concepts import extract_concepts
+from .config import ConceptGraphConfig
+from .evidence import inverse_document_frequency
+from .graph import ConceptEdges, adjacency, concept_edges, concept_vectors, pagerank
+from .lexical import BM25Scorer
+from .state import CorpusState
+
+
+@dataclass(frozen=True, eq=False)
+class DerivedGraph:
+    """The concept graph and the retrieval units' views of it, for one corpus state."""
+
+    concepts: tuple[str, ...]
+    concept_terms: np.ndarray
+    links: sp.csr_matrix
+    links_csc: sp.csc_matrix
+    vectors: np.ndarray
+    sentence_counts: np.ndarray
+    edges: ConceptEdges
+    adjacency: sp.csr_matrix
+    rank: np.ndarray
+    unit_offsets: np.ndarray
+    unit_tokens: np.ndarray
+    unit_chunk: np.ndarray
+    unit_links_csc: sp.csc_matrix
+    unit_links_csr: sp.csr_matrix
+    unit_linked_concepts: np.ndarray
+    unit_idf: np.ndarray
+    unit_bm25: BM25Scorer
+    unit_vectors: np.ndarray | None
+    concept_position: dict[str, int]
+    concept_chunk_counts: np.ndarray
+
+
+def segment_matrix(offsets: np.ndarray, n_sentences: int) -> sp.csr_matrix:
+    """0/1 (segments x sentences) matrix of consecutive sentence ranges given by offsets."""
+    return sp.csr_matrix(
+        (np.ones(n_sentences, dtype=np.int32), np.arange(n_sentences), offsets),
+        shape=(len(offsets) - 1, n_sentences),
+    )
+
+
+def chunk_term_counts(corpus: CorpusState) -> sp.csr_matrix:
+    """(chunks x terms) counts: each chunk's sentences summed."""
+    n_sent = len(corpus.sentence_spans)
+    return sp.csr_matrix(segment_matrix(corpus.sentence_offsets, n_sent) @ corpus.sentence_terms)
+
+
+def derive_graph(corpus: CorpusState, config: ConceptGraphConfig) -> DerivedGraph:
+    """Concepts, graph and unit views of ``corpus`` under ``config``'s graph knobs."""
+    cfg = config
+    n_sent = len(corpus.sentence_spans)
+    sentence_terms = corpus.sentence_terms
+    chunk_terms = chunk_term_counts(corpus)
+    extracted = extract_concepts(chunk_terms, cfg.concepts_per_chunk)
+    concept_terms = np.flatnonzero(np.diff(extracted.tocsc().indptr) > 0)
+    if cfg.concept_links == "extracted":
+        links = sp.csr_matrix(extracted[:, concept_terms], dtype=np.float32)
+    else:
+        links = sp.csr_matrix(chunk_terms[:, concept_terms] > 0, dtype=np.float32)
+    # Eq. 1 over the sentences that contain the concept, within its linked chunks
+    contains = sp.csr_matrix(sentence_terms[:, concept_terms] > 0, dtype=np.float32)
+    in_linked_chunk = links[corpus.sentence_chunk()]
+    sentence_concepts = sp.csr_matrix(contains.multiply(in_linked_chunk))
+    vectors, sentence_counts = concept_vectors(sentence_concepts, corpus.sentence_vectors)
+    edges = concept_edges(links, vectors, cfg.theta_co, cfg.theta_sem)
+    adj = adjacency(edges, len(concept_terms), weighted=True)
+    rank_adj = adj if cfg.pagerank_weighted else adjacency(edges, len(concept_terms), False)
+    # retrieval units: the chunks themselves, or sentence runs within them
+    unit_offsets = corpus.unit_offsets()
+    if corpus.has_units:
+        unit_sentence = segment_matrix(unit_offsets, n_sent)
+        unit_links = sp.csr_matrix((unit_sentence @ sentence_concepts) > 0, dtype=np.float32)
+        unit_terms = sp.csr_matrix(unit_sentence @ sentence_terms)
+        unit_tokens = corpus.unit_tokens
+    else:
+        unit_links, unit_tokens, unit_terms = links, corpus.tokens, chunk_terms
+    unit_vectors = corpus.unit_vectors if cfg.chunk_similarity == "direct" else None
+    if cfg.chunk_similarity == "mean" and len(corpus):
+        sums = np.asarray(segment_matrix(unit_offsets, n_sent) @ corpus.sentence_vectors,
+                          dtype=np.float32)
+        unit_vectors = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+    names = corpus.terms
+    links_csc = links.tocsc()
+    unit_csc = unit_links.tocsc()
+    concepts = tuple(names[t] for t in concept_terms.tolist())
+    return DerivedGraph(
+        concepts=concepts,
+        concept_terms=concept_terms,
+        links=links,
+        links_csc=links_csc,
+        vectors=vectors,
+        sentence_counts=sentence_counts,
+        edges=edges,
+        adjacency=adj,
+        rank=pagerank(rank_adj, cfg.pagerank_damping),
+        unit_offsets=unit_offsets,
+        unit_tokens=unit_tokens,
+        unit_chunk=corpus.sentence_chunk()[unit_offsets[:-1]],
+        unit_links_csc=unit_csc,
+        unit_links_csr=unit_links,
+        unit_linked_concepts=np.flatnonzero(np.diff(unit_csc.indptr) > 0),
+        unit_idf=inverse_document_frequency(unit_links),
+        unit_bm25=BM25Scorer.from_counts(unit_terms),
+        unit_vectors=unit_vectors,
+        concept_position={c: i for i, c in enumerate(concepts)},
+        concept_chunk_counts=np.diff(links_csc.indptr),
+    )

@@ -1,0 +1,266 @@
+"""The chunks an index holds, as one immutable value in a canonical order.
+
+``CorpusState`` is everything that is expensive or impossible to recompute: chunk
+texts and metadata, sentence spans and embeddings, the sentence x term counts,
+the retrieval units and (for ``chunk_similarity="direct"``) their embeddings.
+
+Chunks are kept sorted by id and terms sorted by their string, so a state is a
+function of the set of chunks it holds and never of the order or the batches in
+which they arrived: adding then deleting a chunk gives the state that never held
+it, and any tie later broken by position is broken by content. Updates never
+mutate a state; :func:`merge` and :func:`take` build a new one, and every array
+of a published state is read-only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True, eq=False)
+class CorpusState:
+    """The stored part of an index; see the module docstring for its invariants.
+
+    ``metadata`` holds each chunk's metadata as JSON text, so a state can never be
+    changed through a dict handed to a caller. ``unit_starts`` is the first
+    sentence of every retrieval unit (empty when units are whole chunks);
+    ``unit_vectors`` is ``None`` unless units are embedded directly.
+    """
+
+    ids: tuple[str, ...]
+    texts: tuple[str, ...]
+    metadata: tuple[str, ...]
+    tokens: np.ndarray
+    sentence_offsets: np.ndarray
+    sentence_spans: np.ndarray
+    sentence_vectors: np.ndarray
+    terms: tuple[str, ...]
+    sentence_terms: sp.csr_matrix
+    unit_starts: np.ndarray
+    unit_tokens: np.ndarray
+    unit_vectors: np.ndarray | None
+    position: Mapping[str, int] = field(init=False, repr=False)
+    term_position: Mapping[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        n, n_sent = len(self.ids), len(self.sentence_spans)
+        shapes_agree = (
+            len(self.texts) == n == len(self.metadata) == len(self.tokens)
+            and self.sentence_offsets.shape == (n + 1,)
+            and int(self.sentence_offsets[-1]) == n_sent
+            and self.sentence_vectors.shape[0] == n_sent
+            and self.sentence_terms.shape == (n_sent, len(self.terms))
+            and len(self.unit_starts) == len(self.unit_tokens)
+        )
+        if not shapes_agree:
+            raise ValueError("CorpusState arrays disagree in length")
+        object.__setattr__(self, "position", {cid: i for i, cid in enumerate(self.ids)})
+        object.__setattr__(self, "term_position", {t: i for i, t in enumerate(self.terms)})
+        for array in self._arrays():
+            array.setflags(write=False)
+
+    def _arrays(self) -> list[np.ndarray]:
+        matrix = self.sentence_terms
+        arrays = [self.tokens, self.sentence_offsets, self.sentence_spans,
+                  self.sentence_vectors, matrix.data, matrix.indices, matrix.indptr,
+                  self.unit_starts, self.unit_tokens]
+        return arrays if self.unit_vectors is None else [*arrays, self.unit_vectors]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def dim(self) -> int:
+        return int(self.sentence_vectors.shape[1])
+
+    @property
+    def has_units(self) -> bool:
+        """Whether retrieval units are sentence runs rather than whole chunks."""
+        return len(self.unit_starts) > 0
+
+    def sentence_chunk(self) -> np.ndarray:
+        """The chunk position of every sentence."""
+        return np.repeat(np.arange(len(self.ids)), np.diff(self.sentence_offsets))
+
+    def unit_offsets(self) -> np.ndarray:
+        """Sentence offsets of the retrieval units: consecutive runs, chunk by chunk."""
+        if not self.has_units:
+            return self.sentence_offsets
+        return np.append(self.unit_starts, len(self.sentence_spans)).astype(np.int64)
+
+    def metadata_of(self, pos: int) -> dict[str, Any]:
+        """A fresh copy of one chunk's metadata."""
+        value: dict[str, Any] = json.loads(self.metadata[pos])
+        return value
+
+    def with_metadata(self, updates: Mapping[int, str]) -> CorpusState:
+        """The same chunks with some positions' metadata (JSON text) replaced."""
+        metadata = list(self.metadata)
+        for pos, text in updates.items():
+            metadata[pos] = text
+        return replaced(self, metadata=tuple(metadata))
+
+
+def empty_corpus(dim: int, *, direct_units: bool) -> CorpusState:
+    """A state with no chunks, for an embedder of ``dim`` dimensions."""
+    return CorpusState(
+        ids=(), texts=(), metadata=(),
+        tokens=np.zeros(0, np.int64),
+        sentence_offsets=np.zeros(1, np.int64),
+        sentence_spans=np.zeros((0, 2), np.int64),
+        sentence_vectors=np.zeros((0, dim), np.float32),
+        terms=(),
+        sentence_terms=sp.csr_matrix((0, 0), dtype=np.int32),
+        unit_starts=np.zeros(0, np.int64),
+        unit_tokens=np.zeros(0, np.int64),
+        unit_vectors=np.zeros((0, dim), np.float32) if direct_units else None,
+    )
+
+
+def replaced(state: CorpusState, **changes: Any) -> CorpusState:
+    """A copy of ``state`` with some fields changed (and checked again)."""
+    values = {name: getattr(state, name) for name in (
+        "ids", "texts", "metadata", "tokens", "sentence_offsets", "sentence_spans",
+        "sentence_vectors", "terms", "sentence_terms", "unit_starts", "unit_tokens",
+        "unit_vectors")}
+    values.update(changes)
+    return CorpusState(**values)
+
+
+def sorted_by_id(state: CorpusState) -> CorpusState:
+    """The same chunks in canonical (id) order; the state itself if already so."""
+    order = sorted(range(len(state.ids)), key=state.ids.__getitem__)
+    if order == list(range(len(order))):
+        return state
+    return take(state, np.asarray(order, dtype=np.int64))
+
+
+def take(state: CorpusState, chunks: np.ndarray) -> CorpusState:
+    """The chunks at the given positions, in that order; terms no one uses are dropped.
+
+    Sentence, unit and term arrays are gathered with index arithmetic, never a
+    loop over sentences or units.
+    """
+    chunks = np.asarray(chunks, dtype=np.int64)
+    offsets = state.sentence_offsets
+    sentences = _ranges(offsets[chunks], offsets[chunks + 1])
+    new_offsets = np.concatenate([[0], np.cumsum(offsets[chunks + 1] - offsets[chunks])])
+    unit_starts = state.unit_starts
+    unit_tokens = state.unit_tokens
+    unit_vectors = state.unit_vectors
+    if state.has_units:
+        first_unit = np.searchsorted(state.unit_starts, offsets)  # per chunk boundary
+        units = _ranges(first_unit[chunks], first_unit[chunks + 1])
+        new_sentence = np.full(len(state.sentence_spans), -1, dtype=np.int64)
+        new_sentence[sentences] = np.arange(len(sentences))
+        unit_starts = new_sentence[state.unit_starts[units]]
+        unit_tokens = state.unit_tokens[units]
+        if unit_vectors is not None:
+            unit_vectors = unit_vectors[units]
+    elif unit_vectors is not None:
+        unit_vectors = unit_vectors[chunks]
+    terms_matrix = sp.csr_matrix(state.sentence_terms[sentences])
+    live = np.flatnonzero(np.bincount(terms_matrix.indices, minlength=len(state.terms)))
+    terms = state.terms
+    if len(live) < len(terms):
+        remap = np.full(len(terms), -1, dtype=np.int64)
+        remap[live] = np.arange(len(live))
+        terms_matrix = sp.csr_matrix(
+            (terms_matrix.data, remap[terms_matrix.indices], terms_matrix.indptr),
+            shape=(len(sentences), len(live)))
+        terms = tuple(terms[i] for i in live.tolist())
+    picked = chunks.tolist()
+    return CorpusState(
+        ids=tuple(state.ids[i] for i in picked),
+        texts=tuple(state.texts[i] for i in picked),
+        metadata=tuple(state.metadata[i] for i in picked),
+        tokens=state.tokens[chunks],
+        sentence_offsets=new_offsets.astype(np.int64),
+        sentence_spans=state.sentence_spans[sentences],
+        sentence_vectors=state.sentence_vectors[sentences],
+        terms=terms,
+        sentence_terms=_canonical(terms_matrix),
+        unit_starts=np.asarray(unit_starts, dtype=np.int64),
+        unit_tokens=np.asarray(unit_tokens, dtype=np.int64),
+        unit_vectors=unit_vectors,
+    )
+
+
+def merge(old: CorpusState, new: CorpusState) -> CorpusState:
+    """Two states over disjoint chunk ids as one, in canonical order."""
+    clash = set(old.ids) & set(new.ids)
+    if clash:
+        raise ValueError(f"chunk ids already present: {', '.join(sorted(clash)[:5])}")
+    if old.dim != new.dim:
+        raise ValueError(f"embedding dimension {new.dim} does not match the index's {old.dim}")
+    if (old.unit_vectors is None) != (new.unit_vectors is None):
+        raise ValueError("cannot merge states with and without unit vectors")
+    terms = tuple(sorted(set(old.terms) | set(new.terms)))
+    n_old_sent = len(old.sentence_spans)
+    matrix = sp.vstack([_with_columns(old.sentence_terms, old.terms, terms),
+                        _with_columns(new.sentence_terms, new.terms, terms)], format="csr")
+    unit_vectors = (None if old.unit_vectors is None or new.unit_vectors is None
+                    else np.concatenate([old.unit_vectors, new.unit_vectors]))
+    joined = CorpusState(
+        ids=old.ids + new.ids,
+        texts=old.texts + new.texts,
+        metadata=old.metadata + new.metadata,
+        tokens=np.concatenate([old.tokens, new.tokens]),
+        sentence_offsets=np.concatenate([old.sentence_offsets,
+                                         n_old_sent + new.sentence_offsets[1:]]),
+        sentence_spans=np.concatenate([old.sentence_spans, new.sentence_spans]),
+        sentence_vectors=np.concatenate([old.sentence_vectors, new.sentence_vectors]),
+        terms=terms,
+        sentence_terms=_canonical(sp.csr_matrix(matrix, dtype=np.int32)),
+        unit_starts=np.concatenate([old.unit_starts, n_old_sent + new.unit_starts]),
+        unit_tokens=np.concatenate([old.unit_tokens, new.unit_tokens]),
+        unit_vectors=unit_vectors,
+    )
+    return sorted_by_id(joined)
+
+
+def with_sorted_terms(state: CorpusState) -> CorpusState:
+    """The same state with its terms in canonical (string) order (for older saved indexes)."""
+    terms = tuple(sorted(state.terms))
+    if terms == state.terms:
+        return state
+    return replaced(state, terms=terms,
+                    sentence_terms=_with_columns(state.sentence_terms, state.terms, terms))
+
+
+def _with_columns(matrix: sp.csr_matrix, terms: Sequence[str],
+                  all_terms: Sequence[str]) -> sp.csr_matrix:
+    """``matrix``'s columns (named ``terms``) placed among ``all_terms`` (sorted)."""
+    if not len(terms):
+        return sp.csr_matrix((matrix.shape[0], len(all_terms)), dtype=np.int32)
+    where = np.searchsorted(np.asarray(all_terms, dtype=str), np.asarray(terms, dtype=str))
+    return _canonical(sp.csr_matrix((matrix.data, where[matrix.indices], matrix.indptr),
+                                    shape=(matrix.shape[0], len(all_terms))))
+
+
+def _canonical(matrix: sp.csr_matrix) -> sp.csr_matrix:
+    """int32 counts with sorted, unique column indices in every row, int64 index arrays."""
+    out = sp.csr_matrix(  # copies: the input's arrays may belong to a published state
+        (np.array(matrix.data, dtype=np.int32), np.array(matrix.indices, dtype=np.int64),
+         np.array(matrix.indptr, dtype=np.int64)), shape=matrix.shape)
+    out.sum_duplicates()
+    # scipy may narrow index arrays to int32; keep one dtype so saved files are stable
+    out.indices = np.asarray(out.indices, dtype=np.int64)
+    out.indptr = np.asarray(out.indptr, dtype=np.int64)
+    return out
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(s, e)`` for every pair, without a Python loop."""
+    lengths = np.asarray(ends, dtype=np.int64) - np.asarray(starts, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    segment = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.arange(total, dtype=np.int64) - np.repeat(segment - starts, lengths)

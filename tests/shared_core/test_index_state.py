@@ -1,0 +1,387 @@
+"""One immutable index state: failed updates publish nothing, reads race writes safely,
+and an index depends only on the chunks it holds (issue #11's reproductions first)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from benchmarks.faults import check_loaded, readers_and_writer
+from shared_core.config import ConceptGraphConfig
+from shared_core.embeddings import HashingEmbedder
+from shared_core.index import ConceptGraphIndex, content_id
+from shared_core.ingest import EMBED_BATCH
+from shared_core.text import count_tokens, split_sentences
+from tests.shared_core.fakes import RecordingEmbedder
+
+DIM = 64
+POOL = [
+    "Ada Lovelace wrote the first computer program. She worked with Charles Babbage.",
+    "Charles Babbage designed the analytical engine. The engine was mechanical.",
+    "The analytical engine could run a program. Programs used punched cards.",
+    "Punched cards came from the Jacquard loom. The loom wove silk patterns.",
+    "Alan Turing described a universal machine. The machine could compute anything.",
+    "Turing worked at Bletchley Park. Bletchley Park broke the Enigma cipher.",
+    "The Enigma cipher machine was used by the German navy.",
+    "Grace Hopper wrote the first compiler. The compiler translated programs.",
+    "The loom and the engine both used cards. Cards carried the program.",
+    "Hopper and Turing both worked on machines that ran programs.",
+]
+QUERIES = ["Who wrote the first compiler?", "analytical engine punched cards",
+           "Enigma cipher machine", "loom silk"]
+SMALL = dict(theta_co=1, theta_sem=0.0, top_k=3, concepts_per_chunk=3, budget=120)
+# every config whose stored or derived state differs in kind
+CONFIGS = {
+    "default": ConceptGraphConfig(**SMALL),
+    "paper": ConceptGraphConfig.paper(**SMALL),
+    "units": ConceptGraphConfig(**SMALL, unit_tokens=12),
+    "direct": ConceptGraphConfig(**SMALL, chunk_similarity="direct"),
+    "direct_units": ConceptGraphConfig(**SMALL, chunk_similarity="direct", unit_tokens=12),
+    "mean_extracted": ConceptGraphConfig(**SMALL, chunk_similarity="mean",
+                                         concept_links="extracted"),
+    "bigrams_exact": ConceptGraphConfig(**SMALL, ngram_max=2, exact_match_seeds=True),
+}
+
+
+def ids_for(texts: Sequence[str]) -> list[str]:
+    return [f"p{POOL.index(t):02d}" for t in texts]
+
+
+def fingerprint(index: ConceptGraphIndex) -> list[Any]:
+    """Everything a user can observe of an index, as plain values compared exactly."""
+    out: list[Any] = [index.chunk_ids, index.concepts, index.edges, index.concept_pagerank(),
+                      index.chunk_scores(), index.stats()]
+    out.append([index.get(i) for i in index.chunk_ids])
+    for method in ("concept", "knn", "random"):
+        selection = index.select(0.5, method=method)  # type: ignore[arg-type]
+        out.append((selection.kept_ids, selection.ranked_ids, selection.scores))
+    for query in QUERIES:
+        result = index.retrieve(query)
+        out.append([(c.id, c.text, c.score, c.provenance, c.chunk.metadata, c.chunk.tokens)
+                    for c in result.chunks])
+        out.append((result.direct_concepts, result.expanded_concepts, result.stopped_by_budget))
+    return out
+
+
+# ------------------------------------------------------------------ 1. a failed add
+class FailingEmbedder:
+    """A real embedder that raises on one chosen call, like an embedding API timing out."""
+
+    def __init__(self, fail_on_call: int) -> None:
+        self.inner = HashingEmbedder(DIM)
+        self.calls = 0
+        self.fail_on_call = fail_on_call
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        if self.calls == self.fail_on_call:
+            raise TimeoutError("embedding API timed out")
+        return self.inner.embed(texts)
+
+
+@pytest.mark.parametrize("name", ["default", "direct", "direct_units"])
+@pytest.mark.parametrize("failing_call", [1, 2])
+def test_a_failed_add_publishes_nothing(name: str, failing_call: int, tmp_path: Path) -> None:
+    cfg = CONFIGS[name]
+    embedder = FailingEmbedder(fail_on_call=0)
+    index = ConceptGraphIndex.from_texts(POOL[:5], ids=ids_for(POOL[:5]), embedder=embedder,
+                                         config=cfg)
+    before_state, before = index.state, fingerprint(index)
+    # enough sentences for two embedding calls even without unit vectors
+    many = [f"Filler sentence number {i} about rivers." for i in range(EMBED_BATCH + 10)]
+    big = [" ".join(many), *POOL[5:]]
+    embedder.calls, embedder.fail_on_call = 0, failing_call
+    with pytest.raises(TimeoutError):
+        index.add(big, ids=["big", *ids_for(POOL[5:])])
+    assert embedder.calls == failing_call
+    assert index.state is before_state and fingerprint(index) == before
+    # the index keeps working: the next add, save and load are those of a clean index
+    embedder.fail_on_call = 0
+    index.add(POOL[5:], ids=ids_for(POOL[5:]))
+    index.save(str(tmp_path / "idx"))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    clean = ConceptGraphIndex.from_texts(POOL, ids=ids_for(POOL), embedder=HashingEmbedder(DIM),
+                                         config=cfg)
+    assert fingerprint(index) == fingerprint(clean) == fingerprint(loaded)
+
+
+def test_a_failed_delete_or_bad_add_changes_nothing() -> None:
+    index = ConceptGraphIndex.from_texts(POOL[:4], ids=ids_for(POOL[:4]),
+                                         embedder=HashingEmbedder(DIM), config=CONFIGS["default"])
+    state = index.state
+    with pytest.raises(KeyError, match="nope"):
+        index.delete(["p00", "nope"])
+    with pytest.raises(ValueError, match="already holds different text"):
+        index.add([POOL[5], "changed text."], ids=["p09", "p00"])
+    assert index.state is state and "p09" not in index
+
+
+# ------------------------------------------------------------------ 3. readers during writes
+@pytest.mark.parametrize("name", ["default", "direct_units"])
+def test_four_readers_and_a_writer(name: str) -> None:
+    index = ConceptGraphIndex.from_texts(POOL[:6], ids=ids_for(POOL[:6]),
+                                         embedder=HashingEmbedder(DIM), config=CONFIGS[name])
+    race = readers_and_writer(index, POOL[6:], QUERIES, readers=4, updates=30, budget=60)
+    assert race.errors == []
+    assert race.updates == 30 and race.queries > 30
+    assert (race.over_budget, race.unknown_ids, race.wrong_tokens) == (0, 0, 0)
+    assert len(index) == 6  # 15 adds, 15 deletes
+
+
+# ------------------------------------------------------------------ 5. history independence
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_delete_gives_the_index_that_never_held_the_chunks(name: str) -> None:
+    cfg = CONFIGS[name]
+    never = ConceptGraphIndex.from_texts(POOL[:6], ids=ids_for(POOL[:6]),
+                                         embedder=HashingEmbedder(DIM), config=cfg)
+    index = ConceptGraphIndex.from_texts(POOL, ids=ids_for(POOL), embedder=HashingEmbedder(DIM),
+                                         config=cfg)
+    index.delete(ids_for(POOL[6:]))
+    assert fingerprint(index) == fingerprint(never)
+    # delete then re-add: the index that was built at once
+    index.add(POOL[6:], ids=ids_for(POOL[6:]))
+    at_once = ConceptGraphIndex.from_texts(POOL, ids=ids_for(POOL),
+                                           embedder=HashingEmbedder(DIM), config=cfg)
+    assert fingerprint(index) == fingerprint(at_once)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(CONFIGS)),
+    chosen=st.lists(st.sampled_from(range(len(POOL))), min_size=2, max_size=len(POOL),
+                    unique=True),
+    cuts=st.lists(st.integers(1, len(POOL)), max_size=3),
+    extra=st.lists(st.sampled_from(range(len(POOL))), max_size=3, unique=True),
+)
+def test_pieces_in_any_order_equal_building_at_once(name: str, chosen: list[int],
+                                                    cuts: list[int], extra: list[int]) -> None:
+    """Property: any split and order of the adds, with chunks added then deleted on the way,
+    gives exactly the index built at once from the same chunks."""
+    cfg = CONFIGS[name]
+    texts = [POOL[i] for i in chosen]
+    at_once = ConceptGraphIndex.from_texts(sorted(texts), ids=ids_for(sorted(texts)),
+                                           embedder=HashingEmbedder(DIM), config=cfg)
+    index = ConceptGraphIndex(HashingEmbedder(DIM), cfg)
+    passers = [POOL[i] for i in extra if POOL[i] not in texts]
+    bounds = sorted({0, len(texts), *(c for c in cuts if c < len(texts))})
+    for a, b in itertools.pairwise(bounds):
+        index.add(texts[a:b], ids=ids_for(texts[a:b]))
+        if passers and a == 0:
+            index.add(passers, ids=ids_for(passers))
+    if passers:
+        index.delete(ids_for(passers))
+    assert fingerprint(index) == fingerprint(at_once)
+
+
+def test_terms_are_ordered_by_content_not_first_sight() -> None:
+    # "zebra" is seen first but "lions" sorts first; TF-IDF ties (both count 1, df 1)
+    # go to the lower column, so the tie goes to the word first in sorted order
+    cfg = ConceptGraphConfig(concepts_per_chunk=1, concept_links="extracted")
+    a = ConceptGraphIndex.from_texts(["Zebra lions."], embedder=HashingEmbedder(DIM), config=cfg)
+    b = ConceptGraphIndex.from_texts(["Lions zebra."], embedder=HashingEmbedder(DIM), config=cfg)
+    assert a.concepts == b.concepts == ["lions"]
+    assert a.state.corpus.terms == ("lions", "zebra")
+
+
+# ------------------------------------------------------------------ metadata on re-add
+def test_readding_with_new_metadata_updates_it_without_embedding() -> None:
+    recorder = RecordingEmbedder(HashingEmbedder(DIM))
+    index = ConceptGraphIndex.from_texts(POOL[:3], ids=["a", "b", "c"], embedder=recorder,
+                                         metadatas=[{"v": 1}, {"v": 1}, {"v": 1}],
+                                         config=CONFIGS["default"])
+    embedded, graph = len(recorder.texts), index.state.graph
+    index.add([POOL[1]], ids=["b"], metadatas=[{"v": 2, "new": True}])
+    assert index.get("b").metadata == {"v": 2, "new": True}
+    assert index.get("a").metadata == {"v": 1}
+    assert len(recorder.texts) == embedded and index.state.graph is graph
+    hit = next(c for c in index.retrieve("analytical engine").chunks if c.id == "b")
+    assert hit.chunk.metadata == {"v": 2, "new": True}
+    # without metadatas the stored metadata is kept
+    index.add([POOL[1]], ids=["b"])
+    assert index.get("b").metadata == {"v": 2, "new": True}
+
+
+def test_one_content_id_twice_with_different_metadata_is_an_error() -> None:
+    index = ConceptGraphIndex(HashingEmbedder(DIM), CONFIGS["default"])
+    with pytest.raises(ValueError, match=r"texts\[0\] and texts\[2\] are the same text"):
+        index.add([POOL[0], POOL[1], POOL[0]], metadatas=[{"f": "a"}, {}, {"f": "b"}])
+    assert len(index) == 0
+    index.add([POOL[0], POOL[1], POOL[0]], metadatas=[{"f": "a"}, {}, {"f": "a"}])
+    assert len(index) == 2 and index.get(content_id(POOL[0])).metadata == {"f": "a"}
+
+
+def test_state_arrays_are_read_only() -> None:
+    index = ConceptGraphIndex.from_texts(POOL[:3], embedder=HashingEmbedder(DIM))
+    corpus = index.state.corpus
+    with pytest.raises(ValueError, match="read-only"):
+        corpus.sentence_vectors[0, 0] = 1.0
+    with pytest.raises(ValueError, match="read-only"):
+        corpus.sentence_terms.data[0] = 5
+    chunk = index.get(corpus.ids[0])
+    chunk.metadata["x"] = 1  # a copy: the state is untouched
+    assert "x" not in index.get(corpus.ids[0]).metadata
+
+
+# ------------------------------------------------------------------ properties
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(CONFIGS)), budget=st.integers(1, 200),
+       query=st.sampled_from([*QUERIES, "zzz qqq", "the"]))
+def test_budget_ids_and_determinism(name: str, budget: int, query: str) -> None:
+    index = _built(name)
+    result = index.retrieve(query, budget=budget)
+    assert result.tokens <= budget
+    assert sum(count_tokens(c.text) for c in result.chunks) == result.tokens
+    for hit in result.chunks:
+        parent = hit.chunk.metadata.get("parent_chunk_id", hit.id)
+        assert parent in index and hit.text in index.get(parent).text
+    again = index.retrieve(query, budget=budget)
+    assert [(c.id, c.score, c.provenance) for c in again.chunks] == [
+        (c.id, c.score, c.provenance) for c in result.chunks]
+
+
+_CACHE: dict[str, ConceptGraphIndex] = {}
+
+
+def _built(name: str) -> ConceptGraphIndex:
+    if name not in _CACHE:
+        _CACHE[name] = ConceptGraphIndex.from_texts(
+            POOL, ids=ids_for(POOL), embedder=HashingEmbedder(DIM), config=CONFIGS[name],
+            metadatas=[{"n": i, "ü": ["ñ", None]} for i in range(len(POOL))])
+    return _CACHE[name]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(sorted(CONFIGS)),
+       dropped=st.lists(st.sampled_from(range(len(POOL))), max_size=4, unique=True))
+def test_save_load_identity(name: str, dropped: list[int], tmp_path: Path) -> None:
+    index = ConceptGraphIndex.from_texts(POOL, ids=ids_for(POOL), embedder=HashingEmbedder(DIM),
+                                         config=CONFIGS[name])
+    if dropped:
+        index.delete(ids_for([POOL[i] for i in dropped]))
+    path = tmp_path / f"{name}-{'-'.join(map(str, dropped))}"
+    index.save(str(path))
+    loaded = ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
+    assert fingerprint(loaded) == fingerprint(index)
+    assert loaded.config == index.config
+    assert check_loaded(loaded, QUERIES, 50) == ""
+
+
+# ------------------------------------------------------------------ 6. query hygiene
+@pytest.mark.parametrize("vector, message", [
+    (np.full(DIM, np.nan), "non-finite"), (np.full(DIM, np.inf), "non-finite"),
+    (np.zeros(DIM), "all zeros"), (np.ones(DIM + 1), "shape"),
+])
+def test_bad_query_vectors_raise(vector: np.ndarray, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _built("default").retrieve_by_vector(vector)
+
+
+def test_query_vectors_are_normalised() -> None:
+    index = _built("default")
+    q = HashingEmbedder(DIM).embed(["analytical engine"])[0]
+    a = index.retrieve_by_vector(q, query="analytical engine")
+    b = index.retrieve_by_vector(q * 7.5, query="analytical engine")
+    assert [(c.id, c.score) for c in a.chunks] == [(c.id, c.score) for c in b.chunks]
+
+
+@pytest.mark.parametrize("name", ["default", "paper"])
+def test_min_score_is_a_relevance_floor(name: str) -> None:
+    # a query sharing no word with the corpus (and, at 1024 buckets, no hash bucket either)
+    wide = ConceptGraphIndex.from_texts(POOL, embedder=HashingEmbedder(1024),
+                                        config=CONFIGS[name])
+    assert wide.retrieve("xylophone quartz", min_score=0.1).chunks == ()
+    assert len(wide.retrieve("xylophone quartz").chunks) > 0  # without a floor: a full budget
+    index = _built(name)
+    embed = HashingEmbedder(DIM).embed
+    query = "Grace Hopper compiler"
+    q = embed([query])[0]
+    result = index.retrieve(query, min_score=0.3, budget=10_000)
+    assert result.chunks
+    best_sentence = {c.id: max(float(embed([c.text[s:e]])[0] @ q)
+                               for s, e in split_sentences(c.text)) for c in result.chunks}
+    assert min(best_sentence.values()) >= 0.3
+    every = {cid: max(float(embed([index.get(cid).text[s:e]])[0] @ q)
+                      for s, e in split_sentences(index.get(cid).text))
+             for cid in index.chunk_ids}
+    above = {cid for cid, s in every.items() if s >= 0.3}
+    if name == "default":  # the fused ranking ranks every unit: all above the floor fit
+        assert set(best_sentence) == above
+    else:  # the paper's search only reaches the chunks of the concepts it walks
+        assert set(best_sentence) <= above
+    with pytest.raises(ValueError, match="min_score"):
+        index.retrieve(query, min_score=1.5)
+
+
+def test_selection_reports_when_one_chunk_exceeds_kappa() -> None:
+    long_text = " ".join(f"Sentence {i} about the long report." for i in range(40))
+    index = ConceptGraphIndex.from_texts([long_text, "A short note."], ids=["long", "short"],
+                                         embedder=HashingEmbedder(DIM))
+    tokens = {cid: index.get(cid).tokens for cid in index.chunk_ids}
+    share = max(tokens.values()) / sum(tokens.values())
+    # kappa 0.2 of tokens: the short note alone fits (3 / ~330 tokens) if it ranks first;
+    # ranked by PageRank per token it does, so nothing is exceeded
+    selection = index.select(0.2, by="tokens")
+    assert not selection.report.exceeds_kappa
+    # with one chunk only, that chunk is kept whatever kappa says, and the report says so
+    alone = ConceptGraphIndex.from_texts([long_text], embedder=HashingEmbedder(DIM))
+    report = alone.select(0.2, by="tokens").report
+    assert report.chunks_kept == 1 and report.exceeds_kappa
+    assert "over kappa: the best chunk alone is 100.0% of the tokens" in report.summary()
+    assert report.to_dict()["exceeds_kappa"] is True
+    assert share > 0.2
+
+
+def test_random_selection_draws_by_id() -> None:
+    small = ConceptGraphIndex.from_texts(POOL[:4], ids=ids_for(POOL[:4]),
+                                         embedder=HashingEmbedder(DIM))
+    large = ConceptGraphIndex.from_texts(POOL, ids=ids_for(POOL), embedder=HashingEmbedder(DIM))
+    s = small.select(1.0, method="random", seed=3).scores
+    big = large.select(1.0, method="random", seed=3).scores
+    assert s == {cid: big[cid] for cid in s}
+    assert small.select(1.0, method="random", seed=4).scores != s
+    assert all(0.0 <= v < 1.0 for v in big.values())
+
+
+def test_reconfigured_shares_or_rederives() -> None:
+    index = _built("default")
+    search_only = index.reconfigured(top_k=1, budget=40)
+    assert search_only.state.graph is index.state.graph
+    assert search_only.state.corpus is index.state.corpus
+    regraph = index.reconfigured(theta_co=2)
+    fresh = ConceptGraphIndex.from_texts(
+        POOL, ids=ids_for(POOL), embedder=HashingEmbedder(DIM),
+        metadatas=[{"n": i, "ü": ["ñ", None]} for i in range(len(POOL))],
+        config=ConceptGraphConfig(**{**SMALL, "theta_co": 2}))
+    assert fingerprint(regraph) == fingerprint(fresh)
+    with pytest.raises(ValueError, match="unit_tokens changes the stored chunks"):
+        index.reconfigured(unit_tokens=50)
+    with pytest.raises(ValueError, match="chunk_similarity"):
+        index.reconfigured(chunk_similarity="direct")
+    assert index.config.top_k == 3  # the original is untouched
+
+
+def test_metadata_must_be_json_without_nan() -> None:
+    index = ConceptGraphIndex(HashingEmbedder(DIM))
+    with pytest.raises(TypeError, match=r"metadatas\[0\] is not JSON-serialisable"):
+        index.add(["Some text."], metadatas=[{"x": float("nan")}])
+    with pytest.raises(ValueError, match=r"metadatas\[0\] contains"):
+        index.add(["Some text."], metadatas=[{"x": "bad \ud800"}])
+    with pytest.raises(ValueError, match=r"ids\[0\] contains"):
+        index.add(["Some text."], ids=["id\x00"])
+    assert len(index) == 0

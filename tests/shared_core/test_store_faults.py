@@ -1,0 +1,253 @@
+"""Persistence under faults: tampered files, kill -9 during save, concurrent saves,
+symlinks, permissions, stale leftovers, and indexes saved in format version 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.faults import (
+    check_loaded,
+    kill_during_saves,
+    rehash,
+    run_tamper_matrix,
+)
+from shared_core.config import ConceptGraphConfig
+from shared_core.embeddings import HashingEmbedder
+from shared_core.index import ConceptGraphIndex
+from shared_core.store import POINTER, CorruptIndexError, index_folder, read_manifest
+
+DIM = 64
+DATA = Path(__file__).parent / "data"
+TEXTS = [
+    "Ada Lovelace wrote the first computer program. She worked with Charles Babbage.",
+    "Charles Babbage designed the analytical engine. The engine was mechanical.",
+    "The analytical engine could run a program. Programs used punched cards.",
+    "Punched cards came from the Jacquard loom. The loom wove silk patterns.",
+    "Grace Hopper wrote the first compiler. The compiler translated programs.",
+]
+QUERIES = ["analytical engine", "first compiler", "punched cards loom"]
+SMALL = dict(theta_co=1, theta_sem=0.0, top_k=3, concepts_per_chunk=3, budget=200)
+
+
+def build(config: ConceptGraphConfig | None = None, n: int = 5) -> ConceptGraphIndex:
+    return ConceptGraphIndex.from_texts(
+        TEXTS[:n], ids=[f"t{i}" for i in range(n)], embedder=HashingEmbedder(DIM),
+        metadatas=[{"n": i} for i in range(n)], config=config or ConceptGraphConfig(**SMALL))
+
+
+def results(index: ConceptGraphIndex) -> list[object]:
+    return [[(c.id, c.score, c.provenance, c.chunk.metadata) for c in index.retrieve(q).chunks]
+            for q in QUERIES]
+
+
+# ------------------------------------------------------------------ tampering
+@pytest.mark.parametrize("config", [
+    ConceptGraphConfig(**SMALL),
+    ConceptGraphConfig(**SMALL, unit_tokens=12, chunk_similarity="direct"),
+], ids=["default", "units_direct"])
+def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
+        config: ConceptGraphConfig, tmp_path: Path) -> None:
+    saved = tmp_path / "idx"
+    build(config).save(str(saved))
+    outcomes = run_tamper_matrix(saved, HashingEmbedder(DIM), tmp_path, QUERIES)
+    crashes = [o for o in outcomes if o.outcome == "crash"]
+    assert crashes == []
+    files = {o.file for o in outcomes}
+    expected_files = {p.name for p in index_folder(saved).iterdir()} | {POINTER}
+    assert files == expected_files
+    # the mutations that make a file invalid are all caught, each naming file and rule
+    errors = {(o.file, o.mutation): o.detail for o in outcomes if o.outcome == "error"}
+    for name in expected_files - {POINTER}:
+        assert (name, "empty") in errors and (name, "truncated") in errors
+        assert name in errors[(name, "empty")] or name == "manifest.json"
+    for name in ("chunks.json", "terms.json", "sentence_offsets.npy", "sentence_spans.npy",
+                 "sentence_terms_indices.npy", "sentence_terms_data.npy"):
+        assert (name, "wrong types") in errors
+    assert "must be unique" in errors[("terms.json", "duplicate entries")]
+    assert "must be unique" in errors[("chunks.json", "duplicate entries")]
+    assert "non-finite" in errors[("sentence_embeddings.npy", "NaN values")]
+    assert "unit length" in errors[("sentence_embeddings.npy", "negative values")]
+    # what loads is a sound index (checked inside the matrix), e.g. a duplicated row of
+    # term counts is a different but valid corpus
+    loaded = {(o.file, o.mutation) for o in outcomes if o.outcome == "loaded"}
+    assert loaded <= {("sentence_embeddings.npy", "duplicate entries"),
+                      ("sentence_terms_data.npy", "duplicate entries"),
+                      ("unit_vectors.npy", "duplicate entries")}
+
+
+def test_repeated_terms_no_longer_crash_the_process(tmp_path: Path) -> None:
+    """The probe's crash: terms.json with repeated entries killed scipy (double free)."""
+    saved = tmp_path / "idx"
+    build().save(str(saved))
+    folder = index_folder(saved)
+    terms = json.loads((folder / "terms.json").read_text(encoding="utf-8"))
+    (folder / "terms.json").write_text(json.dumps([terms[0]] * len(terms)), encoding="utf-8")
+    rehash(folder, "terms.json")
+    with pytest.raises(CorruptIndexError, match=r"terms\.json: terms must be unique"):
+        ConceptGraphIndex.load(str(saved), HashingEmbedder(DIM))
+
+
+def test_token_counts_cannot_be_forged(tmp_path: Path) -> None:
+    """The probe's budget break: tokens.npy at -1000 made retrieve(budget=500) return all."""
+    copy = tmp_path / "v1"
+    shutil.copytree(DATA / "v1_default", copy)
+    tokens = np.load(copy / "tokens.npy", allow_pickle=False)
+    np.save(copy / "tokens.npy", np.full_like(tokens, -1000), allow_pickle=False)
+    rehash(copy, "tokens.npy")
+    index = ConceptGraphIndex.load(str(copy), HashingEmbedder(DIM))
+    assert check_loaded(index, QUERIES, 30) == ""
+    assert index.retrieve("engine program", budget=30).tokens <= 30
+
+
+@pytest.mark.parametrize("edit, rule", [
+    (lambda c: c["ids"].__setitem__(0, 5), r"ids\[0\] must be a non-blank string"),
+    (lambda c: c["texts"].__setitem__(0, ["x"]), r"texts\[0\] must be a non-blank string"),
+    (lambda c: c["texts"].__setitem__(0, "bad \ud800 text"), r"texts\[0\] contains"),
+    (lambda c: c["metadata"].__setitem__(0, "not an object"), r"metadata\[0\] must be an object"),
+    (lambda c: c["ids"].reverse(), "ids must be in sorted order"),
+    (lambda c: c["texts"].__setitem__(0, "Ada."), "every span must be a non-empty range inside"),
+])
+def test_chunk_rules_name_the_file_and_rule(edit: object, rule: str, tmp_path: Path) -> None:
+    saved = tmp_path / "idx"
+    build().save(str(saved))
+    folder = index_folder(saved)
+    chunks = json.loads((folder / "chunks.json").read_text(encoding="utf-8"))
+    edit(chunks)  # type: ignore[operator]
+    (folder / "chunks.json").write_text(json.dumps(chunks), encoding="utf-8")
+    rehash(folder, "chunks.json")
+    with pytest.raises(CorruptIndexError, match=rule):
+        ConceptGraphIndex.load(str(saved), HashingEmbedder(DIM))
+
+
+# ------------------------------------------------------------------ saving
+@pytest.mark.slow
+def test_kill_9_during_save_always_leaves_a_whole_index(tmp_path: Path) -> None:
+    path = tmp_path / "idx"
+    outcomes = kill_during_saves(path, kills=6, n_chunks=1200, seed=1)
+    assert [o.error for o in outcomes] == [""] * 6
+    assert {o.loaded_chunks for o in outcomes} <= {600, 1200}  # one of the two, whole
+    # the kills landed during saves: some left a half-written version behind ...
+    assert any(o.leftovers for o in outcomes)
+    # ... which the next save removes
+    ConceptGraphIndex.load(str(path), HashingEmbedder(256)).save(str(path))
+    current = index_folder(path).name
+    assert sorted(p.name for p in path.iterdir()) == sorted([".lock", POINTER, current])
+
+
+def test_concurrent_saves_to_one_path_serialise(tmp_path: Path) -> None:
+    path = tmp_path / "idx"
+    indexes = [build(n=n) for n in (2, 3, 4, 5)]
+    errors: list[BaseException] = []
+
+    def save(index: ConceptGraphIndex) -> None:
+        try:
+            for _ in range(5):
+                index.save(str(path))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save, args=(ix,)) for ix in indexes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    loaded = ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
+    assert len(loaded) in (2, 3, 4, 5)
+    assert sorted(p.name for p in path.iterdir()) == sorted(
+        [".lock", POINTER, index_folder(path).name])
+    assert read_manifest(path)["version"] == 2
+
+
+def test_saving_through_a_symlink_writes_where_it_points(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    build(n=2).save(str(real))
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    build(n=4).save(str(link))
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert len(ConceptGraphIndex.load(str(real), HashingEmbedder(DIM))) == 4
+
+
+def test_permissions_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "idx"
+    path.mkdir()
+    path.chmod(0o750)
+    build().save(str(path))
+    build(n=3).save(str(path))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o750
+    folder = index_folder(path)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o750
+    assert {stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()} == {0o640}
+    assert stat.S_IMODE((path / POINTER).stat().st_mode) == 0o640
+
+
+def test_a_killed_first_save_does_not_block_the_next(tmp_path: Path) -> None:
+    # what a save killed before its first pointer leaves: a lock and a partial version
+    path = tmp_path / "idx"
+    path.mkdir()
+    (path / ".lock").touch()
+    (path / "v000001-0123abcd").mkdir()
+    (path / "v000001-0123abcd" / "chunks.json").write_text("{")
+    (path / f".{POINTER}.tmp-v000001-0123abcd").write_text("v000001-0123abcd")
+    with pytest.raises(CorruptIndexError, match=r"no manifest\.json"):
+        ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
+    build().save(str(path))
+    assert sorted(p.name for p in path.iterdir()) == sorted(
+        [".lock", POINTER, index_folder(path).name])
+    assert len(ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))) == 5
+
+
+def test_a_foreign_file_beside_our_leftovers_is_never_removed(tmp_path: Path) -> None:
+    path = tmp_path / "idx"
+    path.mkdir()
+    (path / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not a conceptgraph index"):
+        build().save(str(path))
+    assert (path / "notes.txt").read_text() == "mine"
+
+
+def test_a_pointer_to_a_missing_version_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "idx"
+    build().save(str(path))
+    shutil.rmtree(index_folder(path))
+    with pytest.raises(CorruptIndexError, match="is missing"):
+        ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
+
+
+# ------------------------------------------------------------------ format version 1
+V1 = json.loads((DATA / "v1_corpus.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", ["v1_default", "v1_units_direct"])
+def test_a_version_1_index_loads_and_equals_a_fresh_build(name: str, tmp_path: Path) -> None:
+    loaded = ConceptGraphIndex.load(str(DATA / name), HashingEmbedder(DIM))
+    # version 1 predates select_by (kappa by chunks) and CJK segmentation
+    config = ConceptGraphConfig.from_dict({**V1["configs"][name], "cjk_segmenter": "none"})
+    assert loaded.config == config
+    fresh = ConceptGraphIndex.from_texts(V1["texts"], ids=V1["ids"], metadatas=V1["metadata"],
+                                         embedder=HashingEmbedder(DIM), config=config)
+    assert results(loaded) == results(fresh)
+    assert loaded.select(0.5) == fresh.select(0.5)
+    assert loaded.chunk_ids == sorted(V1["ids"])  # canonical order
+    assert loaded.stats() == fresh.stats()
+
+
+def test_saving_over_a_version_1_index_converts_it_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old"
+    shutil.copytree(DATA / "v1_default", path)
+    index = ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
+    before = results(index)
+    index.save(str(path))
+    assert sorted(p.name for p in path.iterdir()) == sorted(
+        [".lock", POINTER, index_folder(path).name])
+    again = ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
+    assert results(again) == before and read_manifest(path)["version"] == 2
