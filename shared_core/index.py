@@ -296,6 +296,7 @@ class ConceptGraphIndex:
                 self._state = IndexState(state.config, corpus, state.graph)
                 return ids
             cfg = state.config
+            new.sort(key=ids.__getitem__)  # already in canonical order: no copy to reorder
             batch = prepare_chunks(
                 [ids[i] for i in new], [texts[i] for i in new],
                 [metadata[i] if metadata is not None else "{}" for i in new],

@@ -201,6 +201,8 @@ def merge(old: CorpusState, new: CorpusState) -> CorpusState:
         raise ValueError(f"embedding dimension {new.dim} does not match the index's {old.dim}")
     if (old.unit_vectors is None) != (new.unit_vectors is None):
         raise ValueError("cannot merge states with and without unit vectors")
+    if not len(old):
+        return sorted_by_id(new)
     terms = tuple(sorted(set(old.terms) | set(new.terms)))
     n_old_sent = len(old.sentence_spans)
     matrix = sp.vstack([_with_columns(old.sentence_terms, old.terms, terms),
