@@ -4,31 +4,132 @@ Terms are counted per sentence once, into a sparse sentence x term matrix with a
 vocabulary that only grows. Everything a concept needs (which chunks it was
 extracted from, which chunks and sentences contain it) is sparse algebra on that
 matrix, so adding chunks only tokenizes the new text.
+
+Chinese, Japanese and Korean are written without spaces between words, so a
+``\\w+`` word there is a whole clause, and a query shares no term with the text
+that answers it. Runs of CJK characters are therefore cut out and segmented:
+into words by jieba (the ``rjieba`` binding, dictionary included, offline) or
+into overlapping character bigrams (Lucene's CJKAnalyzer), see ``term_analyzer``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Literal, cast
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 Analyzer = Callable[[str], list[str]]
+# what ConceptGraphConfig.cjk_segmenter may hold once "auto" is settled
+ResolvedCjkSegmenter = Literal["jieba", "bigram", "none"]
+
+CJK_SEGMENTERS = ("auto", "jieba", "bigram", "none")
+
+# Han ideographs: CJK Unified Ideographs (U+4E00-9FFF), Extension A (U+3400-4DBF),
+# Compatibility Ideographs (U+F900-FAFF), Extensions B-H and the Compatibility
+# Supplement (U+20000-2FA1F, U+30000-323AF), and the ideographic iteration mark and
+# zero (々 U+3005, 〆 U+3006, 〇 U+3007). These go to jieba in "jieba" mode.
+_HAN = ("\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+        "\U00020000-\U0002fa1f\U00030000-\U000323af")
+# Kana and Hangul syllables: Hiragana (U+3041-3096, U+309D-309F), Katakana (U+30A1-30FA,
+# U+30FC-30FF: the middle dot U+30FB is punctuation), Katakana Phonetic Extensions
+# (U+31F0-31FF), halfwidth Katakana (U+FF66-FF9F) and Hangul Syllables (U+AC00-D7A3).
+# Combining sound marks (U+3099-309C) are left out, as ``\w`` leaves them out.
+_KANA_HANGUL = ("\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff"
+                "\uff66-\uff9f\uac00-\ud7a3")
+_CJK = _HAN + _KANA_HANGUL
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+# a CJK run, or a maximal run of the other word characters
+_CJK_OR_WORD = re.compile(f"([{_CJK}]+)|[^\\W{_CJK}]+")
+_HAN_OR_OTHER = re.compile(f"([{_HAN}]+)|[{_KANA_HANGUL}]+")
 
 
-def term_analyzer(ngram_max: int = 1, min_chars: int = 2) -> Analyzer:
+def resolve_cjk_segmenter(value: str) -> ResolvedCjkSegmenter:
+    """The concrete segmenter for a ``cjk_segmenter`` setting: ``"auto"`` becomes
+    ``"jieba"`` if ``rjieba`` imports, else ``"bigram"``.
+
+    An index resolves "auto" once, when it is created, and stores the result, so
+    its analysis never depends on what the machine that loads it has installed.
+    """
+    if value not in CJK_SEGMENTERS:
+        raise ValueError(f"cjk_segmenter must be one of {', '.join(CJK_SEGMENTERS)}; "
+                         f"got {value!r}")
+    if value != "auto":
+        return cast(ResolvedCjkSegmenter, value)
+    try:
+        import rjieba  # noqa: F401
+    except ImportError:
+        return "bigram"
+    return "jieba"
+
+
+def term_analyzer(ngram_max: int = 1, min_chars: int = 2,
+                  cjk_segmenter: str = "bigram") -> Analyzer:
     """Lowercased word n-grams without English stop words (sklearn's list).
 
     N-grams are built over the stop-word-free token stream, as scikit-learn's
-    ``TfidfVectorizer`` does.
+    ``TfidfVectorizer`` does. Words are maximal runs of ``\\w`` of at least
+    ``min_chars`` characters, except runs of CJK characters (Han, kana, Hangul),
+    which ``cjk_segmenter`` cuts into words, in place, so n-grams still follow the
+    text:
+
+    - ``"jieba"``: Han runs by jieba's accurate mode (``rjieba.cut``); kana and
+      Hangul runs, which jieba's Chinese dictionary cannot cut, as bigrams;
+    - ``"bigram"``: overlapping character bigrams of each run (``日本的`` gives
+      ``日本, 本的``), a one-character run gives that character;
+    - ``"none"``: no segmentation, a CJK run is a word like any other (the
+      analysis of indexes saved before segmentation existed).
+
+    A CJK character carries a syllable's worth of meaning, so a CJK word needs
+    ``min(min_chars, 2)`` characters: single characters (jieba's particle ``的``)
+    go unless ``min_chars`` is 1, and a ``min_chars`` above 2 never drops every
+    bigram of a Chinese corpus. ``"auto"`` is not accepted here: resolve it with
+    ``resolve_cjk_segmenter`` first, so the choice is made, and recorded, once.
     """
+    if cjk_segmenter not in ("jieba", "bigram", "none"):
+        raise ValueError(
+            f"term_analyzer needs cjk_segmenter jieba, bigram or none, got {cjk_segmenter!r}"
+            + ("; resolve 'auto' with resolve_cjk_segmenter first"
+               if cjk_segmenter == "auto" else "")
+        )
     pattern = re.compile(rf"\b\w{{{min_chars},}}\b")
     stop = ENGLISH_STOP_WORDS
+    cjk_min = min(min_chars, 2)
+    cut: Callable[[str], list[str]] | None = None
+    if cjk_segmenter == "jieba":
+        try:
+            import rjieba
+        except ImportError as exc:
+            raise ImportError(
+                "cjk_segmenter='jieba' needs the rjieba package: "
+                "pip install 'conceptgraph[cjk]' (or use cjk_segmenter='bigram')"
+            ) from exc
+        cut = rjieba.cut
+
+    def segment(run: str) -> Iterator[str]:
+        if cut is None:
+            yield from _bigrams(run)
+            return
+        for piece in _HAN_OR_OTHER.finditer(run):
+            yield from (cut(piece.group()) if piece.group(1) else _bigrams(piece.group()))
+
+    def words(text: str) -> list[str]:
+        if cjk_segmenter == "none" or _CJK_CHAR.search(text) is None:
+            return [t for t in pattern.findall(text) if t not in stop]
+        tokens: list[str] = []
+        for match in _CJK_OR_WORD.finditer(text):
+            word = match.group()
+            if match.group(1):
+                tokens.extend(w for w in segment(word) if len(w) >= cjk_min)
+            elif len(word) >= min_chars and word not in stop:
+                tokens.append(word)
+        return tokens
 
     def analyze(text: str) -> list[str]:
-        tokens = [t for t in pattern.findall(text.lower()) if t not in stop]
+        tokens = words(text.lower())
         if ngram_max == 1:
             return tokens
         grams = list(tokens)
@@ -37,6 +138,13 @@ def term_analyzer(ngram_max: int = 1, min_chars: int = 2) -> Analyzer:
         return grams
 
     return analyze
+
+
+def _bigrams(run: str) -> list[str]:
+    """Overlapping character bigrams; a single character stands for itself."""
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def count_terms(

@@ -15,6 +15,7 @@ from typing import Any, Literal
 ConceptLinks = Literal["extracted", "contains"]
 ChunkScore = Literal["sum", "max", "mean"]
 ChunkSimilarity = Literal["mean", "max", "direct"]
+CjkSegmenter = Literal["auto", "jieba", "bigram", "none"]
 Overflow = Literal["stop", "skip"]
 Ranking = Literal["fused", "paper"]
 SelectBy = Literal["chunks", "tokens"]
@@ -37,7 +38,12 @@ class ConceptGraphConfig:
     becomes the chunk's score), ``select_by`` (``kappa`` is a share of the chunks,
     as in the paper, or of the tokens: then chunks are ranked by score per token,
     the greedy knapsack order, so long chunks must earn their cost),
-    ``pagerank_weighted`` (Dice-weighted PageRank),
+    ``pagerank_weighted`` (Dice-weighted PageRank), ``cjk_segmenter`` (how runs of
+    Chinese, Japanese and Korean characters, written without spaces, are cut into
+    terms: ``"jieba"`` words via the ``rjieba`` package, the ``cjk`` extra;
+    ``"bigram"`` overlapping character pairs; ``"none"`` a whole run is one term, as
+    indexes saved before this knob have it; ``"auto"`` jieba if installed, else
+    bigrams, settled when an index is created: ``concepts.term_analyzer``),
     ``chunk_similarity`` (a retrieval unit vs the query: the mean of its sentence
     vectors, its best sentence, or ``"direct"``: the unit's own embedding, one more
     embedding per unit, which is better for whole short documents such as
@@ -63,6 +69,11 @@ class ConceptGraphConfig:
     concepts, as TERAG matches exactly before semantically: small embedders blur
     the names and numbers that lexical matching keeps. With ``"paper"`` ranking they
     lead the ``top_k`` (rarest first); with ``"fused"`` they count with weight 1.
+
+    ``min_score`` is a relevance floor: a unit whose similarity to the query (as
+    ``chunk_similarity`` measures it, a cosine in [-1, 1]) is below it is never
+    returned, so a query about nothing in the corpus gets nothing rather than a
+    full budget of unrelated chunks. ``None`` (default) keeps every unit eligible.
     """
 
     theta_sem: float = 0.65
@@ -75,6 +86,7 @@ class ConceptGraphConfig:
     concepts_per_chunk: int = 10
     ngram_max: int = 1
     min_term_chars: int = 2
+    cjk_segmenter: CjkSegmenter = "auto"
     concept_links: ConceptLinks = "contains"
     chunk_score: ChunkScore = "sum"
     select_by: SelectBy = "tokens"
@@ -88,6 +100,7 @@ class ConceptGraphConfig:
     lexical: bool = True
     rrf_k: int = 60
     expansion_decay: float = 0.5
+    min_score: float | None = None
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -100,6 +113,7 @@ class ConceptGraphConfig:
         _check_int("concepts_per_chunk", self.concepts_per_chunk, 1)
         _check_int("ngram_max", self.ngram_max, 1)
         _check_int("min_term_chars", self.min_term_chars, 1)
+        _check_choice("cjk_segmenter", self.cjk_segmenter, ("auto", "jieba", "bigram", "none"))
         _check_choice("concept_links", self.concept_links, ("extracted", "contains"))
         _check_choice("chunk_score", self.chunk_score, ("sum", "max", "mean"))
         _check_choice("select_by", self.select_by, ("chunks", "tokens"))
@@ -109,6 +123,8 @@ class ConceptGraphConfig:
         _check_choice("ranking", self.ranking, ("fused", "paper"))
         _check_int("rrf_k", self.rrf_k, 1)
         _check_range("expansion_decay", self.expansion_decay, 0.0, 1.0)
+        if self.min_score is not None:
+            _check_range("min_score", self.min_score, -1.0, 1.0)
         if not isinstance(self.lexical, bool):
             raise ValueError(f"lexical must be a bool, got {self.lexical!r}")
         if not isinstance(self.exact_match_seeds, bool):

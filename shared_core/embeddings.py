@@ -17,6 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .text import invalid_character
+
 MINILM_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
 _OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
@@ -48,7 +50,13 @@ class QueryEmbedder(Embedder, Protocol):
 
 
 def check_texts(texts: object, what: str = "texts") -> list[str]:
-    """Reject anything but a sequence of non-blank strings, naming the first offender."""
+    """Reject anything but a sequence of non-blank strings, naming the first offender.
+
+    Every chunk and query passes here, so lone surrogates and NUL characters
+    (``text.invalid_character``) are an error naming the text and the character
+    offset: cleaning them would silently make the indexed text differ from the
+    caller's.
+    """
     if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
         raise TypeError(f"{what} must be a sequence of str, got {type(texts).__name__}")
     out = list(texts)
@@ -57,6 +65,11 @@ def check_texts(texts: object, what: str = "texts") -> list[str]:
             raise TypeError(f"{what}[{i}] must be str, got {type(text).__name__}")
         if not text.strip():
             raise ValueError(f"{what}[{i}] is empty or whitespace")
+        bad = invalid_character(text)
+        if bad is not None:
+            offset, description = bad
+            raise ValueError(f"{what}[{i}] contains {description} at character {offset}: "
+                             "text must be valid Unicode without NUL characters")
     return out
 
 
@@ -274,23 +287,47 @@ class EmbeddingCache:
 
     SQLite gives atomic, concurrent-safe appends without pickle: a vector is
     stored as raw float32 bytes and checked for length when read back.
+
+    ``timeout`` is how many seconds to wait for another process's write lock on
+    the file before giving up with an error that says the cache is locked (as
+    opposed to corrupt).
     """
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, timeout: float = 60.0) -> None:
+        if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+                or not 0 <= timeout < float("inf")):
+            raise ValueError(f"timeout must be a finite number of seconds >= 0, got {timeout!r}")
         self.path = None if path is None else Path(path)
+        self.timeout = float(timeout)
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         target = ":memory:" if self.path is None else str(self.path)
         self._lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(target, check_same_thread=False, timeout=60)
+            self._db = sqlite3.connect(target, check_same_thread=False, timeout=self.timeout)
+        except sqlite3.Error as exc:
+            raise ValueError(self._error(exc)) from exc
+        try:
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings (model_id TEXT NOT NULL, "
                 "key BLOB NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model_id, key))"
             )
             self._db.commit()
-        except sqlite3.DatabaseError as exc:
-            raise ValueError(f"embedding cache {target} is not a valid SQLite file: {exc}") from exc
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise ValueError(self._error(exc)) from exc
+
+    def _error(self, exc: sqlite3.Error) -> str:
+        """What went wrong with the cache file, in words: locked, corrupt or otherwise."""
+        target = ":memory:" if self.path is None else str(self.path)
+        kind = _sqlite_error_kind(exc)
+        if kind == "locked":
+            return (f"embedding cache {target} is locked by another process (waited "
+                    f"{self.timeout:g} s): wait for it to finish, or use another cache file "
+                    f"({exc})")
+        if kind == "corrupt":
+            return f"embedding cache {target} is not a valid SQLite file: {exc}"
+        return f"embedding cache {target} cannot be used: {exc}"
 
     @staticmethod
     def key(text: str) -> bytes:
@@ -302,10 +339,14 @@ class EmbeddingCache:
             for start in range(0, len(keys), 500):
                 batch = list(keys[start : start + 500])
                 marks = ",".join("?" * len(batch))
-                rows = self._db.execute(
-                    f"SELECT key, vector FROM embeddings WHERE model_id = ? AND key IN ({marks})",
-                    [model_id, *batch],
-                ).fetchall()
+                try:
+                    rows = self._db.execute(
+                        f"SELECT key, vector FROM embeddings WHERE model_id = ? "
+                        f"AND key IN ({marks})",
+                        [model_id, *batch],
+                    ).fetchall()
+                except sqlite3.OperationalError as exc:
+                    raise ValueError(self._error(exc)) from exc
                 for key, blob in rows:
                     if len(blob) != 4 * dim:
                         raise ValueError(
@@ -318,12 +359,16 @@ class EmbeddingCache:
 
     def put_many(self, model_id: str, items: dict[bytes, np.ndarray]) -> None:
         with self._lock:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO embeddings (model_id, key, vector) VALUES (?, ?, ?)",
-                [(model_id, k, np.asarray(v, dtype=np.float32).tobytes())
-                 for k, v in items.items()],
-            )
-            self._db.commit()
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO embeddings (model_id, key, vector) VALUES (?, ?, ?)",
+                    [(model_id, k, np.asarray(v, dtype=np.float32).tobytes())
+                     for k, v in items.items()],
+                )
+                self._db.commit()
+            except sqlite3.OperationalError as exc:
+                self._db.rollback()
+                raise ValueError(self._error(exc)) from exc
 
     def __len__(self) -> int:
         with self._lock:
@@ -332,6 +377,26 @@ class EmbeddingCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+# SQLite result codes (the low byte of an extended code); named in sqlite3 only from 3.11
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 6, 11, 26
+
+
+def _sqlite_error_kind(exc: sqlite3.Error) -> str:
+    """``"locked"``, ``"corrupt"`` or ``"other"``: by result code, else (Python 3.10) by message."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        code &= 0xFF
+        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return "locked"
+        return "corrupt" if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) else "other"
+    message = str(exc)
+    if "is locked" in message:  # "database is locked", "database table is locked"
+        return "locked"
+    if "not a database" in message or "malformed" in message:
+        return "corrupt"
+    return "other"
 
 
 class CachedEmbedder:

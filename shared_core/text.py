@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +22,33 @@ if TYPE_CHECKING:
     from nltk.tokenize.punkt import PunktSentenceTokenizer
 
 ENCODING_NAME = "cl100k_base"
+# Sentence enders of Chinese and Japanese (ideographic full stop, its halfwidth
+# form, fullwidth ! and ?), which punkt does not know; a run of them, and the
+# closing quotes or brackets after it (」』”’）】〕〉》 and ASCII ) ], not the ambiguous
+# ASCII quotes), stay with the sentence they end.
+_CJK_SENTENCE_END = re.compile("[\u3002\uff61\uff01\uff1f]+"
+                               "[\u300d\u300f\u201d\u2019\uff09\u3011\u3015\u3009\u300b)\\]]*")
+
+
+def invalid_character(text: str) -> tuple[int, str] | None:
+    """The first character no text may hold, as (offset, description), else None.
+
+    Lone surrogates (``"\\ud800"``, which JSON can carry and Python strings can
+    hold, but UTF-8 cannot encode) break hashing, saving and every embedding API;
+    NUL characters are cut off or rejected by C libraries and SQLite text. Such
+    text is rejected, never cleaned: a cleaned text would no longer be the one the
+    caller holds, so its offsets, hashes and ids would silently stop matching.
+    Both checks run in C (``str.encode``, ``str.find``), as every chunk passes here.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        nul = text.find("\x00", 0, exc.start)
+        if nul >= 0:
+            return nul, "a NUL character"
+        return exc.start, f"a lone surrogate (U+{ord(text[exc.start]):04X})"
+    nul = text.find("\x00")
+    return (nul, "a NUL character") if nul >= 0 else None
 
 
 def static_data_dir() -> Path:
@@ -85,7 +113,28 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     if not spans and text.strip():
         start = len(text) - len(text.lstrip())
         spans = [(start, len(text.rstrip()))]
-    return spans
+    if _CJK_SENTENCE_END.search(text) is None:
+        return spans
+    return [piece for span in spans for piece in _split_after_cjk_enders(text, *span)]
+
+
+def _split_after_cjk_enders(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Cut ``text[start:end]`` after each run of CJK sentence enders.
+
+    A piece after a cut starts at its first non-space character; a piece ends
+    right after an ender, so no piece gains leading or trailing whitespace.
+    """
+    pieces: list[tuple[int, int]] = []
+    for match in _CJK_SENTENCE_END.finditer(text, start, end):
+        if match.end() >= end:
+            break
+        pieces.append((start, match.end()))
+        start = match.end()
+        while start < end and text[start].isspace():
+            start += 1
+    if start < end:
+        pieces.append((start, end))
+    return pieces
 
 
 def chunk_by_tokens(text: str, size: int, overlap: int) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 from shared_core import ConceptGraphIndex
 from shared_core.cli import format_table, main
 from shared_core.embeddings import resolve_embedder
-from shared_core.store import CorruptIndexError
+from shared_core.store import CorruptIndexError, read_manifest
 
 PASSAGES = [
     {"id": "p1", "title": "Ada", "text": "Ada Lovelace wrote the first computer program."},
@@ -36,7 +36,7 @@ def test_build_then_stats_select_query(corpus: Path, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     index_dir = tmp_path / "idx"
     assert build(corpus, index_dir) == 0
-    assert (index_dir / "manifest.json").is_file()
+    assert read_manifest(index_dir)["chunks"] == 4
 
     assert main(["stats", str(index_dir)]) == 0
     stats = capsys.readouterr().out
@@ -89,7 +89,7 @@ def test_build_with_token_windows(corpus: Path, tmp_path: Path,
 
 def test_config_knobs_from_the_command_line(corpus: Path, tmp_path: Path) -> None:
     assert build(corpus, tmp_path / "idx", "--set", "theta_co=1", "--set", "top_k=3") == 0
-    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    manifest = read_manifest(tmp_path / "idx")
     assert manifest["config"]["theta_co"] == 1 and manifest["config"]["top_k"] == 3
 
 

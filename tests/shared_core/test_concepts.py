@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import TfidfVectorizer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
 from shared_core.concepts import count_terms, extract_concepts, term_analyzer, tfidf, top_n_per_row
 
@@ -35,6 +38,30 @@ def test_analyzer_matches_sklearn_word_analyzer() -> None:
     ours = term_analyzer(ngram_max=2)(text)
     theirs = TfidfVectorizer(stop_words="english", ngram_range=(1, 2)).build_analyzer()(text)
     assert ours == theirs
+
+
+def _old_analyzer(text: str, min_chars: int) -> list[str]:
+    """The analyzer before CJK segmentation, written out: regex words minus stop words."""
+    words = re.findall(rf"\b\w{{{min_chars},}}\b", text.lower())
+    return [w for w in words if w not in ENGLISH_STOP_WORDS]
+
+
+# Latin, accented Latin, Greek, Cyrillic, Arabic, digits, punctuation and spaces: no CJK
+NON_CJK = st.text(st.sampled_from(list("abcXYZ éßÆΩλдЖلا09_-.,;'!?\n\t")), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=NON_CJK, min_chars=st.integers(1, 3))
+def test_text_without_cjk_is_analysed_as_before_in_every_mode(text: str, min_chars: int) -> None:
+    for mode in ("jieba", "bigram", "none"):
+        assert term_analyzer(min_chars=min_chars, cjk_segmenter=mode)(text) == _old_analyzer(
+            text, min_chars), mode
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(st.sampled_from(list("ab 日本的首都東京はの서울 ,。")), max_size=30))
+def test_none_mode_is_the_old_analyzer_on_any_text(text: str) -> None:
+    assert term_analyzer(cjk_segmenter="none")(text) == _old_analyzer(text, 2)
 
 
 def test_count_terms_grows_the_vocabulary() -> None:

@@ -11,6 +11,7 @@ from shared_core.text import (
     chunk_by_tokens,
     count_tokens,
     count_tokens_batch,
+    invalid_character,
     split_sentences,
 )
 
@@ -65,6 +66,64 @@ def test_split_sentences_without_terminal_punctuation_is_one_span() -> None:
 def test_split_sentences_of_blank_text_is_empty() -> None:
     assert split_sentences("   ") == []
     assert split_sentences("") == []
+
+
+def test_split_sentences_cuts_after_cjk_enders() -> None:
+    text = "东京是日本的首都。大阪是第二大城市！"
+    # 东京是日本的首都 is 8 characters, 。 the 9th: (0, 9); then 8 more and ！: (9, 18)
+    assert split_sentences(text) == [(0, 9), (9, 18)]
+    # halfwidth ｡ and fullwidth ？ end sentences too
+    assert split_sentences("はい｡いいえ？") == [(0, 3), (3, 7)]
+    # a run of enders stays together: 什么？！？ (0, 5), 真的。 (5, 8)
+    assert split_sentences("什么？！？真的。") == [(0, 5), (5, 8)]
+
+
+def test_split_sentences_cjk_quotes_spaces_and_english() -> None:
+    text = "他说：“你好。” 然后走了？！ The end."
+    # 他说：“你好。” is 0..8 (the closing quote stays with its sentence), a space at 8,
+    # 然后走了？！ is 9..15, a space at 15, then punkt's "The end." 16..24
+    assert split_sentences(text) == [(0, 8), (9, 15), (16, 24)]
+    assert split_sentences("你好。  ") == [(0, 3)]  # an ender at the end cuts nothing
+    # punkt's span (0, 11) keeps the leading blanks; the cuts skip the blanks after
+    # each 。 (at 2, 4, 7) and ？ (at 10): (0, 3), (4, 5), (6, 8), (9, 11)
+    assert split_sentences("  。 。 a。\tb？  ") == [(0, 3), (4, 5), (6, 8), (9, 11)]
+
+
+@pytest.mark.parametrize("text", [
+    "东京是日本的首都。大阪是第二大城市！",
+    "他说：“你好。”\n\n  然后走了？！ The end. Next one。 ",
+    "  。 。 a。\tb？  ",  # punkt: (0, 11), leading blanks included
+    "First sentence. 第二句。Third one!",
+])
+def test_split_sentences_spans_cover_every_non_space_character(text: str) -> None:
+    spans = split_sentences(text)
+    covered = [False] * len(text)
+    for start, end in spans:
+        assert start < end
+        # punkt keeps the text's own leading blanks in its first span; no other span
+        # starts, and none ends, with whitespace
+        assert not text[start].isspace() or (start, text[:start]) == (0, "")
+        assert not text[end - 1].isspace()
+        covered[start:end] = [True] * (end - start)
+    assert all(covered[i] for i, ch in enumerate(text) if not ch.isspace())
+    assert spans == sorted(spans)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    ("plain text", None),
+    ("emoji \U0001F600 and é", None),  # non-BMP characters are one valid code point
+    ("ab\ud800c", (2, "a lone surrogate (U+D800)")),
+    ("x\udfff", (1, "a lone surrogate (U+DFFF)")),
+    # a surrogate pair written as two code points is still two lone surrogates to Python
+    ("\ud83d\ude00", (0, "a lone surrogate (U+D83D)")),
+    ("a\x00b", (1, "a NUL character")),
+    ("a\x00b\ud800", (1, "a NUL character")),  # the first offender wins
+    ("\ud800\x00", (0, "a lone surrogate (U+D800)")),
+    ("", None),
+])
+def test_invalid_character(text: str, found: tuple[int, str] | None) -> None:
+    assert invalid_character(text) == found
 
 
 def test_precondition_each_word_is_one_token() -> None:
