@@ -26,11 +26,33 @@ from typing import Any
 
 import numpy as np
 
-from shared_core import ConceptGraphIndex, CorruptIndexError, HashingEmbedder
+from shared_core import ConceptGraphIndex, CorruptIndexError, FunctionEmbedder, HashingEmbedder
 from shared_core.store import POINTER, index_folder
 from shared_core.text import count_tokens
 
 Mutation = Callable[[Path], None]
+
+# ------------------------------------------------------------------ a failing embedder
+class FailOnCall:
+    """The hashing embedder's function, raising on one chosen call (an API timing out).
+
+    ``embedder()`` gives the core embedder over it; ``calls`` counts every call.
+    """
+
+    def __init__(self, fail_on: int = 0, dim: int = 256) -> None:
+        self.inner = HashingEmbedder(dim)
+        self.fail_on = fail_on
+        self.calls = 0
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise TimeoutError("embedding API timed out (injected)")
+        return self.inner.embed(texts)
+
+    def embedder(self) -> FunctionEmbedder:
+        return FunctionEmbedder(self, self.inner.model_id, self.inner.dim)
+
 
 # ------------------------------------------------------------------ tampering
 MUTATIONS = ("empty", "truncated", "duplicate entries", "wrong types", "negative values",

@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from benchmarks.faults import (
+    FailOnCall,
     check_loaded,
     kill_during_saves,
     readers_and_writer,
@@ -42,50 +41,28 @@ QUERIES = ["Who founded the record label?", "When was the cathedral built?",
            "What river flows through the city?", "Which team won the cup?"]
 
 
-class FailOnCall:
-    """The hashing embedder, failing on one chosen call (an API timeout)."""
-
-    def __init__(self, fail_on: int) -> None:
-        self.inner = HashingEmbedder()
-        self.fail_on = fail_on
-        self.calls = 0
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += 1
-        if self.calls == self.fail_on:
-            raise TimeoutError("injected")
-        return self.inner.embed(texts)
-
-
 def failed_adds(texts: list[str], ids: list[str]) -> dict[str, Any]:
     """For each config and each embed call of an add: fail it, check nothing changed."""
     injected = survived = 0
     half = len(texts) // 2
     for config in CONFIGS.values():
-        probe = FailOnCall(0)
-        ConceptGraphIndex.from_texts(texts[half:], ids=ids[half:], embedder=probe,
+        probe = FailOnCall()
+        ConceptGraphIndex.from_texts(texts[half:], ids=ids[half:], embedder=probe.embedder(),
                                      config=config)
         for call in range(1, probe.calls + 1):
-            embedder = FailOnCall(0)
+            embedder = FailOnCall()
             index = ConceptGraphIndex.from_texts(texts[:half], ids=ids[:half],
-                                                 embedder=embedder, config=config)
+                                                 embedder=embedder.embedder(), config=config)
             before = index.state
             answers = [[c.id for c in index.retrieve(q).chunks] for q in QUERIES]
             embedder.calls, embedder.fail_on = 0, call
             injected += 1
+            raised = False
             try:
                 index.add(texts[half:], ids=ids[half:])
             except TimeoutError:
-                pass
-            unchanged = index.state is before and answers == [
+                raised = True
+            unchanged = raised and index.state is before and answers == [
                 [c.id for c in index.retrieve(q).chunks] for q in QUERIES]
             embedder.fail_on = 0
             index.add(texts[half:], ids=ids[half:])

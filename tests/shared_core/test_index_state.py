@@ -13,24 +13,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.faults import check_loaded, readers_and_writer
+from benchmarks.faults import FailOnCall, check_loaded, readers_and_writer
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import HashingEmbedder
 from shared_core.index import ConceptGraphIndex, content_id
 from shared_core.ingest import EMBED_BATCH
 from shared_core.text import count_tokens, split_sentences
 from tests.shared_core.fakes import RecordingEmbedder
+from tests.shared_core.test_index import CORPUS
 
 DIM = 64
 POOL = [
-    "Ada Lovelace wrote the first computer program. She worked with Charles Babbage.",
-    "Charles Babbage designed the analytical engine. The engine was mechanical.",
-    "The analytical engine could run a program. Programs used punched cards.",
-    "Punched cards came from the Jacquard loom. The loom wove silk patterns.",
-    "Alan Turing described a universal machine. The machine could compute anything.",
-    "Turing worked at Bletchley Park. Bletchley Park broke the Enigma cipher.",
-    "The Enigma cipher machine was used by the German navy.",
-    "Grace Hopper wrote the first compiler. The compiler translated programs.",
+    *CORPUS,  # test_index's eight chunks, and two that tie several of them together
     "The loom and the engine both used cards. Cards carried the program.",
     "Hopper and Turing both worked on machines that ran programs.",
 ]
@@ -71,52 +65,30 @@ def fingerprint(index: ConceptGraphIndex) -> list[Any]:
 
 
 # ------------------------------------------------------------------ 1. a failed add
-class FailingEmbedder:
-    """A real embedder that raises on one chosen call, like an embedding API timing out."""
-
-    def __init__(self, fail_on_call: int) -> None:
-        self.inner = HashingEmbedder(DIM)
-        self.calls = 0
-        self.fail_on_call = fail_on_call
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += 1
-        if self.calls == self.fail_on_call:
-            raise TimeoutError("embedding API timed out")
-        return self.inner.embed(texts)
-
-
 @pytest.mark.parametrize("name", ["default", "direct", "direct_units"])
 @pytest.mark.parametrize("failing_call", [1, 2])
 def test_a_failed_add_publishes_nothing(name: str, failing_call: int, tmp_path: Path) -> None:
     cfg = CONFIGS[name]
-    embedder = FailingEmbedder(fail_on_call=0)
-    index = ConceptGraphIndex.from_texts(POOL[:5], ids=ids_for(POOL[:5]), embedder=embedder,
-                                         config=cfg)
+    embedder = FailOnCall(dim=DIM)
+    index = ConceptGraphIndex.from_texts(POOL[:5], ids=ids_for(POOL[:5]),
+                                         embedder=embedder.embedder(), config=cfg)
     before_state, before = index.state, fingerprint(index)
     # enough sentences for two embedding calls even without unit vectors
     many = [f"Filler sentence number {i} about rivers." for i in range(EMBED_BATCH + 10)]
     big = [" ".join(many), *POOL[5:]]
-    embedder.calls, embedder.fail_on_call = 0, failing_call
+    embedder.calls, embedder.fail_on = 0, failing_call
     with pytest.raises(TimeoutError):
         index.add(big, ids=["big", *ids_for(POOL[5:])])
     assert embedder.calls == failing_call
     assert index.state is before_state and fingerprint(index) == before
     # the index keeps working: the next add, save and load are those of a clean index
-    embedder.fail_on_call = 0
+    embedder.fail_on = 0
     index.add(POOL[5:], ids=ids_for(POOL[5:]))
     index.save(str(tmp_path / "idx"))
-    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
-    clean = ConceptGraphIndex.from_texts(POOL, ids=ids_for(POOL), embedder=HashingEmbedder(DIM),
-                                         config=cfg)
+    # the same embedding path (a FunctionEmbedder re-normalises: last-bit differences)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), FailOnCall(dim=DIM).embedder())
+    clean = ConceptGraphIndex.from_texts(POOL, ids=ids_for(POOL),
+                                         embedder=FailOnCall(dim=DIM).embedder(), config=cfg)
     assert fingerprint(index) == fingerprint(clean) == fingerprint(loaded)
 
 
