@@ -117,7 +117,8 @@ def term_analyzer(ngram_max: int = 1, min_chars: int = 2,
             yield from (cut(piece.group()) if piece.group(1) else _bigrams(piece.group()))
 
     def words(text: str) -> list[str]:
-        if cjk_segmenter == "none" or _CJK_CHAR.search(text) is None:
+        # isascii() is O(1) in CPython: most English text skips the CJK scan entirely
+        if cjk_segmenter == "none" or text.isascii() or _CJK_CHAR.search(text) is None:
             return [t for t in pattern.findall(text) if t not in stop]
         tokens: list[str] = []
         for match in _CJK_OR_WORD.finditer(text):

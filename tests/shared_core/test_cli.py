@@ -114,6 +114,37 @@ def test_missing_corpus_and_not_an_index(tmp_path: Path,
     assert issubclass(CorruptIndexError, ValueError)  # why the CLI can report it as above
 
 
+@pytest.mark.parametrize("content, message", [
+    (b'{"id": null, "text": "a"}\n',
+     "c.jsonl:1: 'id' must be a non-empty string or an integer, got None"),
+    (b'{"text": "ok"}\n{"title": ["x"], "text": "a"}\n',
+     "c.jsonl:2: 'title' must be a string or null, got list ['x']"),
+    (b'{"text": "lone \\ud800"}\n',
+     "c.jsonl:1: field 'text' contains a lone surrogate (U+D800) at character 5"),
+    (b'{"text": "ok"}\n{"text": "caf\xe9"}\n', "c.jsonl:2: not valid UTF-8"),
+])
+def test_bad_corpus_lines_are_reported_with_file_and_line(
+        tmp_path: Path, content: bytes, message: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_bytes(content)
+    assert build(corpus, tmp_path / "idx") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"conceptgraph: error: {corpus}") and message in err
+    assert not (tmp_path / "idx").exists()
+
+
+def test_duplicate_ids_across_corpus_files(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(json.dumps({"id": "p1", "text": "One."}) + "\n")
+    (folder / "b.jsonl").write_text(json.dumps({"id": "p1", "text": "Two."}) + "\n")
+    assert build(folder, tmp_path / "idx") == 2
+    assert (f"conceptgraph: error: {folder / 'b.jsonl'}:1: duplicate id 'p1' "
+            f"(first at {folder / 'a.jsonl'}:1)") in capsys.readouterr().err
+
+
 def test_format_table_aligns_numbers_right() -> None:
     table = format_table(("name", "n"), [("a", 5), ("bb", 1234)])
     lines = table.splitlines()

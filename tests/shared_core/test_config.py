@@ -32,6 +32,8 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("concepts_per_chunk", 0),
     ("ngram_max", 0),
     ("min_term_chars", 0),
+    ("cjk_segmenter", "mecab"),   # auto, jieba, bigram or none
+    ("cjk_segmenter", None),
     ("concept_links", "all"),
     ("chunk_score", "median"),
     ("select_by", "words"),

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -96,6 +99,20 @@ def test_embedders_reject_bad_texts() -> None:
     assert check_texts(("a", "b")) == ["a", "b"]
 
 
+def test_check_texts_rejects_lone_surrogates_and_nul_with_position_and_offset() -> None:
+    texts = ["fine", "also fine", "ok \U0001F600", "seventeen chars: \ud800 here"]
+    with pytest.raises(ValueError, match=re.escape(
+            "texts[3] contains a lone surrogate (U+D800) at character 17: "
+            "text must be valid Unicode")):
+        check_texts(texts)
+    with pytest.raises(ValueError, match=re.escape("chunks[1] contains a NUL character at "
+                                                   "character 5")):
+        check_texts(["ok", "five \x00"], "chunks")  # "five " is characters 0-4
+    # an embedder never sees such text (nor hashes it for the cache)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        CachedEmbedder(HashingEmbedder(16)).embed(["\udc80"])
+
+
 # ------------------------------------------------------------------ validation
 @pytest.mark.parametrize(
     ("output", "message"),
@@ -164,15 +181,16 @@ def test_file_cache_survives_reopening(tmp_path: Path) -> None:
 
 def test_file_cache_is_shared_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "cache.sqlite"
-    module = Path(__file__).resolve().parents[2] / "shared_core" / "embeddings.py"
-    # the module file alone (no package-relative imports): a cheap second interpreter
+    package = Path(__file__).resolve().parents[2] / "shared_core"
+    # the module and what it imports (text.py), without the package's __init__ and the
+    # index behind it: a cheap second interpreter
     script = textwrap.dedent(
         f"""
-        import importlib.util, sys
-        spec = importlib.util.spec_from_file_location("emb", {str(module)!r})
-        m = importlib.util.module_from_spec(spec)
-        sys.modules["emb"] = m
-        spec.loader.exec_module(m)
+        import importlib, sys, types
+        package = types.ModuleType("shared_core")
+        package.__path__ = [{str(package)!r}]
+        sys.modules["shared_core"] = package
+        m = importlib.import_module("shared_core.embeddings")
         c = m.CachedEmbedder(m.HashingEmbedder(32), m.EmbeddingCache({str(path)!r}))
         c.embed(["written by another process", "second text"])
         assert c.embedded_texts == 2
@@ -209,8 +227,53 @@ def test_cache_entry_of_wrong_width_is_an_error() -> None:
 def test_cache_on_a_non_sqlite_file_raises(tmp_path: Path) -> None:
     bad = tmp_path / "cache.sqlite"
     bad.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(ValueError, match="not a valid SQLite file"):
+    with pytest.raises(ValueError, match="not a valid SQLite file") as caught:
         EmbeddingCache(bad)
+    assert str(bad) in str(caught.value) and "locked" not in str(caught.value)
+
+
+def test_cache_locked_by_another_process_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    EmbeddingCache(path).close()  # a valid cache file
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # what a writer in another process holds
+    try:
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match=re.escape(
+                f"embedding cache {path} is locked by another process (waited 0.2 s)")) as caught:
+            EmbeddingCache(path, timeout=0.2)
+        assert time.perf_counter() - start < 10  # gave up after its timeout, not 60 s
+        assert "not a valid SQLite file" not in str(caught.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    cache = EmbeddingCache(path, timeout=0.2)  # the lock gone, the same file opens
+    assert len(cache) == 0
+    cache.close()
+
+
+def test_cache_write_blocked_by_a_lock_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    cache = EmbeddingCache(path, timeout=0.1)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(ValueError, match="is locked by another process"):
+            cache.put_many("m", {EmbeddingCache.key("t"): np.ones(4, dtype=np.float32)})
+        with pytest.raises(ValueError, match="is locked by another process"):
+            cache.get_many("m", 4, [EmbeddingCache.key("t")])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    cache.put_many("m", {EmbeddingCache.key("t"): np.ones(4, dtype=np.float32)})
+    assert len(cache) == 1  # the failed write left nothing half-done, the retry landed
+    cache.close()
+
+
+@pytest.mark.parametrize("timeout", [-1, float("nan"), float("inf"), "5", True])
+def test_cache_timeout_must_be_seconds(timeout: object) -> None:
+    with pytest.raises(ValueError, match="timeout must be"):
+        EmbeddingCache(None, timeout=timeout)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ OpenAI (fake client)
