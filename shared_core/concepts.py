@@ -20,7 +20,6 @@ from typing import Literal, cast
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 Analyzer = Callable[[str], list[str]]
 # what ConceptGraphConfig.cjk_segmenter may hold once "auto" is settled
@@ -96,7 +95,8 @@ def term_analyzer(ngram_max: int = 1, min_chars: int = 2,
                if cjk_segmenter == "auto" else "")
         )
     pattern = re.compile(rf"\b\w{{{min_chars},}}\b")
-    stop = ENGLISH_STOP_WORDS
+    # imported here, not at module level: scikit-learn costs 0.7 s of `import shared_core`
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as stop
     cjk_min = min(min_chars, 2)
     cut: Callable[[str], list[str]] | None = None
     if cjk_segmenter == "jieba":
