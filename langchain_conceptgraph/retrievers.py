@@ -14,19 +14,22 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, ValidationInfo, field_validator
 from typing_extensions import Self
 
-from shared_core import ConceptGraphConfig, ConceptGraphIndex, ContextItem, RetrievalResult
-from shared_core.fusion import FusedContext
-from shared_core.pipeline import (
-    afuse_paths,
-    concept_context_items,
-    fuse_paths,
-    fused_metadata,
-    kg_context_item,
-    provenance_metadata,
+from shared_core import (
+    Chunk,
+    ConceptGraphConfig,
+    ConceptGraphIndex,
+    ContextItem,
+    Provenance,
+    RetrievalResult,
+    RetrievedChunk,
+    count_tokens,
 )
+from shared_core.fusion import FusedContext, KGFact, kg_context_items
+from shared_core.pipeline import afuse_paths, fuse_paths, fused_metadata, provenance_metadata
 
 from ._documents import check_documents, chunk_id, to_records
 from .embeddings import to_core_embedder
@@ -38,6 +41,24 @@ def _check_optional_int(name: str, value: object, minimum: int) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum} or None, got {value!r}")
     return value
+
+
+def _check_query(query: object) -> str:
+    """Name the query itself in the error, not the core's list of texts to embed."""
+    if not isinstance(query, str):
+        raise TypeError(f"the query must be a str, got {type(query).__name__}")
+    if not query.strip():
+        raise ValueError("the query is empty or blank: invoke the retriever with the "
+                         "question to retrieve documents for")
+    return query
+
+
+def _check_kwargs(retriever: BaseRetriever, kwargs: dict[str, Any], accepted: str) -> None:
+    """A misspelt option would otherwise be silently ignored by ``invoke``."""
+    if kwargs:
+        names = ", ".join(repr(name) for name in kwargs)
+        raise TypeError(f"{type(retriever).__name__}.invoke() got unexpected keyword "
+                        f"argument(s) {names}; it accepts {accepted}")
 
 
 class ConceptGraphRetriever(BaseRetriever):
@@ -208,7 +229,10 @@ class ConceptGraphRetriever(BaseRetriever):
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
         budget: int | None = None,
+        **kwargs: Any,
     ) -> list[Document]:
+        _check_kwargs(self, kwargs, "k and budget")
+        query = _check_query(query)
         k, budget = self._search_args(k, budget)
         result = self.index.retrieve(query, top_k=self.top_k, hops=self.hops, budget=budget)
         return self._to_documents(result, k)
@@ -220,7 +244,10 @@ class ConceptGraphRetriever(BaseRetriever):
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
         budget: int | None = None,
+        **kwargs: Any,
     ) -> list[Document]:
+        _check_kwargs(self, kwargs, "k and budget")
+        query = _check_query(query)
         k, budget = self._search_args(k, budget)
         result = await self.index.aretrieve(query, top_k=self.top_k, hops=self.hops,
                                             budget=budget)
@@ -239,7 +266,9 @@ class FusedRetriever(BaseRetriever):
     ``metadata["fusion"]`` says which path found it and at which rank.
 
     The concept path fills its share of ``budget``; the concept retriever's
-    ``k`` does not apply here.
+    ``k`` does not apply here, this retriever's ``k`` caps the fused documents.
+    Both paths are child runs of the fused run, so callbacks and tracing see
+    the concept retriever's and the KG retriever's own runs.
 
     Setup:
         ```bash
@@ -272,6 +301,7 @@ class FusedRetriever(BaseRetriever):
         ```python
         docs = retriever.invoke("Who wrote the first program?")
         assert docs[0].id == "ada" and docs[0].metadata["fusion"]["path"] == "both"
+        top = retriever.invoke("Who wrote the first program?", k=1)  # k per call
         ```
 
     Async:
@@ -304,6 +334,8 @@ class FusedRetriever(BaseRetriever):
     """The concept path; its index, ``top_k`` and ``hops`` are used."""
     kg_retriever: BaseRetriever
     """Any retriever over the KG whose documents name their source chunk."""
+    k: int | None = None
+    """Most documents returned, in fused order; ``None``: as many as ``budget`` holds."""
     lam: float | None = None
     """KG share of the context, in [0, 1]; ``None``: the index config's ``lam`` (0.6)."""
     budget: int | None = None
@@ -321,10 +353,10 @@ class FusedRetriever(BaseRetriever):
             raise ValueError(f"lam must be a number in [0, 1] or None, got {value!r}")
         return value
 
-    @field_validator("budget", mode="before")
+    @field_validator("k", "budget", mode="before")
     @classmethod
-    def _check_budget(cls, value: int | None) -> int | None:
-        return _check_optional_int("budget", value, 1)
+    def _positive(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return _check_optional_int(str(info.field_name), value, 1)
 
     # ------------------------------------------------------------ settings
     def _settings(self) -> tuple[int, float]:
@@ -333,61 +365,90 @@ class FusedRetriever(BaseRetriever):
         lam = config.lam if self.lam is None else float(self.lam)
         return budget, lam
 
+    def _kg_fact(self, document: Document) -> KGFact:
+        source = document.metadata.get(self.source_key)
+        score = document.metadata.get("score")
+        return KGFact(document.page_content,
+                      source if isinstance(source, str) and source else chunk_id(document),
+                      float(score) if isinstance(score, numbers.Real) else 0.0,
+                      document.metadata)
+
     def _kg_items(self, documents: Sequence[Document]) -> list[ContextItem]:
-        items = []
-        for doc in documents:
-            if not doc.page_content.strip():
-                continue  # carries no context
-            source = doc.metadata.get(self.source_key)
-            source_id = source if isinstance(source, str) and source else chunk_id(doc)
-            score = doc.metadata.get("score")
-            items.append(kg_context_item(
-                doc.page_content, source_id,
-                score=float(score) if isinstance(score, numbers.Real) else 0.0,
-                metadata=doc.metadata,
-            ))
-        return items
+        return kg_context_items(self._kg_fact(doc) for doc in documents)
 
     @staticmethod
-    def _to_documents(fused: FusedContext) -> list[Document]:
+    def _concept_items(documents: Sequence[Document]) -> list[ContextItem]:
+        """The concept retriever's documents back as fusion input.
+
+        The concept path runs through ``invoke`` so that it is a traced run of its
+        own, which returns documents; the core turns each back into its hit.
+        """
+        items = []
+        for doc in documents:
+            meta = doc.metadata
+            chunk = Chunk(chunk_id(doc), doc.page_content, count_tokens(doc.page_content),
+                          dict(meta))
+            hit = RetrievedChunk(chunk, float(meta["score"]), Provenance(**meta["provenance"]))
+            items.append(hit.to_context_item())
+        return items
+
+    def _concept_runnable(self) -> ConceptGraphRetriever:
+        """The concept retriever without its ``k``: the concept path fills its budget share."""
+        return self.concept_retriever.model_copy(update={"k": None})
+
+    @staticmethod
+    def _to_documents(fused: FusedContext, k: int | None) -> list[Document]:
+        items = fused.items if k is None else fused.items[:k]
         return [Document(page_content=f.item.text, metadata=fused_metadata(f), id=f.item.chunk_id)
-                for f in fused.items]
+                for f in items]
 
     # ------------------------------------------------------------ retrieval
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **kwargs: Any,
     ) -> list[Document]:
+        _check_kwargs(self, kwargs, "k")
+        query = _check_query(query)
+        k = _check_optional_int("k", k, 1) or self.k
         budget, lam = self._settings()
-        concept = self.concept_retriever
-        callbacks = run_manager.get_child()
+        concept = self._concept_runnable()
+        config: RunnableConfig = {"callbacks": run_manager.get_child()}
 
         def concept_path() -> list[ContextItem]:
-            return concept_context_items(concept.index.retrieve(
-                query, top_k=concept.top_k, hops=concept.hops, budget=budget))
+            return self._concept_items(concept.invoke(query, config, budget=budget))
 
         def kg_path() -> list[ContextItem]:
-            return self._kg_items(self.kg_retriever.invoke(query, {"callbacks": callbacks}))
+            return self._kg_items(self.kg_retriever.invoke(query, config))
 
         fused = fuse_paths(concept_path, kg_path, budget=budget, lam=lam,
                            share_unused=self.share_unused)
-        return self._to_documents(fused)
+        return self._to_documents(fused, k)
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **kwargs: Any,
     ) -> list[Document]:
+        _check_kwargs(self, kwargs, "k")
+        query = _check_query(query)
+        k = _check_optional_int("k", k, 1) or self.k
         budget, lam = self._settings()
-        concept = self.concept_retriever
-        callbacks = run_manager.get_child()
+        concept = self._concept_runnable()
+        config: RunnableConfig = {"callbacks": run_manager.get_child()}
 
         async def concept_path() -> list[ContextItem]:
-            result = await concept.index.aretrieve(query, top_k=concept.top_k,
-                                                   hops=concept.hops, budget=budget)
-            return concept_context_items(result)
+            return self._concept_items(await concept.ainvoke(query, config, budget=budget))
 
         async def kg_path() -> list[ContextItem]:
-            return self._kg_items(await self.kg_retriever.ainvoke(query,
-                                                                  {"callbacks": callbacks}))
+            return self._kg_items(await self.kg_retriever.ainvoke(query, config))
 
         fused = await afuse_paths(concept_path(), kg_path(), budget=budget, lam=lam,
                                   share_unused=self.share_unused)
-        return self._to_documents(fused)
+        return self._to_documents(fused, k)

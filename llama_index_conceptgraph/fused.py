@@ -36,15 +36,8 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
 )
 
-from shared_core.fusion import ContextItem, FusedContext
-from shared_core.pipeline import (
-    afuse_paths,
-    concept_context_items,
-    fuse_paths,
-    fused_metadata,
-    kg_context_item,
-    merge_by_chunk,
-)
+from shared_core.fusion import ContextItem, FusedContext, KGFact, kg_context_items
+from shared_core.pipeline import afuse_paths, concept_context_items, fuse_paths, fused_metadata
 
 from ._nodes import item_to_node
 from .retriever import ConceptGraphRetriever
@@ -207,14 +200,10 @@ class FusedConceptKGRetriever(BaseRetriever):
         return node.ref_doc_id or node.node_id
 
     def _kg_items(self, results: list[NodeWithScore]) -> list[ContextItem]:
-        items = []
-        for result in results:
-            text = result.node.get_content(metadata_mode=MetadataMode.NONE)
-            if text.strip():
-                items.append(kg_context_item(text, self._source_chunk(result.node),
-                                             score=result.score or 0.0,
-                                             metadata=result.node.metadata))
-        return merge_by_chunk(items)
+        return kg_context_items(
+            KGFact(r.node.get_content(metadata_mode=MetadataMode.NONE),
+                   self._source_chunk(r.node), r.score or 0.0, r.node.metadata)
+            for r in results)
 
     def _concept_path(self, query: str) -> list[ContextItem]:
         return concept_context_items(self._concept.retrieve_result(query, budget=self._budget))

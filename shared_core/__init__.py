@@ -18,7 +18,7 @@ from .embeddings import (
     SentenceTransformerEmbedder,
     minilm_embedder,
 )
-from .fusion import ContextItem, FusedContext, FusedItem, fuse_contexts
+from .fusion import ContextItem, FusedContext, FusedItem, KGFact, fuse_contexts, kg_context_items
 from .index import Chunk, ConceptGraphIndex, Provenance, RetrievalResult, RetrievedChunk, content_id
 from .ketrag import KeywordChannelRetriever, knn_chunk_graph, knn_pagerank_scores
 from .selection import CostReport, Selection
@@ -42,6 +42,7 @@ __all__ = [
     "FusedContext",
     "FusedItem",
     "HashingEmbedder",
+    "KGFact",
     "KeywordChannelRetriever",
     "OpenAIEmbedder",
     "Provenance",
@@ -57,6 +58,7 @@ __all__ = [
     "content_id",
     "count_tokens",
     "fuse_contexts",
+    "kg_context_items",
     "knn_chunk_graph",
     "knn_pagerank_scores",
     "minilm_embedder",

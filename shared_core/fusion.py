@@ -12,9 +12,11 @@ found by both paths when the KG path cites that chunk.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from .text import count_tokens
 
 Path = Literal["concept", "kg", "both"]
 
@@ -43,6 +45,70 @@ class ContextItem:
             raise ValueError(f"chunk_id must be a non-empty str, got {self.chunk_id!r}")
         if not isinstance(self.tokens, int) or self.tokens < 0:
             raise ValueError(f"tokens must be a non-negative int, got {self.tokens!r}")
+
+
+@dataclass(frozen=True)
+class KGFact:
+    """One KG-path result, as a framework returned it, tied to the chunk it came from.
+
+    The source chunk id is what makes a fact the concept path also found a vote
+    for that chunk rather than a second copy of it.
+    """
+
+    text: str
+    source_chunk_id: str
+    score: float = 0.0
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"a KG fact's text must be str, got {type(self.text).__name__}")
+        if not isinstance(self.source_chunk_id, str) or not self.source_chunk_id:
+            raise ValueError("a KG fact's source_chunk_id must be a non-empty str, "
+                             f"got {self.source_chunk_id!r}")
+        if isinstance(self.score, bool) or not isinstance(self.score, (int, float)):
+            raise TypeError(f"a KG fact's score must be a number, got {self.score!r}")
+        if not isinstance(self.metadata, Mapping):
+            raise TypeError("a KG fact's metadata must be a mapping, "
+                            f"got {type(self.metadata).__name__}")
+
+
+def merge_by_chunk(items: Sequence[ContextItem]) -> list[ContextItem]:
+    """Merge KG-path items that share a source chunk into one, at the first one's rank.
+
+    Graph retrievers return one result per fact; fusion keeps one item per chunk,
+    so without merging every fact but the first from a chunk would be lost.
+    Texts are joined (each distinct text once), tokens recounted, best score kept.
+    """
+    groups: dict[str, list[ContextItem]] = {}
+    for item in items:
+        groups.setdefault(item.chunk_id, []).append(item)
+    merged: list[ContextItem] = []
+    for chunk_id, group in groups.items():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        text = "\n".join(dict.fromkeys(i.text for i in group))
+        merged.append(ContextItem(chunk_id, text, count_tokens(text),
+                                  max(i.score for i in group), dict(group[0].metadata)))
+    return merged
+
+
+def kg_context_items(facts: Iterable[KGFact]) -> list[ContextItem]:
+    """The KG path as fusion input: one item per source chunk, in the KG's rank order.
+
+    Both framework adapters call this, so the same facts fuse into the same
+    context whichever framework retrieved them. Blank facts carry no context
+    and are skipped; facts from one chunk are merged (:func:`merge_by_chunk`).
+    """
+    items = []
+    for i, fact in enumerate(facts):
+        if not isinstance(fact, KGFact):
+            raise TypeError(f"facts[{i}] must be a KGFact, got {type(fact).__name__}")
+        if fact.text.strip():
+            items.append(ContextItem(fact.source_chunk_id, fact.text, count_tokens(fact.text),
+                                     float(fact.score), dict(fact.metadata)))
+    return merge_by_chunk(items)
 
 
 @dataclass(frozen=True)

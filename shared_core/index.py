@@ -37,7 +37,7 @@ from .selection import (
     value_per_token,
 )
 from .state import CorpusState, empty_corpus, merge, replaced, take
-from .text import invalid_character
+from .text import check_query, invalid_character
 
 SelectionMethod = Literal["concept", "knn", "random"]
 # knobs that shape the stored chunks (analysis, units, unit vectors): changing one needs a rebuild
@@ -395,10 +395,42 @@ class ConceptGraphIndex:
         return dict(zip(graph.concepts, graph.rank.tolist(), strict=True))
 
     def stats(self) -> dict[str, Any]:
+        """Sizes of the index and its graph, and ``warnings``: what makes the graph useless.
+
+        A graph without edges (a small corpus under the default ``theta_co=3``) gives
+        every concept the same PageRank and nothing to expand along, so that is said,
+        with the knob and value that would give edges.
+        """
+        from .graph import concept_edges
+
         state = self._state
-        graph, corpus = state.graph, state.corpus
+        graph, corpus, cfg = state.graph, state.corpus, state.config
         n_concepts = len(graph.concepts)
         degree = np.diff(graph.adjacency.indptr)
+        warnings: list[str] = []
+        if n_concepts >= 2 and len(graph.edges) == 0:
+            # every pair sharing a chunk, whatever its cosine: which threshold removed them
+            pairs = concept_edges(graph.links, graph.vectors, 1, float("-inf"))
+            close = pairs.cosine >= cfg.theta_sem
+            strong = pairs.cooccurrence >= cfg.theta_co
+            if not len(pairs):
+                fix = "no two concepts share a chunk: raise concepts_per_chunk"
+            elif close.any():
+                fix = (f"lower theta_co: theta_co=1 gives {int(close.sum())} edges "
+                       "(index.reconfigured(theta_co=1), or conceptgraph build --set "
+                       "theta_co=1)")
+            else:
+                best = float(pairs.cosine[strong].max() if strong.any() else pairs.cosine.max())
+                sem = f"--set theta_sem={np.floor(best * 100) / 100:g}"
+                fix = (f"lower theta_sem: the closest concepts sharing a chunk have cosine "
+                       f"{best:.2f} (conceptgraph build {sem})" if strong.any() else
+                       f"lower theta_co and theta_sem: the closest concepts sharing a chunk "
+                       f"have cosine {best:.2f} (conceptgraph build --set theta_co=1 {sem})")
+            warnings.append(
+                f"the concept graph has no edges: no two of its {n_concepts} concepts share "
+                f"theta_co={cfg.theta_co} chunks with cosine >= theta_sem={cfg.theta_sem:g}, "
+                "so every concept has the same PageRank, core-chunk selection uses no graph "
+                f"structure and retrieval cannot expand along edges; {fix}")
         return {
             "chunks": len(corpus),
             "tokens": int(corpus.tokens.sum()),
@@ -410,6 +442,7 @@ class ConceptGraphIndex:
             "mean_degree": float(degree.mean()) if n_concepts else 0.0,
             "embedding_model": self._embedder.model_id,
             "embedding_dim": self._embedder.dim,
+            "warnings": warnings,
         }
 
     # ------------------------------------------------------------ selection
@@ -462,7 +495,7 @@ class ConceptGraphIndex:
     # ------------------------------------------------------------ retrieval
     def embed_query(self, query: str) -> np.ndarray:
         """The unit query vector: the model's query embedding where it has one."""
-        check_texts([query], "query")
+        check_query(query)
         embedder = self._embedder
         rows = ([embedder.embed_query(query)] if isinstance(embedder, QueryEmbedder)
                 else embedder.embed([query]))
@@ -478,8 +511,7 @@ class ConceptGraphIndex:
         min_score: float | None = None,
     ) -> RetrievalResult:
         """Retrieve for ``query`` with the config's ``ranking``; each chunk has its provenance."""
-        if not isinstance(query, str):
-            raise TypeError(f"query must be str, got {type(query).__name__}")
+        check_query(query)
         state = self._state
         return _search(state, self._analyzer, self.embed_query(query), query,
                        _overrides(state.config, top_k, hops, budget, min_score))

@@ -19,10 +19,16 @@ import numpy as np
 
 from .config import ConceptGraphConfig
 from .embeddings import Embedder, FunctionEmbedder
-from .fusion import ContextItem, FusedContext, FusedItem, fuse_contexts
+from .fusion import (
+    ContextItem,
+    FusedContext,
+    FusedItem,
+    KGFact,
+    fuse_contexts,
+    kg_context_items,
+)
 from .index import ConceptGraphIndex, RetrievalResult, RetrievedChunk
 from .selection import Selection, select_by_scores
-from .text import count_tokens
 
 logger = logging.getLogger("conceptgraph")
 
@@ -160,8 +166,8 @@ def kg_context_item(
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError("a KG context item needs non-empty text")
-    return ContextItem(source_chunk_id, text, count_tokens(text), float(score),
-                       dict(metadata or {}))
+    [item] = kg_context_items([KGFact(text, source_chunk_id, score, metadata or {})])
+    return item
 
 
 def fused_metadata(fused: FusedItem) -> dict[str, Any]:
@@ -173,27 +179,6 @@ def fused_metadata(fused: FusedItem) -> dict[str, Any]:
         "fusion": {"path": fused.path, "concept_rank": fused.concept_rank,
                    "kg_rank": fused.kg_rank},
     }
-
-
-def merge_by_chunk(items: Sequence[ContextItem]) -> list[ContextItem]:
-    """Merge KG-path items that share a source chunk into one, at the first one's rank.
-
-    Graph retrievers return one result per fact; fusion keeps one item per chunk,
-    so without merging every fact but the first from a chunk would be lost.
-    Texts are joined (each distinct text once), tokens recounted, best score kept.
-    """
-    groups: dict[str, list[ContextItem]] = {}
-    for item in items:
-        groups.setdefault(item.chunk_id, []).append(item)
-    merged: list[ContextItem] = []
-    for chunk_id, group in groups.items():
-        if len(group) == 1:
-            merged.append(group[0])
-            continue
-        text = "\n".join(dict.fromkeys(i.text for i in group))
-        merged.append(ContextItem(chunk_id, text, count_tokens(text),
-                                  max(i.score for i in group), dict(group[0].metadata)))
-    return merged
 
 
 def rerank_by_concepts(

@@ -51,6 +51,18 @@ def invalid_character(text: str) -> tuple[int, str] | None:
     return (nul, "a NUL character") if nul >= 0 else None
 
 
+def check_query(query: object) -> str:
+    """A query as a usable str, or an error that says what is wrong with it, in words."""
+    if not isinstance(query, str):
+        raise TypeError(f"the query must be a str, got {type(query).__name__}")
+    if not query.strip():
+        raise ValueError("the query is empty or blank: pass the question to retrieve for")
+    bad = invalid_character(query)
+    if bad is not None:
+        raise ValueError(f"the query contains {bad[1]} at character {bad[0]}")
+    return query
+
+
 def static_data_dir() -> Path:
     """The directory of tokenizer files bundled with llama-index-core."""
     override = os.environ.get("CONCEPTGRAPH_STATIC_DIR")

@@ -1,4 +1,4 @@
-"""Test doubles: a tool-calling chat model that plays the KG extractor, counting its calls."""
+"""Test doubles: a KG extractor chat model counting its calls, a fixed KG, a callback recorder."""
 
 from __future__ import annotations
 
@@ -6,11 +6,18 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+from uuid import UUID
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import (
+    BaseCallbackHandler,
+    CallbackManagerForLLMRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field, PrivateAttr
@@ -81,6 +88,43 @@ class FakeGraphExtractor(BaseChatModel):
                 "id": f"call_{n}", "type": "tool_call"}
         message = AIMessage(content="", tool_calls=[call])
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+class StaticKG(BaseRetriever):
+    """A KG retriever that always returns the same facts, in order."""
+
+    facts: list[Document]
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return list(self.facts)
+
+
+class RetrieverRunRecorder(BaseCallbackHandler):
+    """Records every retriever run that starts or ends: (name, run id, parent run id)."""
+
+    def __init__(self) -> None:
+        self.starts: list[tuple[str, UUID, UUID | None]] = []
+        self.ends: list[UUID] = []
+        self._lock = threading.Lock()
+
+    def on_retriever_start(
+        self,
+        serialized: dict[str, Any],
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        with self._lock:
+            self.starts.append((str(kwargs.get("name")), run_id, parent_run_id))
+
+    def on_retriever_end(self, documents: Sequence[Document], *, run_id: UUID,
+                         **kwargs: Any) -> None:
+        with self._lock:
+            self.ends.append(run_id)
 
 
 class RecordingChatModel(BaseChatModel):

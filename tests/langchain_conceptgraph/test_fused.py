@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from typing import Any
 
 import pytest
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -23,7 +24,7 @@ from langchain_conceptgraph import (
 from shared_core import ConceptGraphConfig, HashingEmbedder, content_id, count_tokens
 
 from .conftest import CORPUS
-from .fakes import FakeGraphExtractor
+from .fakes import FakeGraphExtractor, RetrieverRunRecorder, StaticKG
 
 with warnings.catch_warnings():  # langchain-experimental announces its own sunset on import
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -36,17 +37,6 @@ FACTS = [  # (text, source chunk): 9, 9 and 8 tokens
     ("Tim Berners-Lee RELATED_TO CERN", "web"),
     ("Marie Curie RELATED_TO Nobel Prize", "curie"),
 ]
-
-
-class StaticKG(BaseRetriever):
-    """A KG retriever that always returns the same facts, in order."""
-
-    facts: list[Document]
-
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        return list(self.facts)
 
 
 def static_kg() -> StaticKG:
@@ -221,3 +211,104 @@ def test_bad_settings_are_rejected(concept: ConceptGraphRetriever) -> None:
         FusedRetriever(concept_retriever=concept, kg_retriever=static_kg(), budget=0)
     with pytest.raises(ValidationError):
         FusedRetriever(concept_retriever=static_kg(), kg_retriever=static_kg())
+
+
+def test_facts_from_one_chunk_are_merged_not_dropped(concept: ConceptGraphRetriever) -> None:
+    physics, chemistry = ("Marie Curie WON Nobel Prize in Physics",
+                          "Marie Curie WON Nobel Prize in Chemistry")
+    kg = StaticKG(facts=[
+        Document(page_content=FACTS[0][0], metadata={"chunk_id": "ada"}),
+        Document(page_content=physics, metadata={"chunk_id": "curie", "score": 0.4}),
+        Document(page_content=FACTS[1][0], metadata={"chunk_id": "web"}),
+        Document(page_content=chemistry, metadata={"chunk_id": "curie", "score": 0.7}),
+    ])
+    merged = f"{physics}\n{chemistry}"
+    assert [count_tokens(t) for t in (physics, chemistry, merged)] == [9, 9, 19]
+    docs = FusedRetriever(concept_retriever=concept, kg_retriever=kg, lam=0.5,
+                          budget=60).invoke(QUERY)
+    # voted ada 15; 45 remain. Concept share 22: babbage 11, turing 22. KG items, one per
+    # chunk: ada, curie (both facts, 19 tokens, rank 1), web. KG share 22: curie 19; web 28 no.
+    assert summary(docs) == [("ada", "both"), ("babbage", "concept"), ("turing", "concept"),
+                             ("curie", "kg")]
+    assert docs[3].page_content == merged
+    assert docs[3].metadata["score"] == 0.7  # the best of the chunk's facts
+    assert docs[3].metadata["fusion"] == {"path": "kg", "concept_rank": None, "kg_rank": 1}
+
+
+def test_k_caps_the_fused_documents(concept: ConceptGraphRetriever) -> None:
+    fused = FusedRetriever(concept_retriever=concept, kg_retriever=static_kg(), lam=0.5,
+                           budget=60)
+    everything = summary(fused.invoke(QUERY))
+    assert everything == [("ada", "both"), ("babbage", "concept"), ("turing", "concept"),
+                          ("web", "kg"), ("curie", "kg")]
+    assert summary(fused.invoke(QUERY, k=2)) == everything[:2]
+    capped = fused.model_copy(update={"k": 3})
+    assert summary(capped.invoke(QUERY)) == everything[:3]
+    assert summary(capped.invoke(QUERY, k=1)) == everything[:1]  # the call's k wins
+    assert summary(capped.invoke(QUERY, k=10)) == everything  # k caps, never adds
+
+
+async def test_k_per_call_async(concept: ConceptGraphRetriever) -> None:
+    fused = FusedRetriever(concept_retriever=concept, kg_retriever=static_kg(), lam=0.5,
+                           budget=60, k=4)
+    assert summary(await fused.ainvoke(QUERY)) == summary(fused.invoke(QUERY))
+    assert summary(await fused.ainvoke(QUERY, k=2)) == [("ada", "both"),
+                                                         ("babbage", "concept")]
+
+
+async def call(retriever: BaseRetriever, mode: str, query: str = QUERY,
+               **kwargs: Any) -> list[Document]:
+    if mode == "sync":
+        return retriever.invoke(query, **kwargs)
+    return await retriever.ainvoke(query, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_unknown_or_bad_call_arguments_raise(concept: ConceptGraphRetriever,
+                                                   mode: str) -> None:
+    fused = FusedRetriever(concept_retriever=concept, kg_retriever=static_kg(), budget=60)
+    with pytest.raises(TypeError, match=r"^FusedRetriever.invoke\(\) got unexpected keyword "
+                                        r"argument\(s\) 'bogus'; it accepts k$"):
+        await call(fused, mode, bogus=3)
+    with pytest.raises(TypeError, match=r"^ConceptGraphRetriever.invoke\(\) got unexpected "
+                                        r"keyword argument\(s\) 'bogus', 'kk'; it accepts k "
+                                        r"and budget$"):
+        await call(concept, mode, bogus=3, kk=1)
+    with pytest.raises(ValueError, match="k must be an int >= 1 or None, got 0"):
+        await call(fused, mode, k=0)
+    with pytest.raises(TypeError, match=r"^the query must be a str, got int$"):
+        await call(fused, mode, 7)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="k must be an int >= 1 or None, got 0"):
+        FusedRetriever(concept_retriever=concept, kg_retriever=static_kg(), k=0)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("query", ["", "  \n"])
+async def test_a_blank_query_is_named_as_such(concept: ConceptGraphRetriever, query: str,
+                                              mode: str) -> None:
+    fused = FusedRetriever(concept_retriever=concept, kg_retriever=static_kg())
+    for retriever in (fused, concept):
+        with pytest.raises(ValueError, match=r"^the query is empty or blank: invoke the "
+                                             r"retriever with the question to retrieve "
+                                             r"documents for$"):
+            await call(retriever, mode, query)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_callbacks_see_the_concept_retrievers_own_run(
+    concept: ConceptGraphRetriever, mode: str
+) -> None:
+    recorder = RetrieverRunRecorder()
+    fused = FusedRetriever(concept_retriever=concept, kg_retriever=static_kg(), lam=0.5,
+                           budget=60)
+    config = {"callbacks": [recorder]}
+    docs = fused.invoke(QUERY, config) if mode == "sync" else await fused.ainvoke(QUERY, config)
+    assert summary(docs)[0] == ("ada", "both")
+    runs = {name: (run_id, parent) for name, run_id, parent in recorder.starts}
+    assert len(recorder.starts) == 3  # the paths run concurrently: their order varies
+    assert set(runs) == {"FusedRetriever", "ConceptGraphRetriever", "StaticKG"}
+    fused_run, no_parent = runs["FusedRetriever"]
+    assert no_parent is None
+    assert runs["ConceptGraphRetriever"][1] == fused_run  # a child of the fused run
+    assert runs["StaticKG"][1] == fused_run
+    assert sorted(map(str, recorder.ends)) == sorted(str(r) for r, _ in runs.values())

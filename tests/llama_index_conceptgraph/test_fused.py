@@ -25,7 +25,7 @@ from llama_index_conceptgraph import (
     run_outside_event_loop,
 )
 from shared_core import ContextItem, RetrievalResult, count_tokens
-from shared_core.pipeline import merge_by_chunk
+from shared_core.fusion import merge_by_chunk
 
 from .conftest import CORPUS, TableLLM, build_pg_index, chunk_ids_by_key
 

@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared_core.fusion import ContextItem, FusedContext, fuse_contexts
+from shared_core.fusion import (
+    ContextItem,
+    FusedContext,
+    KGFact,
+    fuse_contexts,
+    kg_context_items,
+    merge_by_chunk,
+)
+from shared_core.text import count_tokens
 
 
 def item(chunk_id: str, tokens: int, text: str | None = None) -> ContextItem:
@@ -181,3 +189,39 @@ def test_a_unit_is_voted_when_the_kg_path_cites_its_chunk() -> None:
     assert [(f.item.chunk_id, f.path) for f in fused.items] == [
         ("c1#u0", "both"), ("c1#u3", "both"), ("c2#u0", "concept"), ("c9", "kg"), ("c1", "kg")]
     assert [(f.concept_rank, f.kg_rank) for f in fused.items[:2]] == [(0, 1), (2, 1)]
+
+
+def test_kg_facts_become_one_item_per_source_chunk_in_kg_order() -> None:
+    facts = [KGFact("a -> r -> b", "c1", 0.5, {"rel": "r"}), KGFact("x -> r -> y", "c2", 0.9),
+             KGFact("   ", "c3", 1.0),  # blank: carries no context, skipped
+             KGFact("a -> s -> c", "c1", 0.8), KGFact("a -> r -> b", "c1", 0.1)]
+    items = kg_context_items(iter(facts))
+    # c1's three facts (two distinct texts) merge at c1's first rank, with the best score
+    # and the first fact's metadata; tokens are recounted for the joined text
+    assert [(i.chunk_id, i.text, i.score, i.metadata) for i in items] == [
+        ("c1", "a -> r -> b\na -> s -> c", 0.8, {"rel": "r"}), ("c2", "x -> r -> y", 0.9, {})]
+    assert [i.tokens for i in items] == [count_tokens("a -> r -> b\na -> s -> c"),
+                                         count_tokens("x -> r -> y")]
+    assert kg_context_items([]) == []
+    assert merge_by_chunk([ContextItem("c1", "t", 1)]) == [ContextItem("c1", "t", 1)]
+
+
+def test_merged_facts_reach_the_fused_context() -> None:
+    kg = kg_context_items([KGFact("fact one", "K", 0.2), KGFact("fact L", "L", 0.9),
+                           KGFact("fact two", "K", 0.7)])
+    fused = fuse_contexts([item("A", 10)], kg, budget=100, lam=0.5)
+    assert [(f.item.chunk_id, f.item.text, f.path) for f in fused.items] == [
+        ("A", "text of A", "concept"), ("K", "fact one\nfact two", "kg"), ("L", "fact L", "kg")]
+
+
+def test_bad_kg_facts() -> None:
+    with pytest.raises(TypeError, match="text must be str, got int"):
+        KGFact(3, "c1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="source_chunk_id must be a non-empty str, got ''"):
+        KGFact("fact", "")
+    with pytest.raises(TypeError, match="score must be a number, got 'high'"):
+        KGFact("fact", "c1", "high")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="metadata must be a mapping, got list"):
+        KGFact("fact", "c1", 0.0, [])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"facts\[1\] must be a KGFact, got tuple"):
+        kg_context_items([KGFact("fact", "c1"), ("fact", "c2")])  # type: ignore[list-item]

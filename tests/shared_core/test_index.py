@@ -430,12 +430,16 @@ def test_add_rejects_bad_input(kwargs: dict[str, Any], error: type[Exception],
 
 def test_retrieve_rejects_bad_queries() -> None:
     index = corpus_index()
-    with pytest.raises(TypeError, match="query must be str"):
+    with pytest.raises(TypeError, match="the query must be a str, got int"):
         index.retrieve(42)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="query must be str"):
+    with pytest.raises(TypeError, match="the query must be a str, got list"):
         index.retrieve(["a list"])  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="empty or whitespace"):
+    with pytest.raises(ValueError, match="the query is empty or blank"):
         index.retrieve("   ")
+    with pytest.raises(ValueError, match="the query contains a NUL character at character 3"):
+        index.retrieve("abc\x00")
+    with pytest.raises(ValueError, match=r"the query contains a lone surrogate \(U\+D800\)"):
+        index.retrieve("abc\ud800")
     with pytest.raises(ValueError, match=r"shape \(3,\), expected \(128,\)"):
         index.retrieve_by_vector(np.ones(3))
 

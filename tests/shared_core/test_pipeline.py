@@ -13,7 +13,7 @@ import pytest
 
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import HashingEmbedder
-from shared_core.fusion import ContextItem, fuse_contexts
+from shared_core.fusion import ContextItem, fuse_contexts, merge_by_chunk
 from shared_core.index import ConceptGraphIndex
 from shared_core.pipeline import (
     afuse_paths,
@@ -22,7 +22,6 @@ from shared_core.pipeline import (
     fuse_paths,
     fused_metadata,
     kg_context_item,
-    merge_by_chunk,
     provenance_metadata,
     rerank_by_concepts,
     select_core_chunks,
