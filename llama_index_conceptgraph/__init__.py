@@ -7,7 +7,7 @@
 - :class:`FusedConceptKGRetriever` — concept path + KG path in one token budget.
 """
 
-from .embeddings import CoreEmbedding, to_core_embedder
+from .embeddings import CoreEmbedding, default_embed_model, to_core_embedder
 from .fused import (
     FusedConceptKGRetriever,
     RelationSourcedSynonymRetriever,
@@ -27,6 +27,7 @@ __all__ = [
     "FusedConceptKGRetriever",
     "RelationSourcedSynonymRetriever",
     "RelationSourcedVectorContextRetriever",
+    "default_embed_model",
     "relation_sourced_retriever",
     "run_outside_event_loop",
     "to_core_embedder",

@@ -1,32 +1,64 @@
 """LlamaIndex embeddings and the core's ``Embedder`` protocol, in both directions.
 
 The concept graph embeds sentences with whatever model the LlamaIndex app already
-uses (``Settings.embed_model`` or any ``BaseEmbedding``); conversely conceptgraph's
-own embedders (offline MiniLM, the hashing embedder, cached OpenAI) can serve as a
-LlamaIndex embedding, so one model embeds both the concept graph and the KG.
+uses (any ``BaseEmbedding``, or one the app set as ``Settings.embed_model``), else
+with the offline MiniLM default; conversely conceptgraph's own embedders (offline
+MiniLM, the hashing embedder, cached OpenAI) can serve as a LlamaIndex embedding,
+so one model embeds both the concept graph and the KG.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.settings import Settings
 
-from shared_core.embeddings import Embedder
+from shared_core.embeddings import Embedder, minilm_embedder
 from shared_core.pipeline import function_embedder
+
+_DEFAULT_LOCK = threading.Lock()
+_default_embedder: Embedder | None = None
+
+
+def default_embed_model() -> CoreEmbedding:
+    """The offline default: MiniLM (``shared_core.minilm_embedder``) as a ``CoreEmbedding``.
+
+    The model is loaded once per process and shared (it takes seconds and ~90 MB);
+    each call returns a fresh wrapper, so no LlamaIndex state is shared.
+    """
+    global _default_embedder
+    with _DEFAULT_LOCK:
+        if _default_embedder is None:
+            try:
+                _default_embedder = minilm_embedder()
+            except ImportError as exc:
+                raise ImportError(
+                    f"no embed_model was given and Settings.embed_model is not set, so the "
+                    f"offline default (MiniLM) is used, but it cannot load: {exc}"
+                ) from exc
+        return CoreEmbedding(_default_embedder)
 
 
 def resolve_embed_model(embed_model: BaseEmbedding | None) -> BaseEmbedding:
-    """The given embedding, else ``Settings.embed_model``; anything else is a clear error."""
-    model = Settings.embed_model if embed_model is None else embed_model
-    if not isinstance(model, BaseEmbedding):
+    """The given embedding, else one the app set as ``Settings.embed_model``, else offline MiniLM.
+
+    Reading ``Settings.embed_model`` when nothing was set would resolve LlamaIndex's
+    default, OpenAI, which needs ``llama-index-embeddings-openai`` and a key, so it is
+    read only when set. LlamaIndex has no public "is it set" check: ``_embed_model`` it is.
+    """
+    if embed_model is None:
+        if Settings._embed_model is None:
+            return default_embed_model()
+        embed_model = Settings.embed_model  # set by the app: the getter only adds callbacks
+    if not isinstance(embed_model, BaseEmbedding):
         raise TypeError(
-            f"embed_model must be a llama_index BaseEmbedding, got {type(model).__name__}"
+            f"embed_model must be a llama_index BaseEmbedding, got {type(embed_model).__name__}"
         )
-    return model
+    return embed_model
 
 
 def to_core_embedder(embed_model: BaseEmbedding, dim: int | None = None) -> Embedder:

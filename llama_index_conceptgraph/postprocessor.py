@@ -8,7 +8,9 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from shared_core.pipeline import provenance_metadata, rerank_by_concepts
+from shared_core.embeddings import check_texts
+from shared_core.index import RetrievedChunk
+from shared_core.pipeline import provenance_metadata, rank_candidates, whole_index_budget
 
 from ._nodes import ADDED_KEYS
 from .retriever import ConceptGraphRetriever
@@ -18,8 +20,13 @@ class ConceptGraphPostprocessor(BaseNodePostprocessor):
     """Put the nodes the concept graph reaches for the query first, in its order.
 
     Nodes are matched to chunks by node id (the ids the concept graph was built
-    with). Reached nodes get the concept score and ``provenance`` metadata; the
-    rest follow in their original order, or are dropped with ``drop_unmatched``.
+    with). The search is the retriever's own (its query embedding, the query's
+    words for the lexical view and exact-match seeds, its ``concept_top_k`` and
+    ``hops``) over the whole index, so shared nodes come in the retriever's order.
+    With ``unit_tokens`` > 0 the graph returns sentence units (``a#u0``): a node
+    stands where its first unit does, with its best unit's score and provenance.
+    Reached nodes get the concept score and ``provenance`` metadata; the rest
+    follow in their original order, or are dropped with ``drop_unmatched``.
 
     >>> from llama_index.core.schema import NodeWithScore, TextNode
     >>> from shared_core import HashingEmbedder
@@ -57,22 +64,28 @@ class ConceptGraphPostprocessor(BaseNodePostprocessor):
     ) -> list[NodeWithScore]:
         if query_bundle is None:
             raise ValueError("ConceptGraphPostprocessor needs the query: pass query_str")
+        check_texts([query_bundle.query_str], "query")  # even with no nodes to rank
         by_id: dict[str, NodeWithScore] = {}
         for i, item in enumerate(nodes):
             if not isinstance(item, NodeWithScore):
                 raise TypeError(f"nodes[{i}] must be a NodeWithScore, got {type(item).__name__}")
             by_id.setdefault(item.node.node_id, item)
-        reached, unmatched = rerank_by_concepts(
-            self._retriever.index, self._retriever.query_vector(query_bundle.query_str),
-            list(by_id))
+        best = self._best_hits(query_bundle.query_str, by_id) if by_id else {}
         out: list[NodeWithScore] = []
-        for hit in reached:
-            node = by_id[hit.chunk.id].node.model_copy(deep=True)
-            node.metadata.update({k: v for k, v in provenance_metadata(hit).items()
-                                  if k in ADDED_KEYS})
+        for node_id, hit in best.items():
+            node = by_id[node_id].node.model_copy(deep=True)
+            added = {k: v for k, v in provenance_metadata(hit).items() if k in ADDED_KEYS}
+            node.metadata.update({**added, "chunk_id": node_id})
             for keys in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
                 keys.extend(k for k in ADDED_KEYS if k in node.metadata and k not in keys)
             out.append(NodeWithScore(node=node, score=hit.score))
         if not self.drop_unmatched:
-            out.extend(by_id[cid] for cid in unmatched)
+            out.extend(item for node_id, item in by_id.items() if node_id not in best)
         return out if self.top_n is None else out[: self.top_n]
+
+    def _best_hits(self, query: str, by_id: dict[str, NodeWithScore]) -> dict[str, RetrievedChunk]:
+        """Candidate node id -> its best hit, in the order the concept search first reaches it."""
+        result = self._retriever.retrieve_result(
+            query, budget=whole_index_budget(self._retriever.index))
+        reached, _ = rank_candidates(result, list(by_id))
+        return {hit.chunk_id: hit for hit in reached}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,15 @@ class ConceptGraphRetriever(BaseRetriever):
     brought it, its stage — direct, expanded or similarity only — and hop), kept
     out of LLM prompts.
 
+    ``similarity_top_k`` caps the nodes returned (default ``None``: as many as the
+    token ``budget`` holds, the bound G2ConS is defined by, as LangChain's ``k``);
+    ``concept_top_k`` is how many concepts the query seeds, not a node count
+    (``top_k`` is its deprecated name).
+
+    The embedding model is, in order: ``embed_model``, ``Settings.embed_model`` if
+    the app has set it, else the offline MiniLM default (:func:`default_embed_model`),
+    never LlamaIndex's unset default (OpenAI, which needs a package and a key).
+
     >>> from llama_index.core.schema import TextNode
     >>> from shared_core import HashingEmbedder
     >>> from llama_index_conceptgraph import ConceptGraphRetriever, CoreEmbedding
@@ -51,11 +62,13 @@ class ConceptGraphRetriever(BaseRetriever):
         index: ConceptGraphIndex,
         embed_model: BaseEmbedding | None = None,
         *,
-        top_k: int | None = None,
+        similarity_top_k: int | None = None,
+        concept_top_k: int | None = None,
         hops: int | None = None,
         budget: int | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        top_k: int | None = None,
     ) -> None:
         """``embed_model`` embeds queries (``get_query_embedding``); without it the index's own."""
         if not isinstance(index, ConceptGraphIndex):
@@ -64,20 +77,31 @@ class ConceptGraphRetriever(BaseRetriever):
             raise TypeError(
                 f"embed_model must be a llama_index BaseEmbedding, got {type(embed_model).__name__}"
             )
-        overrides = {k: v for k, v in {"top_k": top_k, "hops": hops, "budget": budget}.items()
-                     if v is not None}
+        if top_k is not None:
+            if concept_top_k is not None:
+                raise ValueError("pass concept_top_k only: top_k is its deprecated name")
+            warnings.warn(
+                "ConceptGraphRetriever(top_k=...) is deprecated: it counts concepts, not "
+                "nodes; use concept_top_k=, and similarity_top_k= to cap the nodes returned",
+                DeprecationWarning, stacklevel=2)
+            concept_top_k = top_k
+        _check_count("concept_top_k", concept_top_k)
+        _check_count("similarity_top_k", similarity_top_k)
+        overrides = {k: v for k, v in {"top_k": concept_top_k, "hops": hops,
+                                       "budget": budget}.items() if v is not None}
         # validates, with the knob's name in the error
         ConceptGraphConfig.from_dict({**index.config.to_dict(), **overrides})
         self._index = index
         self._embed_model = embed_model
-        self._overrides: dict[str, int] = overrides
+        self._overrides: dict[str, int] = overrides  # keyed by the core config's knob names
+        self._similarity_top_k = similarity_top_k
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     # ---------------------------------------------------------------- building
     @classmethod
     def from_defaults(
         cls,
-        nodes: list[BaseNode] | None = None,
+        nodes: Sequence[BaseNode] | None = None,
         *,
         documents: list[BaseNode] | None = None,
         transformations: list[TransformComponent] | None = None,
@@ -108,12 +132,24 @@ class ConceptGraphRetriever(BaseRetriever):
     def index(self) -> ConceptGraphIndex:
         return self._index
 
+    @property
+    def similarity_top_k(self) -> int | None:
+        """Most nodes :meth:`retrieve` returns; ``None``: as many as the budget holds."""
+        return self._similarity_top_k
+
+    @property
+    def concept_top_k(self) -> int:
+        """Concepts the query seeds directly (the core config's ``top_k``)."""
+        return self._overrides.get("top_k", self._index.config.top_k)
+
     # --------------------------------------------------------------- persistence
     def persist(self, persist_dir: str | Path) -> None:
         """Save the concept graph (core format, no pickle) plus a JSON sidecar of settings."""
         self._index.save(str(persist_dir))
-        sidecar = {"format": "llama_index_conceptgraph.retriever", "version": 1,
-                   **self._overrides}
+        sidecar: dict[str, Any] = {"format": "llama_index_conceptgraph.retriever",
+                                   "version": 1, **self._overrides}
+        if self._similarity_top_k is not None:
+            sidecar["similarity_top_k"] = self._similarity_top_k
         (Path(persist_dir) / SIDECAR).write_text(json.dumps(sidecar, indent=2), encoding="utf-8")
 
     @classmethod
@@ -129,7 +165,10 @@ class ConceptGraphRetriever(BaseRetriever):
         sidecar = Path(persist_dir) / SIDECAR
         if sidecar.is_file():
             stored = json.loads(sidecar.read_text(encoding="utf-8"))
-            settings = {k: stored[k] for k in ("top_k", "hops", "budget") if k in stored}
+            # the sidecar keeps the core config's knob names: its top_k is concept_top_k
+            names = {"top_k": "concept_top_k", "hops": "hops", "budget": "budget",
+                     "similarity_top_k": "similarity_top_k"}
+            settings = {names[k]: stored[k] for k in names if k in stored}
         return cls(index, embed_model, **{**settings, **kwargs})
 
     # ----------------------------------------------------------------- retrieval
@@ -157,7 +196,10 @@ class ConceptGraphRetriever(BaseRetriever):
         return self._index.retrieve_by_vector(vector, query=query, **settings)
 
     def retrieve_result(self, query: str, *, budget: int | None = None) -> RetrievalResult:
-        """The core's full result (direct concepts, tokens by stage), not just the nodes."""
+        """The core's full result (direct concepts, tokens by stage), not just the nodes.
+
+        Only the budget bounds it: ``similarity_top_k`` caps the nodes, not this.
+        """
         return self._search(self.query_vector(query), query, budget)
 
     async def aretrieve_result(self, query: str, *, budget: int | None = None) -> RetrievalResult:
@@ -165,10 +207,24 @@ class ConceptGraphRetriever(BaseRetriever):
         vector = await self.aquery_vector(query)
         return await asyncio.to_thread(self._search, vector, query, budget)
 
+    def _to_nodes(self, result: RetrievalResult) -> list[NodeWithScore]:
+        items = concept_context_items(result)
+        if self._similarity_top_k is not None:
+            items = items[: self._similarity_top_k]
+        return [item_to_node(item) for item in items]
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = self.retrieve_result(query_bundle.query_str)
-        return [item_to_node(item) for item in concept_context_items(result)]
+        return self._to_nodes(self.retrieve_result(query_bundle.query_str))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = await self.aretrieve_result(query_bundle.query_str)
-        return [item_to_node(item) for item in concept_context_items(result)]
+        return self._to_nodes(await self.aretrieve_result(query_bundle.query_str))
+
+
+def _check_count(name: str, value: object) -> None:
+    """``None`` or a positive int; the error names the argument the caller used."""
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a positive int or None, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int or None, got {value}")

@@ -30,7 +30,9 @@ class CoreChunkSelector(TransformComponent):
     (kept or not) goes into one concept graph, which :meth:`as_retriever` reuses, so
     nothing is embedded twice. The cost report is logged on the ``conceptgraph``
     logger and kept in :attr:`report`. The embedding model is, in order: the one
-    given here, the ``embed_model`` the index was given, ``Settings.embed_model``.
+    given here, the ``embed_model`` the index was given, ``Settings.embed_model`` if
+    the app has set it, else the offline MiniLM default (``default_embed_model``),
+    never LlamaIndex's unset default (OpenAI, which needs a package and a key).
     Selection ranks chunks against one shared graph, so run ``IngestionPipeline`` with
     the default ``num_workers=None``: worker processes would each see only their batch.
 

@@ -92,6 +92,12 @@ class RetrievedChunk:
     def text(self) -> str:
         return self.chunk.text
 
+    @property
+    def chunk_id(self) -> str:
+        """The chunk this hit stands for: its own id, or the chunk a sentence unit was cut from."""
+        parent = self.chunk.metadata.get("parent_chunk_id")
+        return parent if isinstance(parent, str) else self.chunk.id
+
     def metadata(self) -> dict[str, Any]:
         """What a framework object carries: the chunk's metadata plus id, score, provenance."""
         return {**self.chunk.metadata, "chunk_id": self.chunk.id, "score": self.score,

@@ -186,21 +186,42 @@ def rerank_by_concepts(
     query_vector: np.ndarray,
     candidate_ids: Sequence[str],
     *,
+    query: str = "",
     top_k: int | None = None,
     hops: int | None = None,
 ) -> tuple[list[RetrievedChunk], list[str]]:
-    """Order candidate chunks (e.g. another retriever's hits) by concept-graph local search.
+    """Order candidate chunks (e.g. another retriever's hits) by the concept graph's search.
 
-    Returns the candidates the concept search reaches, in its order and with
-    provenance, and the ids of the others in their given order. The search runs
-    with a budget of the whole index, so only ``top_k``/``hops`` limit its reach.
+    The search is the index's own for this query (its words feed the lexical view
+    and exact-match seeds), with a budget of the whole index, so only ``top_k``
+    and ``hops`` limit its reach. See :func:`rank_candidates` for what is returned.
     """
     wanted = list(dict.fromkeys(candidate_ids))
     if not wanted or len(index) == 0:
         return [], wanted
-    budget = max(1, int(index.stats()["tokens"]))
-    result = index.retrieve_by_vector(query_vector, top_k=top_k, hops=hops, budget=budget)
+    result = index.retrieve_by_vector(query_vector, query=query, top_k=top_k, hops=hops,
+                                      budget=whole_index_budget(index))
+    return rank_candidates(result, wanted)
+
+
+def whole_index_budget(index: ConceptGraphIndex) -> int:
+    """A budget that holds every retrieval unit, so that it never limits a search."""
+    return max(1, int(index.state.graph.unit_tokens.sum()))
+
+
+def rank_candidates(result: RetrievalResult,
+                    candidate_ids: Sequence[str]) -> tuple[list[RetrievedChunk], list[str]]:
+    """The candidates ``result`` reaches, in the order it first reaches them, and the rest.
+
+    A chunk retrieved as sentence units (``a#u0``, ``a#u1``) counts once, at its
+    first unit's place, with its best unit's hit; ``hit.chunk_id`` names the
+    candidate. The unreached candidates keep their given order, deduplicated.
+    """
+    wanted = list(dict.fromkeys(candidate_ids))
     candidates = set(wanted)
-    reached = [hit for hit in result.chunks if hit.chunk.id in candidates]
-    found = {hit.chunk.id for hit in reached}
-    return reached, [cid for cid in wanted if cid not in found]
+    best: dict[str, RetrievedChunk] = {}
+    for hit in result.chunks:
+        cid = hit.chunk_id
+        if cid in candidates and (cid not in best or hit.score > best[cid].score):
+            best[cid] = hit  # a dict keeps the first-reached position on update
+    return list(best.values()), [cid for cid in wanted if cid not in best]

@@ -88,7 +88,8 @@ def test_from_documents_splits_with_the_given_transformations(
 def test_persist_round_trip(
     retriever: ConceptGraphRetriever, embed_model: CoreEmbedding, tmp_path: Path
 ) -> None:
-    tuned = ConceptGraphRetriever(retriever.index, embed_model, top_k=3, hops=1, budget=50)
+    tuned = ConceptGraphRetriever(retriever.index, embed_model, concept_top_k=3, hops=1,
+                                  budget=50)
     tuned.persist(tmp_path / "cg")
     sidecar = json.loads((tmp_path / "cg" / "llama_index_conceptgraph.json").read_text())
     assert (sidecar["top_k"], sidecar["hops"], sidecar["budget"]) == (3, 1, 50)
@@ -134,8 +135,8 @@ def test_bad_input_is_rejected_clearly(embed_model: CoreEmbedding) -> None:
     with pytest.raises(TypeError, match="BaseEmbedding"):
         ConceptGraphRetriever.from_defaults(nodes=corpus_nodes(), embed_model="openai")  # type: ignore[arg-type]
     index = ConceptGraphIndex(HashingEmbedder(), ConceptGraphConfig())
-    with pytest.raises(ValueError, match="top_k"):
-        ConceptGraphRetriever(index, top_k=0)
+    with pytest.raises(ValueError, match="concept_top_k"):
+        ConceptGraphRetriever(index, concept_top_k=0)
     with pytest.raises(TypeError, match="ConceptGraphIndex"):
         ConceptGraphRetriever("index")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="empty"):

@@ -23,6 +23,7 @@ from shared_core.pipeline import (
     fused_metadata,
     kg_context_item,
     provenance_metadata,
+    rank_candidates,
     rerank_by_concepts,
     select_core_chunks,
 )
@@ -214,3 +215,22 @@ def test_function_embedder_probes_the_dimension() -> None:
     with pytest.raises(ValueError, match="pass dim="):
         function_embedder(lambda t: [1.0, 2.0], "flat")
     assert math.isclose(float(np.linalg.norm(emb.embed(["y"])[0])), 1.0, rel_tol=1e-6)
+
+
+def test_rank_candidates_counts_a_chunks_units_once_with_the_best_hit() -> None:
+    cfg = replace(CFG, unit_tokens=8)  # every sentence of TEXTS is its own unit
+    index = ConceptGraphIndex.from_texts(TEXTS, ids=IDS, embedder=HashingEmbedder(DIM),
+                                         config=cfg)
+    q = HashingEmbedder(DIM).embed(["analytical engine"])[0]
+    result = index.retrieve_by_vector(q, query="analytical engine", budget=10**6)
+    units = [h for h in result.chunks if h.chunk_id in {"d1", "d2"}]
+    assert {h.id.split("#")[0] for h in units} == {"d1", "d2"} and len(units) > 2
+    reached, rest = rank_candidates(result, ["d2", "d1", "nope", "d2"])
+    # each chunk once, where its first unit stands, scored by its best unit
+    first_seen = list(dict.fromkeys(h.chunk_id for h in units))
+    assert [h.chunk_id for h in reached] == first_seen and rest == ["nope"]
+    for hit in reached:
+        assert hit.score == max(h.score for h in units if h.chunk_id == hit.chunk_id)
+    # rerank_by_concepts is that over a whole-index search with the query's words
+    again, _ = rerank_by_concepts(index, q, ["d2", "d1"], query="analytical engine")
+    assert [(h.id, h.score) for h in again] == [(h.id, h.score) for h in reached]
