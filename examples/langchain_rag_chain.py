@@ -5,16 +5,25 @@
 3. FusedRetriever merges concept-graph context with a retriever over the KG facts.
 4. An LCEL chain answers the sample questions from that context.
 
-Offline (default, no API key): embeddings are all-MiniLM-L6-v2 from the ``local``
-extra (``--embedder hashing`` for a model-free run), and both "LLMs" are
-deterministic stand-ins written below, not language models: a rule-based KG
-extractor (links the proper names of a chunk) and an extractive answerer (returns
-the context sentence sharing most words with the question). With ``OPENAI_API_KEY``
-set, both roles go to ``gpt-4o-mini`` and embeddings to text-embedding-3-small
-(needs ``pip install langchain-openai``). The output says which was used.
+Install, from the repository root (pip install torch==2.13.0, the CPU build, first):
+
+    pip install -e '.[langchain]'           # offline, the default
+    pip install -e '.[langchain,openai]'    # and the real-LLM option
+
+Offline (default, no API key): embeddings are all-MiniLM-L6-v2 (``--embedder
+hashing`` for a model-free run), and both "LLMs" are deterministic stand-ins
+written below, not language models: a rule-based KG extractor (links the proper
+names of a chunk) and an extractive answerer (returns the context sentence sharing
+most words with the question). With ``OPENAI_API_KEY`` set, both roles go to
+``gpt-4o-mini`` (``--chat-model``) and embeddings to text-embedding-3-small.
+``OPENAI_BASE_URL`` sends both to any OpenAI-compatible server instead (vLLM,
+Ollama, a proxy; a local server takes any key, e.g. ``OPENAI_API_KEY=EMPTY``):
+name its model with ``--chat-model`` and keep ``--embedder minilm`` unless it
+serves text-embedding-3-small. The output says which was used.
 
     python examples/langchain_rag_chain.py [--embedder minilm|hashing|openai]
-        [--passages 300] [--questions 4] [--kappa 0.8] [--budget 3000]
+        [--chat-model gpt-4o-mini] [--passages 300] [--questions 4] [--kappa 0.8]
+        [--budget 3000]
 """
 
 from __future__ import annotations
@@ -47,9 +56,13 @@ from shared_core.corpus import read_corpus
 from shared_core.embeddings import resolve_embedder
 from shared_core.text import split_sentences
 
-with warnings.catch_warnings():  # langchain-experimental announces its own sunset on import
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from langchain_experimental.graph_transformers import LLMGraphTransformer
+INSTALL = "pip install -e '.[langchain]'"
+try:
+    with warnings.catch_warnings():  # langchain-experimental announces its sunset on import
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from langchain_experimental.graph_transformers import LLMGraphTransformer
+except ImportError as exc:  # the extra is missing: say which, not just the module
+    raise SystemExit(f"this example needs the 'langchain' extra: {INSTALL} ({exc})") from exc
 
 SAMPLE = Path(__file__).parent / "data" / "musique_sample"
 PROMPT = ChatPromptTemplate.from_template(
@@ -145,20 +158,23 @@ def format_docs(docs: list[Document]) -> str:
     return "\n\n".join(doc.page_content for doc in docs)
 
 
-def models(use_openai: bool) -> tuple[BaseChatModel, BaseChatModel, str]:
+def models(use_openai: bool, chat_model: str = OPENAI_CHAT_MODEL
+           ) -> tuple[BaseChatModel, BaseChatModel, str]:
     """(KG extractor, answerer, a plain description of which models these are)."""
     if not use_openai:
         return (RuleBasedGraphExtractor(), ExtractiveAnswerer(),
                 "offline stand-ins, no language model: a rule-based KG extractor "
                 "(links proper names) and an extractive answerer (best-overlap sentence); "
-                "set OPENAI_API_KEY to use " + OPENAI_CHAT_MODEL)
+                "set OPENAI_API_KEY to use " + chat_model)
     try:
         from langchain_openai import ChatOpenAI
     except ImportError as exc:
-        raise SystemExit("OPENAI_API_KEY is set: the OpenAI run needs "
-                         "`pip install langchain-openai`") from exc
-    llm = ChatOpenAI(model=OPENAI_CHAT_MODEL, temperature=0)
-    return llm, llm, f"OpenAI {OPENAI_CHAT_MODEL} (KG extraction and answers)"
+        raise SystemExit("OPENAI_API_KEY is set: the real-LLM run needs the 'openai' extra: "
+                         "pip install -e '.[langchain,openai]'") from exc
+    llm = ChatOpenAI(model=chat_model, temperature=0)
+    server = os.environ.get("OPENAI_BASE_URL")
+    where = f"{chat_model} at {server}" if server else f"OpenAI {chat_model}"
+    return llm, llm, f"{where} (KG extraction and answers)"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -166,13 +182,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder", choices=("minilm", "hashing", "openai"),
                         default="openai" if use_openai else "minilm")
+    parser.add_argument("--chat-model", default=OPENAI_CHAT_MODEL,
+                        help="the chat model, when OPENAI_API_KEY is set")
     parser.add_argument("--passages", type=int, default=300, help="corpus passages to use")
     parser.add_argument("--questions", type=int, default=4, help="sample questions to answer")
     parser.add_argument("--kappa", type=float, default=0.8, help="share of tokens kept")
     parser.add_argument("--budget", type=int, default=3000, help="context tokens per question")
     args = parser.parse_args(argv)
 
-    extractor, answerer, llm_note = models(use_openai)
+    extractor, answerer, llm_note = models(use_openai, args.chat_model)
     print(f"LLM: {llm_note}")
     embeddings = CoreEmbeddings(resolve_embedder(args.embedder))
     print(f"embeddings: {embeddings.embedder.model_id}")

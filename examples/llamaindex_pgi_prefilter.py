@@ -6,16 +6,25 @@
    selector's graph) with the index's own KG retrieval, facts tied to their source chunks.
 3. A ``RetrieverQueryEngine`` answers the sample questions from the fused context.
 
-Offline (default, no API key): embeddings are all-MiniLM-L6-v2 from the ``local`` extra
-(``--embedder hashing`` for a model-free run) and the "LLM" is a deterministic stand-in
-written below, not a language model: a rule-based triple extractor (links the proper
-names and years of each sentence) and an extractive answerer (returns the context
-sentence sharing most words with the question). With ``OPENAI_API_KEY`` set, extraction
-and answers go to ``gpt-4o-mini`` and embeddings to text-embedding-3-small, through the
-``openai`` client. The output says which was used.
+Install, from the repository root (pip install torch==2.13.0, the CPU build, first):
+
+    pip install -e '.[llamaindex]'          # offline, the default, and the real-LLM option
+
+Offline (default, no API key): embeddings are all-MiniLM-L6-v2 (``--embedder hashing``
+for a model-free run) and the "LLM" is a deterministic stand-in written below, not a
+language model: a rule-based triple extractor (links the proper names and years of each
+sentence) and an extractive answerer (returns the context sentence sharing most words
+with the question). With ``OPENAI_API_KEY`` set, extraction and answers go to
+``gpt-4o-mini`` (``--chat-model``) and embeddings to text-embedding-3-small, through the
+``openai`` client (a core dependency: no other extra). ``OPENAI_BASE_URL`` sends both to
+any OpenAI-compatible server instead (vLLM, Ollama, a proxy; a local server takes any
+key, e.g. ``OPENAI_API_KEY=EMPTY``): name its model with ``--chat-model`` and keep
+``--embedder minilm`` unless it serves text-embedding-3-small. The output says which
+was used.
 
     python examples/llamaindex_pgi_prefilter.py [--embedder minilm|hashing|openai]
-        [--passages 300] [--questions 3] [--kappa 0.5] [--budget 3000]
+        [--chat-model gpt-4o-mini] [--passages 300] [--questions 3] [--kappa 0.5]
+        [--budget 3000]
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +62,10 @@ from llama_index_conceptgraph import (
     FusedConceptKGRetriever,
     run_outside_event_loop,
 )
-from shared_core import HashingEmbedder, OpenAIEmbedder, count_tokens, minilm_embedder
+from shared_core import Embedder, HashingEmbedder, OpenAIEmbedder, count_tokens, minilm_embedder
 
 DATA = Path(__file__).parent / "data" / "musique_sample"
+OPENAI_CHAT_MODEL = "gpt-4o-mini"
 NAME = re.compile(r"(?:[A-Z][\w'.-]*|\d{3,4})(?:\s+(?:of\s+|the\s+|de\s+)?[A-Z][\w'.-]*)*")
 WORD = re.compile(r"[a-z0-9]+")
 STOP = frozenset(re.findall(r"\w+", "a an the of in on at to for by with and or is was were be "
@@ -137,13 +148,18 @@ class RuleBasedLLM(CountingLLM):
 
 
 class OpenAIChatLLM(CountingLLM):
-    """gpt-4o-mini through the openai client (llama-index-llms-openai is not required)."""
+    """A chat model through the openai client (llama-index-llms-openai is not required).
 
-    model: str = "gpt-4o-mini"
+    The client reads ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` itself, so any
+    OpenAI-compatible server works.
+    """
+
+    model: str = OPENAI_CHAT_MODEL
     _client: Any = PrivateAttr(default=None)
 
     def describe(self) -> str:
-        return f"OpenAI {self.model}"
+        server = os.environ.get("OPENAI_BASE_URL")
+        return f"{self.model} at {server}" if server else f"OpenAI {self.model}"
 
     def answer(self, prompt: str) -> str:
         if self._client is None:
@@ -172,6 +188,8 @@ def main() -> None:
     use_openai = bool(os.environ.get("OPENAI_API_KEY"))
     parser.add_argument("--embedder", choices=["minilm", "hashing", "openai"],
                         default="openai" if use_openai else "minilm")
+    parser.add_argument("--chat-model", default=OPENAI_CHAT_MODEL,
+                        help="the chat model, when OPENAI_API_KEY is set")
     parser.add_argument("--passages", type=int, default=300)
     parser.add_argument("--questions", type=int, default=3)
     parser.add_argument("--kappa", type=float, default=0.5)
@@ -181,8 +199,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("conceptgraph").setLevel(logging.INFO)
 
-    llm: CountingLLM = OpenAIChatLLM() if use_openai else RuleBasedLLM()
-    core = {"minilm": minilm_embedder, "hashing": HashingEmbedder, "openai": OpenAIEmbedder}
+    llm: CountingLLM = OpenAIChatLLM(model=args.chat_model) if use_openai else RuleBasedLLM()
+    core: dict[str, Callable[[], Embedder]] = {
+        "minilm": minilm_embedder, "hashing": HashingEmbedder, "openai": OpenAIEmbedder}
     embed_model = CoreEmbedding(core[args.embedder]())
     print(f"LLM (KG extraction, synonym keywords, answers): {llm.describe()}")
     print(f"Embeddings: {embed_model.model_name}\n")

@@ -7,6 +7,11 @@ concept graph with provenance. No LLM is involved anywhere: "answer found"
 means the gold answer string occurs in the retrieved context.
 
     make demo                    # or: python examples/quickstart.py [--embedder hashing]
+
+Install, from the repository root (``make demo`` does it: pip install torch==2.13.0,
+the CPU build, first):
+
+    pip install -e '.[local]'
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ def main() -> None:
     print(f"built in {time.perf_counter() - start:.1f}s: {stats['sentences']:,} sentences "
           f"({embedder.embedded_texts:,} newly embedded), {stats['concepts']:,} concepts, "
           f"{stats['edges']:,} edges")
+    for warning in stats["warnings"]:  # e.g. a corpus too small for theta_co=3 to give edges
+        print(f"warning: {warning}")
 
     print("\n== 2. Core-chunk selection: what would go to the LLM KG extractor")
     for kappa in (0.8, 0.5, 0.2):

@@ -4,6 +4,10 @@
     conceptgraph select my_index --kappa 0.8
     conceptgraph query my_index "Who founded the record label?"
     conceptgraph stats my_index
+
+``select``, ``query`` and ``stats`` take ``--json``: one JSON object on stdout
+(per question for ``query``). Warnings, such as a concept graph without edges,
+go to stderr as ``conceptgraph: warning: ...``, with the setting to change.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +87,12 @@ def _load(path: str, cache: str | None) -> ConceptGraphIndex:
     return ConceptGraphIndex.load(path, embedder_for_model_id(manifest["embedding_model"], cache))
 
 
+def _warn(warnings: Iterable[str]) -> None:
+    """Warnings go to stderr, so ``--json`` output stays one object a script can parse."""
+    for warning in warnings:
+        print(f"conceptgraph: warning: {warning}", file=sys.stderr)
+
+
 def _parse_config(pairs: Sequence[str]) -> ConceptGraphConfig:
     values: dict[str, Any] = {}
     for pair in pairs:
@@ -115,20 +125,28 @@ def cmd_build(args: argparse.Namespace) -> int:
           f"embedded, the rest from cache) -> {args.out}")
     print(format_table(("", "count"), [(k, v) for k, v in stats.items()
                                        if isinstance(v, int) and not isinstance(v, bool)]))
+    _warn(stats["warnings"])
     return 0
 
 
 def cmd_select(args: argparse.Namespace) -> int:
     index = _load(args.index, args.cache)
     selection = index.select(args.kappa, by=args.by, prompt_tokens_per_chunk=args.prompt_tokens)
-    print(cost_report_table(selection.report))
+    report = selection.report  # the index records its graph's size: no edges is a warning
     if args.out:
         with Path(args.out).open("w", encoding="utf-8") as out:
             for cid in selection.kept_ids:
                 chunk = index.get(cid)
                 out.write(json.dumps({"id": cid, "text": chunk.text, **chunk.metadata},
                                      ensure_ascii=False) + "\n")
-        print(f"wrote {len(selection.kept_ids):,} core chunks to {args.out}")
+    if args.json:
+        print(json.dumps({"report": report.to_dict(), "kept_ids": list(selection.kept_ids),
+                          "out": args.out}, ensure_ascii=False))
+    else:
+        print(cost_report_table(report))
+        if args.out:
+            print(f"wrote {len(selection.kept_ids):,} core chunks to {args.out}")
+    _warn(report.warnings)
     return 0
 
 
@@ -150,7 +168,12 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     index = _load(args.index, args.cache)
-    print(format_table(("", "value"), list(index.stats().items())))
+    stats = index.stats()
+    if args.json:
+        print(json.dumps(stats, ensure_ascii=False))
+    else:
+        print(format_table(("", "value"), [(k, v) for k, v in stats.items() if k != "warnings"]))
+    _warn(stats["warnings"])
     return 0
 
 
@@ -169,7 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="re-chunk into token windows of this size (papers: 1200)")
     build.add_argument("--overlap", type=int, default=100, help="token overlap of windows")
     build.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="a ConceptGraphConfig knob, e.g. --set theta_co=2")
+                       help="a ConceptGraphConfig knob, e.g. --set theta_co=1 (a small "
+                       "corpus needs it: the default 3 leaves its graph without edges)")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
     build.set_defaults(func=cmd_build)
 
@@ -182,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("--prompt-tokens", type=int, default=0,
                         help="the KG extractor's prompt tokens per chunk, for the estimate")
     select.add_argument("--out", help="write the core chunks as JSONL")
+    select.add_argument("--json", action="store_true",
+                        help="one JSON object: the cost report and the kept ids")
     select.set_defaults(func=cmd_select)
 
     query = sub.add_parser("query", help="retrieve context with provenance")
@@ -195,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     stats = sub.add_parser("stats", help="sizes of the index and its graph")
     stats.add_argument("index")
+    stats.add_argument("--json", action="store_true", help="one JSON object")
     stats.set_defaults(func=cmd_stats)
     return parser
 

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -184,35 +185,57 @@ def minilm_embedder(batch_size: int = 64) -> SentenceTransformerEmbedder:
 
 
 class OpenAIEmbedder:
-    """OpenAI embeddings (text-embedding-3-small by default), batched."""
+    """OpenAI embeddings (text-embedding-3-small by default), batched; any compatible server.
+
+    ``base_url`` (default: ``$OPENAI_BASE_URL``, else api.openai.com) points the
+    ``openai`` client at any OpenAI-compatible ``/v1/embeddings`` endpoint: vLLM,
+    Ollama, Azure OpenAI's v1 API, a proxy. A key (``api_key`` or
+    ``$OPENAI_API_KEY``) is required for api.openai.com, where a missing one would
+    only fail at the first call; another server gets the key given, or a
+    placeholder when none is, since local servers usually check none.
+
+    ``dim`` is the vector width: known for OpenAI's models, required for any other.
+    ``send_dimensions`` says whether to ask the server to shorten vectors to
+    ``dim`` (the ``dimensions`` field); by default only when ``dim`` differs from
+    a known OpenAI model's native width, since servers such as vLLM reject it for
+    models that cannot shorten. ``timeout`` (seconds) and ``max_retries`` go to
+    the client unchanged; unset, the client's defaults apply.
+    """
 
     def __init__(
         self,
         model: str = OPENAI_DEFAULT_MODEL,
         *,
         api_key: str | None = None,
+        base_url: str | None = None,
         dim: int | None = None,
         batch_size: int = 256,
+        send_dimensions: bool | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
         client: Any | None = None,
     ) -> None:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         if client is None:
-            key = api_key or os.environ.get("OPENAI_API_KEY")
-            if not key:
-                raise ValueError(
-                    "OpenAIEmbedder needs an API key: pass api_key= or set OPENAI_API_KEY"
-                )
-            from openai import OpenAI
-
-            client = OpenAI(api_key=key)
+            client = _openai_client(api_key, base_url, timeout, max_retries)
+        elif any(v is not None for v in (api_key, base_url, timeout, max_retries)):
+            raise ValueError("pass either client= or api_key/base_url/timeout/max_retries, "
+                             "not both: a given client is used as it is")
         if dim is None:
             if model not in _OPENAI_DIMS:
-                raise ValueError(f"unknown dimension for OpenAI model {model!r}; pass dim=")
+                raise ValueError(f"unknown dimension for model {model!r}; pass dim= (the width "
+                                 "of the vectors the server returns)")
             dim = _OPENAI_DIMS[model]
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+            raise ValueError(f"dim must be an int >= 1, got {dim!r}")
         self._client = client
         self._model = model
         self._dim = dim
         self._batch_size = batch_size
-        self._send_dimensions = model not in _OPENAI_DIMS or dim != _OPENAI_DIMS[model]
+        if send_dimensions is None:
+            send_dimensions = model in _OPENAI_DIMS and dim != _OPENAI_DIMS[model]
+        self._send_dimensions = send_dimensions
 
     @property
     def model_id(self) -> str:
@@ -240,6 +263,56 @@ class OpenAIEmbedder:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
         return normalise_rows(rows, len(texts), self._dim, self.model_id)
+
+
+# what OpenAIEmbedder sends as the key to a server that needs none (vLLM's documented value)
+OPENAI_PLACEHOLDER_KEY = "EMPTY"
+
+
+def _needs_key(host: str) -> bool:
+    """OpenAI's own API and Azure OpenAI reject unkeyed calls; anything else may not."""
+    return host == "api.openai.com" or host.endswith(".azure.com")
+
+
+def _openai_client(api_key: str | None, base_url: str | None, timeout: float | None,
+                   max_retries: int | None) -> Any:
+    """The ``openai`` client for ``base_url`` (else ``$OPENAI_BASE_URL``, else OpenAI's API).
+
+    Every argument is checked here, so a typo fails when the embedder is made,
+    not halfway through indexing.
+    """
+    from_env = base_url is None
+    url = (os.environ.get("OPENAI_BASE_URL") or None) if from_env else base_url
+    host = "api.openai.com"
+    if url is not None:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}"
+                + (" (from OPENAI_BASE_URL)" if from_env else ""))
+        host = parts.hostname.lower()
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not 0 < timeout < float("inf")):
+        raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
+    if max_retries is not None and (isinstance(max_retries, bool)
+                                    or not isinstance(max_retries, int) or max_retries < 0):
+        raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+    key = api_key or os.environ.get("OPENAI_API_KEY")
+    if not key:
+        if _needs_key(host):
+            raise ValueError(
+                f"OpenAIEmbedder needs an API key for {host}: pass api_key= or set "
+                "OPENAI_API_KEY (a server of your own, given by base_url= or OPENAI_BASE_URL, "
+                "needs none)")
+        key = OPENAI_PLACEHOLDER_KEY
+    from openai import OpenAI
+
+    options: dict[str, Any] = {"api_key": key, "base_url": url}
+    if timeout is not None:
+        options["timeout"] = float(timeout)
+    if max_retries is not None:
+        options["max_retries"] = max_retries
+    return OpenAI(**options)
 
 
 class FunctionEmbedder:

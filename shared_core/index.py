@@ -495,8 +495,13 @@ class ConceptGraphIndex:
             raise ValueError(f"method must be concept, knn or random, got {method!r}")
         if by == "tokens" and method != "random":
             scores = value_per_token(scores, corpus.tokens)
-        return select_by_scores(list(corpus.ids), scores, corpus.tokens, kappa,
-                                prompt_tokens_per_chunk, by=by)
+        selection = select_by_scores(list(corpus.ids), scores, corpus.tokens, kappa,
+                                     prompt_tokens_per_chunk, by=by)
+        if method != "concept":
+            return selection
+        # the concept ranking came from this graph: a graph with no edges is worth a warning
+        report = replace(selection.report, graph_edges=len(state.graph.edges))
+        return replace(selection, report=report)
 
     # ------------------------------------------------------------ retrieval
     def embed_query(self, query: str) -> np.ndarray:

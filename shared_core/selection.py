@@ -78,6 +78,11 @@ class CostReport:
     ``extraction_input_tokens`` estimates what the KG extractor will read: the
     kept chunk tokens plus ``prompt_tokens_per_chunk`` (the extractor's prompt
     template) for every kept chunk.
+
+    ``graph_edges`` is the number of edges of the concept graph the ranking came
+    from, ``None`` when unknown or when the ranking used no concept graph (KNN,
+    random). Zero is worth a warning: without edges every concept has the same
+    PageRank, so the ranking carries nothing the graph knows (issue #12).
     """
 
     kappa: float
@@ -87,6 +92,7 @@ class CostReport:
     tokens_kept: int
     prompt_tokens_per_chunk: int = 0
     by: SelectBy = "chunks"
+    graph_edges: int | None = None
 
     @property
     def chunks_dropped(self) -> int:
@@ -117,6 +123,15 @@ class CostReport:
         full = self.extraction_input_tokens_all
         return 0.0 if full == 0 else 1.0 - self.extraction_input_tokens / full
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What makes this selection untrustworthy, each with the knob that fixes it."""
+        if self.graph_edges == 0 and self.chunks_total > 1:
+            return ("the concept graph has no edges, so every concept has the same PageRank "
+                    "and the ranking uses no graph structure: lower theta_co, e.g. theta_co=1 "
+                    "(index.reconfigured(theta_co=1), or conceptgraph build --set theta_co=1)",)
+        return ()
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.update(
@@ -126,6 +141,7 @@ class CostReport:
             extraction_input_tokens_all=self.extraction_input_tokens_all,
             cost_reduction=self.cost_reduction,
             exceeds_kappa=self.exceeds_kappa,
+            warnings=list(self.warnings),
         )
         return out
 
@@ -142,6 +158,8 @@ class CostReport:
             line += (f"; over kappa: the best chunk alone is "
                      f"{self.tokens_kept / self.tokens_total:.1%} of the tokens, and at least "
                      "one chunk is always kept")
+        for warning in self.warnings:
+            line += f"; warning: {warning}"
         return line
 
 

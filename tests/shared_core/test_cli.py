@@ -151,3 +151,47 @@ def test_format_table_aligns_numbers_right() -> None:
     assert lines[0] == "name      n"
     assert lines[2] == "a         5"
     assert lines[3] == "bb    1,234"
+
+
+def test_stats_json_is_one_object_with_every_stat(corpus: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    index_dir = tmp_path / "idx"
+    assert build(corpus, index_dir) == 0
+    capsys.readouterr()
+    assert main(["stats", str(index_dir), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 1  # nothing but the object on stdout
+    stats = json.loads(out)
+    assert stats == ConceptGraphIndex.load(str(index_dir), resolve_embedder("hashing")).stats()
+    # four one-sentence passages (a title line without a full stop joins its sentence)
+    assert (stats["chunks"], stats["sentences"]) == (4, 4)
+    assert stats["embedding_model"] == "hashing-bow-256" and stats["embedding_dim"] == 256
+    assert isinstance(stats["warnings"], list)
+
+
+def test_select_json_is_one_object_with_the_report_and_kept_ids(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index_dir = tmp_path / "idx"
+    assert build(corpus, index_dir, "--set", "theta_co=1") == 0
+    capsys.readouterr()
+    kept = tmp_path / "core.jsonl"
+    assert main(["select", str(index_dir), "--kappa", "0.5", "--by", "chunks",
+                 "--prompt-tokens", "100", "--out", str(kept), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 1 and err == ""  # theta_co=1 gives edges: no warning
+    answer = json.loads(out)
+    assert set(answer) == {"report", "kept_ids", "out"} and answer["out"] == str(kept)
+    report = answer["report"]
+    # ceil(0.5 · 4) = 2 of the 4 chunks; the extractor reads their tokens plus 100 each
+    assert (report["kappa"], report["by"], report["chunks_total"], report["chunks_kept"],
+            report["chunks_dropped"]) == (0.5, "chunks", 4, 2, 2)
+    assert report["extraction_input_tokens"] == report["tokens_kept"] + 2 * 100
+    assert report["extraction_input_tokens_all"] == report["tokens_total"] + 4 * 100
+    assert report["cost_reduction"] == pytest.approx(
+        1 - report["extraction_input_tokens"] / report["extraction_input_tokens_all"])
+    assert report["graph_edges"] > 0 and report["warnings"] == []
+    written = [json.loads(line)["id"] for line in kept.read_text().splitlines()]
+    assert answer["kept_ids"] == written and len(written) == 2
+    index = ConceptGraphIndex.load(str(index_dir), resolve_embedder("hashing"))
+    assert report["tokens_kept"] == sum(index.get(i).tokens for i in written)
+    assert report["graph_edges"] == index.stats()["edges"]

@@ -27,6 +27,7 @@ from shared_core.embeddings import (
     normalise_rows,
 )
 from tests.shared_core.fakes import RecordingEmbedder
+from tests.shared_core.openai_stub import StubOpenAI
 
 
 class Raw:
@@ -341,6 +342,122 @@ def test_openai_too_few_rows_is_an_error() -> None:
 def test_openai_unknown_model_needs_dim() -> None:
     with pytest.raises(ValueError, match="dim="):
         OpenAIEmbedder("my-custom-model", client=FakeOpenAI(4))
+
+
+# ------------------------------------------------------------ OpenAI (real client, stub server)
+# The real ``openai`` client talks HTTP to StubOpenAI on 127.0.0.1; pytest-socket allows
+# loopback only. Stub vectors count characters by ord(c) % width; with width 4:
+# d -> 0, a -> 1, b -> 2, c -> 3.
+loopback = pytest.mark.allow_hosts(["127.0.0.1"])
+
+
+@pytest.fixture
+def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                 "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@loopback
+def test_openai_base_url_reaches_a_compatible_server(no_openai_env: None) -> None:
+    with StubOpenAI(native_dim=4) as stub:
+        emb = OpenAIEmbedder("stub-embed", base_url=stub.url, dim=4, batch_size=2)
+        out = emb.embed(["daabb", "aabcc", "cccc"])
+    assert [r.path for r in stub.requests] == ["/v1/embeddings", "/v1/embeddings"]
+    assert [r.body["input"] for r in stub.requests] == [["daabb", "aabcc"], ["cccc"]]
+    assert all(r.body["model"] == "stub-embed" for r in stub.requests)
+    # dim only declares a model's width we cannot know: nothing asks the server to shorten
+    assert all("dimensions" not in r.body for r in stub.requests)
+    # no key anywhere: a server of our own gets the placeholder, not a refusal
+    assert all(r.headers["authorization"] == "Bearer EMPTY" for r in stub.requests)
+    # daabb -> (1,2,2,0)/3, aabcc -> (0,2,1,2)/3, cccc -> (0,0,0,4)/4; rows came back reversed
+    expected = np.array([[1, 2, 2, 0], [0, 2, 1, 2], [0, 0, 0, 3]]) / 3
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    assert out.dtype == np.float32 and emb.model_id == "openai/stub-embed@4"
+
+
+@loopback
+def test_openai_dimensions_are_sent_when_asked(no_openai_env: None) -> None:
+    with StubOpenAI(native_dim=8) as stub:
+        # a known OpenAI model at a width other than its native 1536: shortened by the server
+        short = OpenAIEmbedder("text-embedding-3-small", api_key="sk-test", base_url=stub.url,
+                               dim=4)
+        np.testing.assert_allclose(short.embed(["daabb"]), [[1 / 3, 2 / 3, 2 / 3, 0]],
+                                   rtol=1e-6)
+        # any model, when the caller says so
+        asked = OpenAIEmbedder("stub-embed", base_url=stub.url, dim=4, send_dimensions=True)
+        np.testing.assert_allclose(asked.embed(["aabcc"]), [[0, 2 / 3, 1 / 3, 2 / 3]],
+                                   rtol=1e-6)
+    assert [r.body["dimensions"] for r in stub.requests] == [4, 4]
+    assert stub.requests[0].body["model"] == "text-embedding-3-small"
+    assert stub.requests[0].headers["authorization"] == "Bearer sk-test"
+    assert [r.body["input"] for r in stub.requests] == [["daabb"], ["aabcc"]]
+
+
+@loopback
+def test_openai_base_url_from_the_environment(no_openai_env: None,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    with StubOpenAI(native_dim=8) as stub:
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+        out = OpenAIEmbedder("stub-embed", dim=8).embed(["hello"])
+    # width 8: h=104 -> 0, e=101 -> 5, l=108 -> 4 (twice), o=111 -> 7: (1,0,0,0,2,1,0,1)/sqrt 7
+    np.testing.assert_allclose(out, [np.array([1, 0, 0, 0, 2, 1, 0, 1]) / np.sqrt(7)],
+                               rtol=1e-6)
+    assert stub.requests[0].headers["authorization"] == "Bearer sk-env"
+
+
+@loopback
+def test_openai_wrong_width_from_the_server_is_a_clear_error(no_openai_env: None) -> None:
+    with StubOpenAI(native_dim=8) as stub:
+        emb = OpenAIEmbedder("stub-embed", base_url=stub.url, dim=4)
+        with pytest.raises(ValueError, match="returned vectors of dimension 8, expected 4"):
+            emb.embed(["daabb"])
+
+
+@loopback
+def test_openai_max_retries_and_timeout_reach_the_client(no_openai_env: None) -> None:
+    import openai
+
+    with StubOpenAI(native_dim=4, fail_first=1) as stub:
+        with pytest.raises(openai.InternalServerError):
+            OpenAIEmbedder("stub-embed", base_url=stub.url, dim=4, max_retries=0).embed(["a"])
+        assert len(stub.requests) == 1  # no retry
+    with StubOpenAI(native_dim=4, fail_first=1) as stub:
+        out = OpenAIEmbedder("stub-embed", base_url=stub.url, dim=4, max_retries=1).embed(["a"])
+        np.testing.assert_allclose(out, [[0, 1, 0, 0]])
+        assert len(stub.requests) == 2  # the 500, then the retry that succeeded
+    with StubOpenAI(native_dim=4, delay=2.0) as stub:
+        start = time.perf_counter()
+        with pytest.raises(openai.APITimeoutError):
+            OpenAIEmbedder("stub-embed", base_url=stub.url, dim=4, timeout=0.2,
+                           max_retries=0).embed(["a"])
+        assert time.perf_counter() - start < 1.5
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({}, "needs an API key for api.openai.com"),
+    ({"base_url": "https://api.openai.com/v1"}, "needs an API key for api.openai.com"),
+    ({"base_url": "https://my-resource.openai.azure.com/openai/v1/"},
+     "needs an API key for my-resource.openai.azure.com"),
+    ({"base_url": "localhost:8000/v1"}, "base_url must be an http(s) URL"),
+    ({"base_url": "http://127.0.0.1:8000/v1", "timeout": 0}, "timeout must be"),
+    ({"base_url": "http://127.0.0.1:8000/v1", "max_retries": -1}, "max_retries must be"),
+    ({"client": FakeOpenAI(1536), "base_url": "http://127.0.0.1:8000/v1"},
+     "either client= or"),
+    ({"batch_size": 0, "client": FakeOpenAI(1536)}, "batch_size must be"),
+])
+def test_openai_settings_are_checked_when_made(no_openai_env: None, kwargs: dict[str, Any],
+                                               message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        OpenAIEmbedder(**kwargs)
+
+
+def test_openai_bad_base_url_in_the_environment_names_it(
+        no_openai_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "127.0.0.1:11434")
+    with pytest.raises(ValueError, match=r"got '127.0.0.1:11434' \(from OPENAI_BASE_URL\)"):
+        OpenAIEmbedder("nomic-embed-text", dim=768)
 
 
 # ------------------------------------------------------------------ the real model
