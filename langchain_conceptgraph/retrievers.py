@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import numbers
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from shared_core import (
 )
 from shared_core.fusion import FusedContext, KGFact, kg_context_items
 from shared_core.pipeline import afuse_paths, fuse_paths, fused_metadata, provenance_metadata
+from shared_core.records import add_records, delete_chunks
 
 from ._documents import check_documents, chunk_id, to_records
 from .embeddings import to_core_embedder
@@ -70,7 +72,15 @@ class ConceptGraphRetriever(BaseRetriever):
     ``Document.metadata`` carries the chunk's own metadata plus ``chunk_id``,
     ``score`` and ``provenance`` (the concept that brought the chunk, its
     similarity to the query, the stage (direct, expanded or similarity only) and
-    the BFS hop).
+    the BFS hop). ``min_score`` is a relevance floor: a chunk whose similarity to
+    the query is below it is never returned, so an off-topic query gets nothing.
+
+    A document's chunk id is its ``id``, else the hash of its text. A document
+    passed twice is one chunk; the same id with different text or metadata raises
+    ``ValueError`` naming both positions, and so does adding an id the graph holds
+    with new text (delete it first), since one of the two would be silently lost.
+    The graph updates in place, as a vector store does: ``add_documents`` returns
+    the chunk ids, ``delete`` skips ids the graph does not hold.
 
     Setup:
         ```bash
@@ -104,6 +114,16 @@ class ConceptGraphRetriever(BaseRetriever):
     Async:
         ```python
         hits = await retriever.ainvoke("Who designed the Analytical Engine?")
+        ```
+
+    Add and delete:
+        ```python
+        linux = Document(page_content="Linus Torvalds created the Linux kernel.", id="linux")
+        assert retriever.add_documents([linux]) == ["linux"]
+        assert retriever.invoke("Who created the Linux kernel?")[0].id == "linux"
+        retriever.delete(["linux", "never-added"])  # ids it does not hold are skipped
+        assert await retriever.aadd_documents([linux]) == ["linux"]
+        await retriever.adelete(["linux"])
         ```
 
     Use within a chain:
@@ -155,6 +175,8 @@ class ConceptGraphRetriever(BaseRetriever):
     """Directly associated concepts; ``None``: ``index.config.top_k``."""
     hops: int | None = None
     """BFS depth of concept expansion; ``None``: ``index.config.hops``."""
+    min_score: float | None = None
+    """Relevance floor on a chunk's similarity to the query; ``None``: the config's."""
 
     @field_validator("k", "budget", "top_k", mode="before")
     @classmethod
@@ -165,6 +187,13 @@ class ConceptGraphRetriever(BaseRetriever):
     @classmethod
     def _non_negative(cls, value: int | None) -> int | None:
         return _check_optional_int("hops", value, 0)
+
+    @field_validator("min_score", mode="before")
+    @classmethod
+    def _floor(cls, value: float | None) -> float | None:
+        if value is not None:
+            ConceptGraphConfig(min_score=value)  # raises naming min_score and its range
+        return value
 
     # ------------------------------------------------------------- building
     @classmethod
@@ -183,10 +212,9 @@ class ConceptGraphRetriever(BaseRetriever):
         A document's chunk id is its ``id``, else the hash of its text; its
         metadata must be JSON-serialisable (it is saved with the index).
         """
-        documents = check_documents(documents)
+        records = to_records(check_documents(documents))
         index = ConceptGraphIndex(to_core_embedder(embeddings, model_id=model_id), config)
-        texts, ids, metadatas = to_records(documents)
-        index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress)
+        add_records(index, records, show_progress=show_progress)
         return cls(index=index, **kwargs)
 
     @classmethod
@@ -207,10 +235,28 @@ class ConceptGraphRetriever(BaseRetriever):
         self.index.save(str(persist_dir))
 
     def add_documents(self, documents: Sequence[Document]) -> list[str]:
-        """Add chunks to the graph incrementally; returns their chunk ids."""
-        texts, ids, metadatas = to_records(check_documents(documents))
-        self.index.add(texts, ids=ids, metadatas=metadatas)
-        return [chunk_id(doc) for doc in documents]
+        """Add chunks to the graph (all or nothing); returns each document's chunk id.
+
+        Re-adding a chunk the graph holds embeds nothing and takes the new metadata.
+        """
+        return add_records(self.index, to_records(check_documents(documents)))
+
+    async def aadd_documents(self, documents: Sequence[Document]) -> list[str]:
+        """:meth:`add_documents` in a worker thread (embedding is blocking work)."""
+        return await asyncio.to_thread(self.add_documents, documents)
+
+    def delete(self, ids: Sequence[str] | None = None) -> bool:
+        """Remove chunks from the graph; ids it does not hold are skipped. Returns ``True``.
+
+        The graph becomes the one that never held them. ``ids=None`` (a vector
+        store's "delete everything") raises ``ValueError``: build a new retriever.
+        """
+        delete_chunks(self.index, ids)
+        return True
+
+    async def adelete(self, ids: Sequence[str] | None = None) -> bool:
+        """:meth:`delete` in a worker thread (rebuilding the graph is blocking work)."""
+        return await asyncio.to_thread(self.delete, ids)
 
     # ------------------------------------------------------------ retrieval
     def _search_args(self, k: int | None, budget: int | None) -> tuple[int | None, int | None]:
@@ -234,7 +280,8 @@ class ConceptGraphRetriever(BaseRetriever):
         _check_kwargs(self, kwargs, "k and budget")
         query = _check_query(query)
         k, budget = self._search_args(k, budget)
-        result = self.index.retrieve(query, top_k=self.top_k, hops=self.hops, budget=budget)
+        result = self.index.retrieve(query, top_k=self.top_k, hops=self.hops, budget=budget,
+                                     min_score=self.min_score)
         return self._to_documents(result, k)
 
     async def _aget_relevant_documents(
@@ -250,7 +297,7 @@ class ConceptGraphRetriever(BaseRetriever):
         query = _check_query(query)
         k, budget = self._search_args(k, budget)
         result = await self.index.aretrieve(query, top_k=self.top_k, hops=self.hops,
-                                            budget=budget)
+                                            budget=budget, min_score=self.min_score)
         return self._to_documents(result, k)
 
 

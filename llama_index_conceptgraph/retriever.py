@@ -21,9 +21,16 @@ from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import check_texts, normalise_rows
 from shared_core.index import ConceptGraphIndex, RetrievalResult
 from shared_core.pipeline import concept_context_items
+from shared_core.records import add_records, delete_chunks, delete_where
 from shared_core.store import read_manifest
 
-from ._nodes import item_to_node, nodes_to_records
+from ._nodes import (
+    REF_DOC_KEY,
+    check_ref_doc_id,
+    item_to_node,
+    nodes_to_records,
+    report_ref_doc_deleted,
+)
 from .embeddings import CoreEmbedding, resolve_embed_model, to_core_embedder
 
 SIDECAR = "llama_index_conceptgraph.json"
@@ -40,7 +47,18 @@ class ConceptGraphRetriever(BaseRetriever):
     ``similarity_top_k`` caps the nodes returned (default ``None``: as many as the
     token ``budget`` holds, the bound G2ConS is defined by, as LangChain's ``k``);
     ``concept_top_k`` is how many concepts the query seeds, not a node count
-    (``top_k`` is its deprecated name).
+    (``top_k`` is its deprecated name). ``min_score`` is a relevance floor: a node
+    whose similarity to the query is below it is never returned, so an off-topic
+    query gets nothing.
+
+    The node id is the chunk id. A node passed twice is one chunk; the same id
+    with different text or metadata raises ``ValueError`` naming both positions,
+    and so does inserting an id the graph holds with new text (delete it first),
+    since one of the two would be silently lost. The graph updates in place, as a
+    ``VectorStoreIndex`` does: :meth:`insert_nodes`, :meth:`delete_nodes` (ids it
+    does not hold are skipped) and :meth:`delete_ref_doc` (every node of one
+    source document), each with an async twin. A retrieved node keeps its source
+    document as its SOURCE relationship (``node.ref_doc_id``).
 
     The embedding model is, in order: ``embed_model``, ``Settings.embed_model`` if
     the app has set it, else the offline MiniLM default (:func:`default_embed_model`),
@@ -55,6 +73,10 @@ class ConceptGraphRetriever(BaseRetriever):
     ...     embed_model=CoreEmbedding(HashingEmbedder()))
     >>> retriever.retrieve("Who wrote the first program?")[0].node.get_content()
     'Ada Lovelace wrote the first program.'
+    >>> retriever.insert_nodes([TextNode(id_="linux", text="Linus Torvalds wrote Linux.")])
+    >>> retriever.retrieve("Who wrote Linux?")[0].node.node_id
+    'linux'
+    >>> retriever.delete_nodes(["linux", "never-inserted"])  # unknown ids are skipped
     """
 
     def __init__(
@@ -66,6 +88,7 @@ class ConceptGraphRetriever(BaseRetriever):
         concept_top_k: int | None = None,
         hops: int | None = None,
         budget: int | None = None,
+        min_score: float | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         top_k: int | None = None,
@@ -87,13 +110,13 @@ class ConceptGraphRetriever(BaseRetriever):
             concept_top_k = top_k
         _check_count("concept_top_k", concept_top_k)
         _check_count("similarity_top_k", similarity_top_k)
-        overrides = {k: v for k, v in {"top_k": concept_top_k, "hops": hops,
-                                       "budget": budget}.items() if v is not None}
+        given = {"top_k": concept_top_k, "hops": hops, "budget": budget, "min_score": min_score}
+        overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         # validates, with the knob's name in the error
         ConceptGraphConfig.from_dict({**index.config.to_dict(), **overrides})
         self._index = index
         self._embed_model = embed_model
-        self._overrides: dict[str, int] = overrides  # keyed by the core config's knob names
+        self._overrides = overrides  # keyed by the core config's knob names
         self._similarity_top_k = similarity_top_k
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
@@ -120,12 +143,12 @@ class ConceptGraphRetriever(BaseRetriever):
             nodes = list(run_transformations(
                 documents, transformations or Settings.transformations,
                 show_progress=show_progress))
-        texts, ids, metadatas = nodes_to_records(nodes)
-        if not texts:
+        records = nodes_to_records(nodes)
+        if not records:
             raise ValueError("no nodes to build the concept graph from")
         embed_model = resolve_embed_model(embed_model)
         index = ConceptGraphIndex(to_core_embedder(embed_model), config)
-        index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress)
+        add_records(index, records, show_progress=show_progress)
         return cls(index, embed_model, **kwargs)
 
     @property
@@ -140,7 +163,43 @@ class ConceptGraphRetriever(BaseRetriever):
     @property
     def concept_top_k(self) -> int:
         """Concepts the query seeds directly (the core config's ``top_k``)."""
-        return self._overrides.get("top_k", self._index.config.top_k)
+        return int(self._overrides.get("top_k", self._index.config.top_k))
+
+    @property
+    def min_score(self) -> float | None:
+        """The relevance floor on a node's similarity to the query (``None``: none)."""
+        floor = self._overrides.get("min_score", self._index.config.min_score)
+        return None if floor is None else float(floor)
+
+    # ------------------------------------------------------------------ updates
+    def insert_nodes(self, nodes: Sequence[BaseNode], *, show_progress: bool = False) -> None:
+        """Add nodes to the concept graph (all or nothing); a node it holds embeds nothing."""
+        add_records(self._index, nodes_to_records(nodes), show_progress=show_progress)
+
+    async def ainsert_nodes(self, nodes: Sequence[BaseNode], *,
+                            show_progress: bool = False) -> None:
+        """:meth:`insert_nodes` in a worker thread (embedding is blocking work)."""
+        await asyncio.to_thread(self.insert_nodes, nodes, show_progress=show_progress)
+
+    def delete_nodes(self, node_ids: Sequence[str]) -> None:
+        """Remove nodes from the graph, which becomes the one that never held them.
+
+        Ids it does not hold are skipped, as LlamaIndex's vector stores skip them.
+        """
+        delete_chunks(self._index, node_ids, "node_ids")
+
+    async def adelete_nodes(self, node_ids: Sequence[str]) -> None:
+        """:meth:`delete_nodes` in a worker thread (rebuilding the graph is blocking work)."""
+        await asyncio.to_thread(self.delete_nodes, node_ids)
+
+    def delete_ref_doc(self, ref_doc_id: str) -> None:
+        """Remove every node whose source document is ``ref_doc_id``; warns if there is none."""
+        ref_doc_id = check_ref_doc_id(ref_doc_id)
+        report_ref_doc_deleted(ref_doc_id, delete_where(self._index, REF_DOC_KEY, ref_doc_id))
+
+    async def adelete_ref_doc(self, ref_doc_id: str) -> None:
+        """:meth:`delete_ref_doc` in a worker thread."""
+        await asyncio.to_thread(self.delete_ref_doc, ref_doc_id)
 
     # --------------------------------------------------------------- persistence
     def persist(self, persist_dir: str | Path) -> None:
@@ -167,7 +226,7 @@ class ConceptGraphRetriever(BaseRetriever):
             stored = json.loads(sidecar.read_text(encoding="utf-8"))
             # the sidecar keeps the core config's knob names: its top_k is concept_top_k
             names = {"top_k": "concept_top_k", "hops": "hops", "budget": "budget",
-                     "similarity_top_k": "similarity_top_k"}
+                     "min_score": "min_score", "similarity_top_k": "similarity_top_k"}
             settings = {names[k]: stored[k] for k in names if k in stored}
         return cls(index, embed_model, **{**settings, **kwargs})
 
@@ -175,13 +234,13 @@ class ConceptGraphRetriever(BaseRetriever):
     def query_vector(self, query: str) -> np.ndarray:
         """The unit query vector, from the LlamaIndex model's query embedding when given."""
         check_texts([query], "query")
-        if self._embed_model is None or isinstance(self._embed_model, CoreEmbedding):
+        if self._embed_model is None or self._own_query_embedding():
             return self._index.embed_query(query)
         return self._normalise(self._embed_model.get_query_embedding(query))
 
     async def aquery_vector(self, query: str) -> np.ndarray:
         check_texts([query], "query")
-        if self._embed_model is None or isinstance(self._embed_model, CoreEmbedding):
+        if self._embed_model is None or self._own_query_embedding():
             return await asyncio.to_thread(self._index.embed_query, query)
         return self._normalise(await self._embed_model.aget_query_embedding(query))
 
@@ -189,21 +248,36 @@ class ConceptGraphRetriever(BaseRetriever):
         embedder = self._index.embedder
         return normalise_rows([vector], 1, embedder.dim, embedder.model_id)[0]
 
-    def _search(self, vector: np.ndarray, query: str, budget: int | None) -> RetrievalResult:
+    def _own_query_embedding(self) -> bool:
+        """Whether the index's embedder embeds queries (no separate LlamaIndex model)."""
+        return self._embed_model is None or isinstance(self._embed_model, CoreEmbedding)
+
+    def _settings(self, budget: int | None) -> dict[str, Any]:
         settings = dict(self._overrides)
         if budget is not None:
             settings["budget"] = budget
-        return self._index.retrieve_by_vector(vector, query=query, **settings)
+        return settings
+
+    def _search(self, vector: np.ndarray, query: str, budget: int | None) -> RetrievalResult:
+        return self._index.retrieve_by_vector(vector, query=query, **self._settings(budget))
 
     def retrieve_result(self, query: str, *, budget: int | None = None) -> RetrievalResult:
         """The core's full result (direct concepts, tokens by stage), not just the nodes.
 
         Only the budget bounds it: ``similarity_top_k`` caps the nodes, not this.
+        With the index's own embedder the search is ``index.retrieve`` itself, the
+        call LangChain's retriever makes, so both give the same scores to the bit.
         """
+        if self._own_query_embedding():
+            check_texts([query], "query")
+            return self._index.retrieve(query, **self._settings(budget))
         return self._search(self.query_vector(query), query, budget)
 
     async def aretrieve_result(self, query: str, *, budget: int | None = None) -> RetrievalResult:
         """:meth:`retrieve_result` without blocking the event loop."""
+        if self._own_query_embedding():
+            check_texts([query], "query")
+            return await self._index.aretrieve(query, **self._settings(budget))
         vector = await self.aquery_vector(query)
         return await asyncio.to_thread(self._search, vector, query, budget)
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -27,7 +28,8 @@ from .fusion import (
     fuse_contexts,
     kg_context_items,
 )
-from .index import ConceptGraphIndex, RetrievalResult, RetrievedChunk
+from .index import ConceptGraphIndex, RetrievalResult, RetrievedChunk, SelectionMethod
+from .records import ChunkRecords, add_records, check_ids, delete_chunks, delete_where
 from .selection import Selection, select_by_scores
 
 logger = logging.getLogger("conceptgraph")
@@ -48,12 +50,24 @@ class CoreChunks:
         return frozenset(self.selection.kept_ids)
 
 
+SELECTION_METHODS: tuple[SelectionMethod, ...] = ("concept", "knn", "random")
+
+
+def check_selection_method(method: object) -> SelectionMethod:
+    """``method`` if it names a selection, checked before anything is embedded."""
+    for known in SELECTION_METHODS:
+        if method == known:
+            return known
+    raise ValueError(f"method must be one of {', '.join(SELECTION_METHODS)}, got {method!r}")
+
+
 def select_core_chunks(
     texts: Sequence[str],
     ids: Sequence[str],
     metadatas: Sequence[Mapping[str, Any]] | None = None,
     *,
     kappa: float,
+    method: SelectionMethod = "concept",
     index: ConceptGraphIndex | None = None,
     embedder: Embedder | None = None,
     config: ConceptGraphConfig | None = None,
@@ -63,15 +77,18 @@ def select_core_chunks(
     """Add the chunks to a concept graph (new, or ``index``) and choose the core ones.
 
     Selection ranks only the chunks passed in, against the graph built over all
-    chunks the index holds, so repeated pipeline runs share one graph. The cost
-    report is logged at INFO on the ``conceptgraph`` logger.
+    chunks the index holds, so repeated pipeline runs share one graph. ``method``
+    is :meth:`ConceptGraphIndex.select`'s (G2ConS ``"concept"``, KET-RAG ``"knn"``,
+    or the ``"random"`` baseline). The cost report is logged at INFO on the
+    ``conceptgraph`` logger.
     """
+    method = check_selection_method(method)
     if index is None:
         if embedder is None:
             raise ValueError("select_core_chunks needs an index or an embedder")
         index = ConceptGraphIndex(embedder, config)
     index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress)
-    full = index.select(kappa, prompt_tokens_per_chunk=prompt_tokens_per_chunk)
+    full = index.select(kappa, method=method, prompt_tokens_per_chunk=prompt_tokens_per_chunk)
     wanted = list(dict.fromkeys(ids))
     if len(wanted) == len(index):
         selection = full
@@ -80,8 +97,100 @@ def select_core_chunks(
         tokens = np.array([index.get(i).tokens for i in wanted])
         selection = select_by_scores(wanted, scores, tokens, kappa, prompt_tokens_per_chunk,
                                      by=full.report.by)
+        # the ranking still came from the whole graph: keep what the index said about it
+        selection = replace(selection, report=replace(selection.report,
+                                                      graph_edges=full.report.graph_edges))
     logger.info(selection.report.summary())
     return CoreChunks(index=index, selection=selection)
+
+
+IndexFactory = Callable[[], ConceptGraphIndex]
+
+
+class IncrementalSelector:
+    """One concept graph that batches of chunks join, and the latest batch's core chunks.
+
+    What a selector adapter keeps between calls, behind one lock: two threads
+    selecting at once both land in the same graph (never in two graphs, one of
+    them lost), and :attr:`last_selection` is that of the call that finished
+    last, never a mix of two. The graph may be created on first use by
+    ``create``, once the framework has said which embedding model to use.
+    """
+
+    def __init__(self, index: ConceptGraphIndex | None = None) -> None:
+        if index is not None and not isinstance(index, ConceptGraphIndex):
+            raise TypeError(f"index must be a ConceptGraphIndex, got {type(index).__name__}")
+        self._index = index
+        self._selection: Selection | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # frameworks pickle their components (worker processes): a lock cannot be
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    @property
+    def index(self) -> ConceptGraphIndex | None:
+        """The concept graph over every chunk seen so far; ``None`` before the first."""
+        return self._index
+
+    @property
+    def last_selection(self) -> Selection | None:
+        return self._selection
+
+    def _index_or_create(self, create: IndexFactory | None) -> ConceptGraphIndex:
+        if self._index is None:
+            if create is None:
+                raise RuntimeError("no concept graph yet, and no way to create one was given")
+            self._index = create()
+        return self._index
+
+    def select(
+        self,
+        records: ChunkRecords,
+        *,
+        kappa: float,
+        method: SelectionMethod = "concept",
+        prompt_tokens_per_chunk: int = 0,
+        show_progress: bool = False,
+        create: IndexFactory | None = None,
+    ) -> CoreChunks:
+        """Add the records to the graph and choose their core chunks, as
+        :func:`select_core_chunks` does; the latest selection is kept."""
+        method = check_selection_method(method)
+        with self._lock:
+            index = self._index_or_create(create)
+            core = select_core_chunks(
+                list(records.texts), list(records.ids), list(records.metadatas), kappa=kappa,
+                method=method, index=index, prompt_tokens_per_chunk=prompt_tokens_per_chunk,
+                show_progress=show_progress)
+            self._selection = core.selection
+        return core
+
+    def add(self, records: ChunkRecords, *, show_progress: bool = False,
+            create: IndexFactory | None = None) -> list[str]:
+        """Add the records without selecting; returns every input's chunk id."""
+        with self._lock:
+            return add_records(self._index_or_create(create), records,
+                               show_progress=show_progress)
+
+    def delete(self, ids: object) -> list[str]:
+        """Delete the chunks it holds among ``ids`` (:func:`~shared_core.records.delete_chunks`)."""
+        with self._lock:
+            if self._index is None:
+                check_ids(ids)
+                return []
+            return delete_chunks(self._index, ids)
+
+    def delete_where(self, key: str, value: object) -> list[str]:
+        """Delete every chunk whose metadata holds ``key: value``; returns their ids."""
+        with self._lock:
+            return [] if self._index is None else delete_where(self._index, key, value)
 
 
 def provenance_metadata(hit: RetrievedChunk) -> dict[str, Any]:

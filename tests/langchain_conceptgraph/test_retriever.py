@@ -141,9 +141,10 @@ def test_bad_documents_are_rejected(embeddings: CoreEmbeddings) -> None:
     with pytest.raises(TypeError, match=r"documents\[1\] must be a Document"):
         ConceptGraphRetriever.from_documents(
             [Document(page_content="fine"), "not a doc"], embeddings)  # type: ignore[list-item]
-    with pytest.raises(ValueError, match=r"documents\[0\] has empty page_content"):
+    with pytest.raises(ValueError, match=r"documents\[0\] is empty or whitespace"):
         ConceptGraphRetriever.from_documents([Document(page_content=" ")], embeddings)
-    with pytest.raises(ValueError, match="reuses id 'x' with different text"):
+    with pytest.raises(ValueError, match=r"documents\[0\] and documents\[1\] share id 'x' "
+                                         "but differ in text"):
         ConceptGraphRetriever.from_documents(
             [Document(page_content="one", id="x"), Document(page_content="two", id="x")],
             embeddings)

@@ -127,9 +127,9 @@ def test_bad_input(embed_model: CoreEmbedding) -> None:
     selector = CoreChunkSelector(embed_model=embed_model)
     with pytest.raises(RuntimeError, match="has not run yet"):
         _ = selector.report
-    with pytest.raises(TypeError, match="sequence of llama_index nodes"):
+    with pytest.raises(TypeError, match="sequence of llama_index BaseNode"):
         selector("Marie Curie")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="has no text"):
+    with pytest.raises(ValueError, match=r"nodes\[0\] is empty or whitespace"):
         selector([TextNode(text="")])
     assert selector([]) == []
 
