@@ -171,12 +171,16 @@ def count_terms(
     return matrix
 
 
+def smoothed_idf(n_docs: int, df: np.ndarray) -> np.ndarray:
+    """ln((1+n)/(1+df)) + 1 (scikit-learn's smoothing): one formula for tfidf and evidence."""
+    return np.log((1.0 + n_docs) / (1.0 + np.asarray(df, dtype=np.float64))) + 1.0
+
+
 def tfidf(chunk_term_counts: sp.csr_matrix) -> sp.csr_matrix:
     """TF-IDF with raw term counts and smoothed idf, ln((1+n)/(1+df)) + 1 (scikit-learn's)."""
     counts = sp.csr_matrix(chunk_term_counts, dtype=np.float64)
     n_docs = counts.shape[0]
-    df = np.bincount(counts.indices, minlength=counts.shape[1])
-    idf = np.log((1.0 + n_docs) / (1.0 + df)) + 1.0
+    idf = smoothed_idf(n_docs, np.bincount(counts.indices, minlength=counts.shape[1]))
     weighted = counts.copy()
     weighted.data *= idf[weighted.indices]
     return weighted

@@ -56,6 +56,21 @@ def segment_matrix(offsets: np.ndarray, n_sentences: int) -> sp.csr_matrix:
     )
 
 
+def unit_norm_rows(sums: np.ndarray) -> np.ndarray:
+    """``sums`` with every row scaled to length 1 (a zero row stays zero, never NaN)."""
+    return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+
+
+def segment_means(offsets: np.ndarray, sentence_vectors: np.ndarray) -> np.ndarray:
+    """Unit-norm mean of each segment's sentence vectors (chunks or units), float32.
+
+    The sum runs in float64 through :func:`segment_matrix`; the index's stored
+    results depend on exactly this rounding.
+    """
+    segments = segment_matrix(offsets, len(sentence_vectors))
+    return unit_norm_rows(np.asarray(segments @ sentence_vectors, dtype=np.float32))
+
+
 def chunk_term_counts(corpus: CorpusState) -> sp.csr_matrix:
     """(chunks x terms) counts: each chunk's sentences summed."""
     n_sent = len(corpus.sentence_spans)
@@ -93,9 +108,7 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig) -> DerivedGrap
         unit_links, unit_tokens, unit_terms = links, corpus.tokens, chunk_terms
     unit_vectors = corpus.unit_vectors if cfg.chunk_similarity == "direct" else None
     if cfg.chunk_similarity == "mean" and len(corpus):
-        sums = np.asarray(segment_matrix(unit_offsets, n_sent) @ corpus.sentence_vectors,
-                          dtype=np.float32)
-        unit_vectors = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+        unit_vectors = segment_means(unit_offsets, corpus.sentence_vectors)
     names = corpus.terms
     links_csc = links.tocsc()
     unit_csc = unit_links.tocsc()

@@ -24,6 +24,9 @@ MINILM_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
 _OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
                 "text-embedding-ada-002": 1536}
+# Texts per embed() call when the core embeds a corpus: one constant, so the index and the
+# baselines hand a model the same batches.
+EMBED_BATCH = 512
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .concepts import smoothed_idf
 from .config import Overflow
 from .graph import bfs_hops
 from .retrieval import Hit, SearchTrace, Stage, fill_budget, top_k_indices
@@ -32,7 +33,7 @@ def inverse_document_frequency(unit_links: sp.spmatrix) -> np.ndarray:
     """Smoothed idf of each concept over the retrieval units: log((n+1)/(df+1)) + 1."""
     n_units = unit_links.shape[0]
     df = np.asarray((sp.csc_matrix(unit_links) > 0).sum(axis=0), dtype=np.float64).ravel()
-    return np.log((n_units + 1) / (df + 1)) + 1.0
+    return smoothed_idf(n_units, df)
 
 
 def descending_ranks(scores: np.ndarray) -> np.ndarray:

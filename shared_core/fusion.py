@@ -113,6 +113,8 @@ def kg_context_items(facts: Iterable[KGFact]) -> list[ContextItem]:
 
 @dataclass(frozen=True)
 class FusedItem:
+    """An item of the fused context, the path(s) that brought it and its rank in each."""
+
     item: ContextItem
     path: Path
     concept_rank: int | None
@@ -121,6 +123,8 @@ class FusedItem:
 
 @dataclass(frozen=True)
 class FusedContext:
+    """What :func:`fuse_contexts` returns: the items in context order and the split used."""
+
     items: tuple[FusedItem, ...]
     budget: int
     lam: float

@@ -113,13 +113,36 @@ def pagerank(
     dangling = out_weight == 0
     inv = np.divide(1.0, out_weight, out=np.zeros(n), where=~dangling)
     transition = sp.csr_matrix(sp.diags(inv) @ adj).T.tocsr()  # column-stochastic
-    rank = np.full(n, 1.0 / n)
-    for _ in range(max_iter):
-        previous = rank
-        rank = damping * (transition @ previous + previous[dangling].sum() / n) + (1 - damping) / n
-        if np.abs(rank - previous).sum() < n * tol:
+    return power_iteration(transition, dangling, None, damping, n * tol, max_iter)[0]
+
+
+def power_iteration(
+    transition_t: sp.csr_matrix,
+    dangling: np.ndarray,
+    restart: np.ndarray | None,
+    damping: float,
+    tol: float,
+    max_iter: int,
+) -> tuple[np.ndarray, int]:
+    """x <- d·(P^T x + dangling mass·r) + (1-d)·r until the L1 change is below ``tol``.
+
+    One loop for PageRank and TERAG's PPR: ``restart`` is the distribution r (also
+    the start), or None for uniform, computed as ``/ n`` rather than ``* (1/n)`` so
+    PageRank keeps its exact floats. Returns the scores (summing to 1) and iterations.
+    """
+    n = transition_t.shape[0]
+    x = np.full(n, 1.0 / n) if restart is None else restart.copy()
+    iterations = 0
+    for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
+        previous = x
+        spill = previous[dangling].sum()
+        if restart is None:
+            x = damping * (transition_t @ previous + spill / n) + (1 - damping) / n
+        else:
+            x = damping * (transition_t @ previous + spill * restart) + (1 - damping) * restart
+        if np.abs(x - previous).sum() < tol:
             break
-    return rank / rank.sum()
+    return x / x.sum(), iterations
 
 
 def bfs_hops(adj: sp.csr_matrix, seeds: np.ndarray, max_hops: int) -> np.ndarray:

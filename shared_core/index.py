@@ -23,7 +23,7 @@ import numpy as np
 
 from .concepts import Analyzer, resolve_cjk_segmenter, term_analyzer
 from .config import CjkSegmenter, ConceptGraphConfig, SelectBy
-from .derived import DerivedGraph, chunk_term_counts, derive_graph, segment_matrix
+from .derived import DerivedGraph, chunk_term_counts, derive_graph, segment_means
 from .embeddings import Embedder, QueryEmbedder, check_texts, normalise_rows
 from .evidence import fused_search
 from .fusion import ContextItem
@@ -54,6 +54,8 @@ def content_id(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
+    """One indexed chunk as stored: its id, text, token count and metadata."""
+
     id: str
     text: str
     tokens: int
@@ -80,6 +82,8 @@ class Provenance:
 
 @dataclass(frozen=True, slots=True)
 class RetrievedChunk:
+    """A chunk in a retrieval result, with its score and why it was chosen."""
+
     chunk: Chunk
     score: float
     provenance: Provenance
@@ -112,6 +116,8 @@ class RetrievedChunk:
 
 @dataclass(frozen=True)
 class RetrievalResult:
+    """The context for one query: chunks in context order, and how the budget went."""
+
     query: str
     chunks: tuple[RetrievedChunk, ...]
     direct_concepts: tuple[str, ...]
@@ -638,9 +644,7 @@ def _knn_scores(corpus: CorpusState, damping: float) -> np.ndarray:
 
     if len(corpus) < 2:
         return np.ones(len(corpus))
-    segments = segment_matrix(corpus.sentence_offsets, len(corpus.sentence_spans))
-    sums = np.asarray(segments @ corpus.sentence_vectors, dtype=np.float32)
-    vectors = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+    vectors = segment_means(corpus.sentence_offsets, corpus.sentence_vectors)
     return knn_chunk_graph(chunk_term_counts(corpus), vectors, 2, damping=damping).scores
 
 

@@ -14,12 +14,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .concepts import Analyzer, count_terms
-from .embeddings import Embedder, normalise_rows
+from .embeddings import EMBED_BATCH, Embedder, normalise_rows
 from .state import CorpusState, sorted_by_id
 from .text import count_tokens_batch, split_sentences
-from .units import pack_sentences
-
-EMBED_BATCH = 512
+from .units import packed_runs
 
 
 def prepare_chunks(
@@ -102,8 +100,7 @@ def _pack_units(texts: Sequence[str], spans: list[list[tuple[int, int]]],
     unit_texts: list[str] = []
     first = 0
     for text, chunk_spans in zip(texts, spans, strict=True):
-        local = pack_sentences(sizes[first:first + len(chunk_spans)], max_tokens)
-        for a, b in zip(local, [*local[1:], len(chunk_spans)], strict=True):
+        for a, b in packed_runs(sizes[first:first + len(chunk_spans)], max_tokens):
             starts.append(first + a)
             unit_texts.append(text[chunk_spans[a][0]:chunk_spans[b - 1][1]])
         first += len(chunk_spans)

@@ -18,10 +18,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from .concepts import Analyzer, count_terms
-from .embeddings import Embedder, check_texts
+from .derived import segment_matrix, unit_norm_rows
+from .embeddings import EMBED_BATCH, Embedder, check_texts
 from .text import split_sentences
-
-EMBED_BATCH = 512
 
 
 @runtime_checkable
@@ -146,9 +145,9 @@ class UnitCorpus:
 
     def unit_vectors(self) -> np.ndarray:
         """Each unit's vector: the unit-norm mean of its sentence embeddings."""
+        # float32 sums, not derived.segment_means' float64: the baselines' scores depend on it
         sums = np.add.reduceat(self.sentence_embeddings, self.offsets[:-1], axis=0)
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        return np.ascontiguousarray(sums / np.maximum(norms, 1e-12), dtype=np.float32)
+        return np.ascontiguousarray(unit_norm_rows(sums), dtype=np.float32)
 
     def terms(self) -> list[str]:
         """Terms by column index."""
@@ -160,11 +159,4 @@ class UnitCorpus:
 
 def sentence_to_unit(offsets: np.ndarray) -> sp.csr_matrix:
     """(units x sentences) 0/1 matrix: which sentences make up each unit."""
-    n_units = len(offsets) - 1
-    n_sentences = int(offsets[-1])
-    rows = np.repeat(np.arange(n_units), np.diff(offsets))
-    return sp.csr_matrix(
-        (np.ones(n_sentences, dtype=np.int32), (rows, np.arange(n_sentences))),
-        shape=(n_units, n_sentences),
-    )
-
+    return segment_matrix(offsets, int(offsets[-1]))

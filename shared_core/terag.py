@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from .concepts import extract_concepts, term_analyzer
 from .config import ConceptLinks, Overflow
 from .embeddings import Embedder
-from .graph import concept_vectors, cooccurrence
+from .graph import concept_vectors, cooccurrence, power_iteration
 from .retrieval import fill_budget, top_k_indices
 from .strategies import UnitCorpus, check_budget, check_query_vector
 
@@ -57,8 +57,8 @@ def personalized_pagerank(
     if not 0.0 <= damping < 1.0:
         raise ValueError(f"damping must be in [0, 1), got {damping!r}")
     p = p / p.sum()
-    return _power_iteration(transition_transpose(adj), out_degree(adj) == 0, p, damping,
-                            tol, max_iter)
+    return power_iteration(transition_transpose(adj), out_degree(adj) == 0, p, damping,
+                           tol, max_iter)
 
 
 def out_degree(adj: sp.csr_matrix) -> np.ndarray:
@@ -70,24 +70,6 @@ def transition_transpose(adj: sp.csr_matrix) -> sp.csr_matrix:
     degree = out_degree(adj)
     inv = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
     return sp.csr_matrix((sp.diags(inv) @ adj).T)
-
-
-def _power_iteration(
-    transition_t: sp.csr_matrix,
-    dangling: np.ndarray,
-    p: np.ndarray,
-    damping: float,
-    tol: float,
-    max_iter: int,
-) -> tuple[np.ndarray, int]:
-    x = p.copy()
-    iterations = 0
-    for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
-        previous = x
-        x = damping * (transition_t @ previous + previous[dangling].sum() * p) + (1 - damping) * p
-        if np.abs(x - previous).sum() < tol:
-            break
-    return x / x.sum(), iterations
 
 
 @dataclass(frozen=True)
@@ -270,8 +252,8 @@ class TeragPprRetriever:
         for seed in seeds:
             p[self.n_units + self.concept_index[seed.concept]] += seed.weight
         p /= p.sum()
-        rank, iterations = _power_iteration(self.transition_t, self.dangling, p, self.damping,
-                                            self.tol, self.max_iter)
+        rank, iterations = power_iteration(self.transition_t, self.dangling, p, self.damping,
+                                           self.tol, self.max_iter)
         unit_rank = rank[: self.n_units]
         reached = np.flatnonzero(unit_rank > 0)
         order = reached[np.lexsort((reached, -unit_rank[reached]))]

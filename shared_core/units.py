@@ -69,15 +69,20 @@ def pack_sentences(sizes: Sequence[int], max_tokens: int) -> list[int]:
     return starts
 
 
+def packed_runs(sizes: Sequence[int], max_tokens: int) -> list[tuple[int, int]]:
+    """:func:`pack_sentences` as (start, end) sentence ranges: what both packers slice by."""
+    starts = pack_sentences(sizes, max_tokens)
+    return list(zip(starts, [*starts[1:], len(sizes)], strict=True))
+
+
 def _pack_sentences(text: str, max_tokens: int) -> list[str]:
     spans = split_sentences(text)
     if not spans:
         return []
     sentences = [text[s:e] for s, e in spans]
     sizes = count_tokens_batch(sentences).tolist()
-    starts = pack_sentences(sizes, max_tokens)
     pieces: list[str] = []
-    for start, end in zip(starts, [*starts[1:], len(spans)], strict=True):
+    for start, end in packed_runs(sizes, max_tokens):
         if end - start == 1 and sizes[start] > max_tokens:  # cut an oversized sentence
             pieces.extend(chunk_by_tokens(sentences[start], max_tokens, 0))
         else:

@@ -16,6 +16,7 @@ from langchain_conceptgraph import (
     CoreEmbeddings,
     FusedRetriever,
 )
+from tests.doctest_support import check_doctests, package_modules
 
 SNIPPET = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
@@ -35,3 +36,9 @@ async def test_docstring_snippets_run(cls: type) -> None:
             result = eval(code, namespace)
             if inspect.iscoroutine(result):
                 await result
+
+
+@pytest.mark.parametrize("name", package_modules("langchain_conceptgraph"))
+def test_doctest_examples_run(name: str) -> None:
+    """Any ``>>>`` example runs too (the classes document theirs as snippets above)."""
+    check_doctests(name)
