@@ -12,8 +12,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from shared_core.embeddings import EMBED_BATCH, Embedder
-from shared_core.retrieval import fill_budget as core_fill_budget
-from shared_core.selection import rank_by_score
+from shared_core.search import fill_budget as core_fill_budget
+from shared_core.select import rank_by_score
 from shared_core.text import split_sentences
 
 RRF_K = 60

@@ -27,8 +27,8 @@ import numpy as np
 
 from shared_core import CachedEmbedder, ConceptGraphIndex, EmbeddingCache
 from shared_core.corpus import read_corpus, window_chunks
-from shared_core.derived import derive_graph
 from shared_core.embeddings import Embedder, HashingEmbedder, minilm_embedder
+from shared_core.state import derive_graph
 
 
 class TimedEmbedder:

@@ -17,7 +17,7 @@ import numpy as np
 from shared_core.config import SelectBy
 from shared_core.embeddings import Embedder
 from shared_core.index import ConceptGraphIndex
-from shared_core.selection import Selection, random_scores, select_by_scores, value_per_token
+from shared_core.select import Selection, random_scores, select_by_scores, value_per_token
 
 from .data import Corpus, Question
 from .metrics import answer_in_context, merge_spans, normalize_answer, share, span_covered
@@ -72,7 +72,7 @@ def g2cons_selector(corpus: Corpus, embedder: Embedder,
 
 def ketrag_selector(corpus: Corpus, embedder: Embedder,
                     by: SelectBy) -> Callable[[float], Selection]:
-    from shared_core.ketrag import knn_pagerank_scores  # lazy: written alongside this harness
+    from shared_core.select import knn_pagerank_scores
 
     scores = knn_pagerank_scores(corpus.chunks.texts, embedder)
     if by == "tokens":  # as ConceptGraphIndex.select ranks by tokens

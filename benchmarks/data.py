@@ -16,8 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_core.text import chunk_by_tokens, count_tokens_batch
-from shared_core.units import split_into_units
+from shared_core.text import chunk_by_tokens, count_tokens_batch, split_into_units
 
 CHUNK_TOKENS = 1200
 CHUNK_OVERLAP = 100

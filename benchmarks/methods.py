@@ -1,6 +1,6 @@
 """The method registry: a name (optionally with options) to a built retriever.
 
-KET-RAG and TERAG live in ``shared_core.ketrag`` / ``shared_core.terag`` and are
+KET-RAG and TERAG live in ``benchmarks.comparators.keyword`` / ``.terag`` and are
 imported only when asked for, so the harness runs even where they are missing;
 such a method is reported as unavailable rather than failing the whole run.
 """
@@ -186,8 +186,9 @@ METHODS: dict[str, Factory] = {
     "bm25": build_bm25,
     "hybrid": build_hybrid,
     "g2cons": build_g2cons,
-    "ketrag_keyword": _lazy_factory("shared_core.ketrag", "keyword_channel", "ketrag_keyword"),
-    "terag_ppr": _lazy_factory("shared_core.terag", "terag_ppr", "terag_ppr"),
+    "ketrag_keyword": _lazy_factory("benchmarks.comparators.keyword", "keyword_channel",
+                                    "ketrag_keyword"),
+    "terag_ppr": _lazy_factory("benchmarks.comparators.terag", "terag_ppr", "terag_ppr"),
 }
 
 

@@ -13,7 +13,7 @@ from llama_index.core.schema import BaseNode, TransformComponent
 from shared_core.config import ConceptGraphConfig
 from shared_core.index import ConceptGraphIndex, SelectionMethod
 from shared_core.pipeline import IncrementalSelector, IndexFactory, check_selection_method
-from shared_core.selection import CostReport, Selection
+from shared_core.select import CostReport, Selection
 
 from ._nodes import REF_DOC_KEY, check_ref_doc_id, nodes_to_records, report_ref_doc_deleted
 from .embeddings import resolve_embed_model, to_core_embedder

@@ -20,13 +20,9 @@ from .embeddings import (
 )
 from .fusion import ContextItem, FusedContext, FusedItem, KGFact, fuse_contexts, kg_context_items
 from .index import Chunk, ConceptGraphIndex, Provenance, RetrievalResult, RetrievedChunk, content_id
-from .ketrag import KeywordChannelRetriever, knn_chunk_graph, knn_pagerank_scores
-from .selection import CostReport, Selection
+from .select import CostReport, Selection, knn_chunk_graph, knn_pagerank_scores
 from .store import CorruptIndexError
-from .strategies import UnitRetriever
-from .terag import TeragPprRetriever
-from .text import chunk_by_tokens, count_tokens, split_sentences
-from .units import Units, split_into_units
+from .text import Units, chunk_by_tokens, count_tokens, split_into_units, split_sentences
 
 __all__ = [
     "CachedEmbedder",
@@ -43,7 +39,6 @@ __all__ = [
     "FusedItem",
     "HashingEmbedder",
     "KGFact",
-    "KeywordChannelRetriever",
     "OpenAIEmbedder",
     "Provenance",
     "QueryEmbedder",
@@ -51,8 +46,6 @@ __all__ = [
     "RetrievedChunk",
     "Selection",
     "SentenceTransformerEmbedder",
-    "TeragPprRetriever",
-    "UnitRetriever",
     "Units",
     "chunk_by_tokens",
     "content_id",

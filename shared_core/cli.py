@@ -22,9 +22,9 @@ from typing import Any
 
 from .config import ConceptGraphConfig
 from .corpus import read_corpus, window_chunks
-from .embeddings import embedder_for_model_id, resolve_embedder
+from .embeddings.cache import embedder_for_model_id, resolve_embedder
 from .index import ConceptGraphIndex, RetrievalResult
-from .selection import CostReport
+from .select.cost import CostReport
 from .store import read_manifest
 
 

@@ -43,7 +43,7 @@ class ConceptGraphConfig:
     terms: ``"jieba"`` words via the ``rjieba`` package, the ``cjk`` extra;
     ``"bigram"`` overlapping character pairs; ``"none"`` a whole run is one term, as
     indexes saved before this knob have it; ``"auto"`` jieba if installed, else
-    bigrams, settled when an index is created: ``concepts.term_analyzer``),
+    bigrams, settled when an index is created: ``text.terms.term_analyzer``),
     ``chunk_similarity`` (a retrieval unit vs the query: the mean of its sentence
     vectors, its best sentence, or ``"direct"``: the unit's own embedding, one more
     embedding per unit, which is better for whole short documents such as

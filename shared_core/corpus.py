@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .text import chunk_by_tokens, invalid_character
+from .text.hygiene import invalid_character
+from .text.tokens import chunk_by_tokens
 
 TEXT_SUFFIXES = {".txt", ".md"}
 

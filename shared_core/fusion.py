@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .text import count_tokens
+from .text.tokens import count_tokens
 
 Path = Literal["concept", "kg", "both"]
 

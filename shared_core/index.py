@@ -1,8 +1,8 @@
 """``ConceptGraphIndex``: chunks in, core-chunk selection and concept-graph retrieval out.
 
 The index's data is one immutable :class:`IndexState`: the stored chunks
-(:mod:`shared_core.state`) and the concept graph derived from them
-(:mod:`shared_core.derived`). ``add`` and ``delete`` build the next state beside
+(:mod:`shared_core.state.corpus`) and the concept graph derived from them
+(:mod:`shared_core.state.derived`). ``add`` and ``delete`` build the next state beside
 the current one and publish it by swapping one reference under a writer lock;
 every read takes the current state once and uses only it. So a failed update
 publishes nothing, and a query running while another thread writes sees either
@@ -21,23 +21,18 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from .concepts import Analyzer, resolve_cjk_segmenter, term_analyzer
 from .config import CjkSegmenter, ConceptGraphConfig, SelectBy
-from .derived import DerivedGraph, chunk_term_counts, derive_graph, segment_means
-from .embeddings import Embedder, QueryEmbedder, check_texts, normalise_rows
-from .evidence import fused_search
+from .embeddings.base import Embedder, QueryEmbedder, check_texts, normalise_rows
 from .fusion import ContextItem
-from .ingest import prepare_chunks
-from .retrieval import Hit, SearchTrace, Stage, local_search
-from .selection import (
-    Selection,
-    chunk_scores,
-    id_random_scores,
-    select_by_scores,
-    value_per_token,
-)
-from .state import CorpusState, empty_corpus, merge, replaced, take
-from .text import check_query, invalid_character
+from .search.fused import fused_search
+from .search.local import Hit, SearchTrace, Stage, local_search
+from .select.cost import Selection
+from .select.scores import chunk_scores, id_random_scores, select_by_scores, value_per_token
+from .state.corpus import CorpusState, empty_corpus, merge, replaced, take
+from .state.derived import DerivedGraph, chunk_term_counts, derive_graph, segment_means
+from .state.ingest import prepare_chunks
+from .text.hygiene import check_query, invalid_character
+from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
 
 SelectionMethod = Literal["concept", "knn", "random"]
 # knobs that shape the stored chunks (analysis, units, unit vectors): changing one needs a rebuild
@@ -413,7 +408,7 @@ class ConceptGraphIndex:
         every concept the same PageRank and nothing to expand along, so that is said,
         with the knob and value that would give edges.
         """
-        from .graph import concept_edges
+        from .graph.edges import concept_edges
 
         state = self._state
         graph, corpus, cfg = state.graph, state.corpus, state.config
@@ -640,7 +635,7 @@ def _concept_position(graph: DerivedGraph, concept: str) -> int:
 
 
 def _knn_scores(corpus: CorpusState, damping: float) -> np.ndarray:
-    from .ketrag import knn_chunk_graph
+    from .select.knn import knn_chunk_graph
 
     if len(corpus) < 2:
         return np.ones(len(corpus))

@@ -19,18 +19,13 @@ from typing import Any
 import numpy as np
 
 from .config import ConceptGraphConfig
-from .embeddings import Embedder, FunctionEmbedder
-from .fusion import (
-    ContextItem,
-    FusedContext,
-    FusedItem,
-    KGFact,
-    fuse_contexts,
-    kg_context_items,
-)
+from .embeddings.base import Embedder
+from .embeddings.models import FunctionEmbedder
+from .fusion import ContextItem, FusedContext, FusedItem, KGFact, fuse_contexts, kg_context_items
 from .index import ConceptGraphIndex, RetrievalResult, RetrievedChunk, SelectionMethod
 from .records import ChunkRecords, add_records, check_ids, delete_chunks, delete_where
-from .selection import Selection, select_by_scores
+from .select.cost import Selection
+from .select.scores import select_by_scores
 
 logger = logging.getLogger("conceptgraph")
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .embeddings import check_texts
+from .embeddings.base import check_texts
 from .index import ConceptGraphIndex, content_id
 
 T = TypeVar("T")

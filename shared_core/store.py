@@ -42,9 +42,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .config import ConceptGraphConfig
-from .ingest import unit_texts
-from .state import CorpusState, sorted_by_id, with_sorted_terms
-from .text import count_tokens_batch, invalid_character
+from .state.corpus import CorpusState, sorted_by_id, with_sorted_terms
+from .state.ingest import unit_texts
+from .text.hygiene import invalid_character
+from .text.tokens import count_tokens_batch
 
 FORMAT = "conceptgraph-index"
 VERSION = 2

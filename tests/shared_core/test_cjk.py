@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from shared_core import ConceptGraphIndex
-from shared_core.concepts import resolve_cjk_segmenter, term_analyzer
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
+from shared_core.text import resolve_cjk_segmenter, term_analyzer
 
 bigram = term_analyzer(cjk_segmenter="bigram")
 jieba = term_analyzer(cjk_segmenter="jieba")

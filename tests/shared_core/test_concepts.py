@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
-from shared_core.concepts import count_terms, extract_concepts, term_analyzer, tfidf, top_n_per_row
+from shared_core.graph import extract_concepts, tfidf, top_n_per_row
+from shared_core.text import count_terms, term_analyzer
 
 
 def test_analyzer_drops_stop_words_and_short_tokens() -> None:

@@ -183,7 +183,7 @@ def test_file_cache_survives_reopening(tmp_path: Path) -> None:
 def test_file_cache_is_shared_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "cache.sqlite"
     package = Path(__file__).resolve().parents[2] / "shared_core"
-    # the module and what it imports (text.py), without the package's __init__ and the
+    # the module and what it imports (shared_core.text), without the package's __init__ and the
     # index behind it: a cheap second interpreter
     script = textwrap.dedent(
         f"""

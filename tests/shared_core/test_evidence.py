@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from shared_core.evidence import (
+from shared_core.search import (
     concept_weights,
     descending_ranks,
+    fill_budget,
     fused_search,
     inverse_document_frequency,
     strongest_concept,
 )
-from shared_core.retrieval import fill_budget
 
 
 def _links(pairs: list[tuple[int, int]], shape: tuple[int, int]) -> sp.csr_matrix:

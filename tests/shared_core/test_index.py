@@ -13,11 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared_core.concepts import term_analyzer
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex, content_id
-from shared_core.text import count_tokens, split_sentences
+from shared_core.text import count_tokens, split_sentences, term_analyzer
 from tests.shared_core.fakes import RecordingEmbedder
 
 DIM = 128

@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 
 from benchmarks.faults import FailOnCall, check_loaded, readers_and_writer
 from shared_core.config import ConceptGraphConfig
-from shared_core.embeddings import HashingEmbedder
+from shared_core.embeddings import EMBED_BATCH, HashingEmbedder
 from shared_core.index import ConceptGraphIndex, content_id
-from shared_core.ingest import EMBED_BATCH
 from shared_core.text import count_tokens, split_sentences
 from tests.shared_core.fakes import RecordingEmbedder
 from tests.shared_core.test_index import CORPUS

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from shared_core.lexical import BM25Scorer
+from shared_core.search import BM25Scorer
 
 # terms: 0 ada, 1 wrote, 2 program, 3 babbage, 4 engine
 #   d0 = ada wrote program (3 terms), d1 = babbage engine engine (3), d2 = program engine (2)

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared_core.retrieval import Hit, local_search, top_k_indices
+from shared_core.search import Hit, local_search, top_k_indices
 
 
 def _links(n_chunks: int, pairs: list[tuple[int, int]], n_concepts: int) -> sp.csc_matrix:

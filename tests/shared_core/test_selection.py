@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from shared_core.selection import (
+from shared_core.select import (
     CostReport,
     chunk_scores,
     id_random_scores,
@@ -174,9 +174,8 @@ def test_index_select_methods_knn_and_random() -> None:
     import numpy as np
 
     from shared_core import ConceptGraphIndex, HashingEmbedder
-    from shared_core.concepts import count_terms, term_analyzer
-    from shared_core.ketrag import knn_chunk_graph
-    from shared_core.text import split_sentences
+    from shared_core.select import knn_chunk_graph
+    from shared_core.text import count_terms, split_sentences, term_analyzer
 
     texts = ["Ada Lovelace wrote notes on the engine.", "Babbage designed the engine.",
              "The engine computed Bernoulli numbers.", "Lovelace published her notes.",

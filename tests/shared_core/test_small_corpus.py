@@ -18,7 +18,7 @@ import pytest
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.cli import main
-from shared_core.selection import CostReport
+from shared_core.select import CostReport
 
 FILES = {"a.txt": "Zebras gallop.", "b.txt": "Lions hunt.", "c.txt": "Owls hoot.",
          "d.txt": "Frogs croak.", "e.txt": "Bees buzz."}

@@ -7,13 +7,13 @@ import itertools
 import pytest
 
 from shared_core.text import (
-    _encoding,
     chunk_by_tokens,
     count_tokens,
     count_tokens_batch,
     invalid_character,
     split_sentences,
 )
+from shared_core.text.tokens import _encoding
 
 # Thirteen colour words; each is one cl100k_base token with or without a leading space.
 WORDS = ["red", "green", "blue", "yellow", "orange", "purple", "black", "white", "brown",

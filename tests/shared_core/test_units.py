@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared_core.text import count_tokens, split_sentences
-from shared_core.units import split_into_units
+from shared_core.text import count_tokens, split_into_units, split_sentences
 
 # Each sentence "Red green blue." is 4 tokens: Red, " green", " blue", "."
 SENT = "Red green blue."

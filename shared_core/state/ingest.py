@@ -13,11 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .concepts import Analyzer, count_terms
-from .embeddings import EMBED_BATCH, Embedder, normalise_rows
-from .state import CorpusState, sorted_by_id
-from .text import count_tokens_batch, split_sentences
-from .units import packed_runs
+from ..embeddings.base import EMBED_BATCH, Embedder, normalise_rows
+from ..text.sentences import split_sentences
+from ..text.terms import Analyzer, count_terms
+from ..text.tokens import count_tokens_batch
+from ..text.units import packed_runs
+from .corpus import CorpusState, sorted_by_id
 
 
 def prepare_chunks(

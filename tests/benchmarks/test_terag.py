@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from shared_core.concepts import term_analyzer
+from benchmarks.comparators.terag import TeragPprRetriever, personalized_pagerank, terag_ppr
+from benchmarks.comparators.units import UnitRetriever
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
-from shared_core.strategies import UnitCorpus, UnitRetriever
-from shared_core.terag import TeragPprRetriever, personalized_pagerank, terag_ppr
-from shared_core.text import count_tokens
-from shared_core.units import split_into_units
+from shared_core.select import UnitCorpus
+from shared_core.text import count_tokens, split_into_units, term_analyzer
 
 AXES = ("alpha", "beta", "gamma", "delta")
 

@@ -1,6 +1,6 @@
 """What an index derives from its stored chunks: concepts, the concept graph, PageRank, units.
 
-All of it is sparse algebra on a :class:`~shared_core.state.CorpusState` (TF-IDF
+All of it is sparse algebra on a :class:`~shared_core.state.corpus.CorpusState` (TF-IDF
 concepts, Eq. 1 concept vectors, filtered edges, PageRank, the retrieval units'
 links, idf and BM25 weights), recomputed when the chunks change in well under the
 time the new sentences took to embed. A ``DerivedGraph`` is immutable like the
@@ -14,12 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .concepts import extract_concepts
-from .config import ConceptGraphConfig
-from .evidence import inverse_document_frequency
-from .graph import ConceptEdges, adjacency, concept_edges, concept_vectors, pagerank
-from .lexical import BM25Scorer
-from .state import CorpusState
+from ..config import ConceptGraphConfig
+from ..embeddings.base import unit_norm_rows
+from ..graph.concepts import extract_concepts
+from ..graph.edges import ConceptEdges, adjacency, concept_edges, concept_vectors
+from ..graph.pagerank import pagerank
+from ..search.bm25 import BM25Scorer
+from ..search.fused import inverse_document_frequency
+from ..text.sentences import segment_matrix
+from .corpus import CorpusState
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,19 +49,6 @@ class DerivedGraph:
     unit_vectors: np.ndarray | None
     concept_position: dict[str, int]
     concept_chunk_counts: np.ndarray
-
-
-def segment_matrix(offsets: np.ndarray, n_sentences: int) -> sp.csr_matrix:
-    """0/1 (segments x sentences) matrix of consecutive sentence ranges given by offsets."""
-    return sp.csr_matrix(
-        (np.ones(n_sentences, dtype=np.int32), np.arange(n_sentences), offsets),
-        shape=(len(offsets) - 1, n_sentences),
-    )
-
-
-def unit_norm_rows(sums: np.ndarray) -> np.ndarray:
-    """``sums`` with every row scaled to length 1 (a zero row stays zero, never NaN)."""
-    return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
 
 
 def segment_means(offsets: np.ndarray, sentence_vectors: np.ndarray) -> np.ndarray:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .text import chunk_by_tokens, count_tokens_batch, split_sentences
+from .sentences import split_sentences
+from .tokens import chunk_by_tokens, count_tokens_batch
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Fused concept ranking: every retrieval unit ranked at once from two views.
 
-The paper's local search (``retrieval.local_search``) fills the budget concept by
+The paper's local search (``search.local.local_search``) fills the budget concept by
 concept, so the first direct concept's chunks all come before the second's, and a
 unit that matches five query concepts ranks no higher than one that matches one.
 Here the concept graph instead supplies *evidence* for every unit:
@@ -22,11 +22,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .concepts import smoothed_idf
-from .config import Overflow
-from .graph import bfs_hops
-from .retrieval import Hit, SearchTrace, Stage, fill_budget, top_k_indices
-from .selection import rank_by_score
+from ..config import Overflow
+from ..graph.concepts import smoothed_idf
+from ..graph.pagerank import bfs_hops
+from ..select.scores import rank_by_score
+from .local import Hit, SearchTrace, Stage, fill_budget, top_k_indices
 
 
 def inverse_document_frequency(unit_links: sp.spmatrix) -> np.ndarray:

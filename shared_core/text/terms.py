@@ -1,9 +1,8 @@
-"""Concept extraction: terms per sentence, and TF-IDF keywords per chunk (Ramos 2003).
+"""Terms: the analyzer that cuts text into terms, and sentence x term counts.
 
 Terms are counted per sentence once, into a sparse sentence x term matrix with a
-vocabulary that only grows. Everything a concept needs (which chunks it was
-extracted from, which chunks and sentences contain it) is sparse algebra on that
-matrix, so adding chunks only tokenizes the new text.
+vocabulary that only grows (:func:`count_terms`), so adding chunks only
+tokenizes the new text.
 
 Chinese, Japanese and Korean are written without spaces between words, so a
 ``\\w+`` word there is a whole clause, and a query shares no term with the text
@@ -22,10 +21,14 @@ import numpy as np
 import scipy.sparse as sp
 
 Analyzer = Callable[[str], list[str]]
+
+
 # what ConceptGraphConfig.cjk_segmenter may hold once "auto" is settled
 ResolvedCjkSegmenter = Literal["jieba", "bigram", "none"]
 
+
 CJK_SEGMENTERS = ("auto", "jieba", "bigram", "none")
+
 
 # Han ideographs: CJK Unified Ideographs (U+4E00-9FFF), Extension A (U+3400-4DBF),
 # Compatibility Ideographs (U+F900-FAFF), Extensions B-H and the Compatibility
@@ -33,16 +36,26 @@ CJK_SEGMENTERS = ("auto", "jieba", "bigram", "none")
 # zero (々 U+3005, 〆 U+3006, 〇 U+3007). These go to jieba in "jieba" mode.
 _HAN = ("\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
         "\U00020000-\U0002fa1f\U00030000-\U000323af")
+
+
 # Kana and Hangul syllables: Hiragana (U+3041-3096, U+309D-309F), Katakana (U+30A1-30FA,
 # U+30FC-30FF: the middle dot U+30FB is punctuation), Katakana Phonetic Extensions
 # (U+31F0-31FF), halfwidth Katakana (U+FF66-FF9F) and Hangul Syllables (U+AC00-D7A3).
 # Combining sound marks (U+3099-309C) are left out, as ``\w`` leaves them out.
 _KANA_HANGUL = ("\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff"
                 "\uff66-\uff9f\uac00-\ud7a3")
+
+
 _CJK = _HAN + _KANA_HANGUL
+
+
 _CJK_CHAR = re.compile(f"[{_CJK}]")
+
+
 # a CJK run, or a maximal run of the other word characters
 _CJK_OR_WORD = re.compile(f"([{_CJK}]+)|[^\\W{_CJK}]+")
+
+
 _HAN_OR_OTHER = re.compile(f"([{_HAN}]+)|[{_KANA_HANGUL}]+")
 
 
@@ -169,43 +182,3 @@ def count_terms(
     )
     matrix.sum_duplicates()
     return matrix
-
-
-def smoothed_idf(n_docs: int, df: np.ndarray) -> np.ndarray:
-    """ln((1+n)/(1+df)) + 1 (scikit-learn's smoothing): one formula for tfidf and evidence."""
-    return np.log((1.0 + n_docs) / (1.0 + np.asarray(df, dtype=np.float64))) + 1.0
-
-
-def tfidf(chunk_term_counts: sp.csr_matrix) -> sp.csr_matrix:
-    """TF-IDF with raw term counts and smoothed idf, ln((1+n)/(1+df)) + 1 (scikit-learn's)."""
-    counts = sp.csr_matrix(chunk_term_counts, dtype=np.float64)
-    n_docs = counts.shape[0]
-    idf = smoothed_idf(n_docs, np.bincount(counts.indices, minlength=counts.shape[1]))
-    weighted = counts.copy()
-    weighted.data *= idf[weighted.indices]
-    return weighted
-
-
-def top_n_per_row(scores: sp.csr_matrix, n: int) -> sp.csr_matrix:
-    """Binary mask of the ``n`` highest entries of each row; ties go to the lower column.
-
-    Vectorised: one lexsort over all nonzeros, then each entry's rank in its row.
-    """
-    scores = sp.csr_matrix(scores)
-    scores.sort_indices()
-    n_rows = scores.shape[0]
-    rows = np.repeat(np.arange(n_rows), np.diff(scores.indptr))
-    order = np.lexsort((scores.indices, -scores.data, rows))
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order)) - scores.indptr[rows[order]]
-    keep = (rank < n) & (scores.data > 0)
-    mask = sp.csr_matrix(
-        (np.ones(int(keep.sum()), dtype=np.float32), (rows[keep], scores.indices[keep])),
-        shape=scores.shape,
-    )
-    return mask
-
-
-def extract_concepts(chunk_term_counts: sp.csr_matrix, concepts_per_chunk: int) -> sp.csr_matrix:
-    """Which terms each chunk contributes as concepts: its top TF-IDF keywords."""
-    return top_n_per_row(tfidf(chunk_term_counts), concepts_per_chunk)

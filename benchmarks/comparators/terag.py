@@ -10,7 +10,7 @@ semantic group (Eq. 5), runs PPR with that restart vector and ranks passages by
 their PPR mass.
 
 Until an LLM entity extractor exists, concepts are each unit's top TF-IDF terms
-(``shared_core.concepts.extract_concepts``) and the query's "entities" are its
+(``shared_core.graph.concepts.extract_concepts``) and the query's "entities" are its
 own terms under the same analyzer.
 """
 
@@ -23,12 +23,14 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from .concepts import extract_concepts, term_analyzer
-from .config import ConceptLinks, Overflow
-from .embeddings import Embedder
-from .graph import concept_vectors, cooccurrence, power_iteration
-from .retrieval import fill_budget, top_k_indices
-from .strategies import UnitCorpus, check_budget, check_query_vector
+from shared_core.config import ConceptLinks, Overflow
+from shared_core.embeddings import Embedder
+from shared_core.graph import concept_vectors, cooccurrence, extract_concepts, power_iteration
+from shared_core.search import fill_budget, top_k_indices
+from shared_core.select import UnitCorpus
+from shared_core.text import term_analyzer
+
+from .units import check_budget, check_query_vector
 
 SeedMode = Literal["fallback", "both"]
 SeedGroup = Literal["exact", "semantic"]
@@ -296,5 +298,5 @@ def terag_ppr(
     unit_tokens: Sequence[int] | np.ndarray,
     embedder: Embedder,
 ) -> TeragPprRetriever:
-    """The harness factory (:class:`shared_core.strategies.UnitRetrieverFactory`), defaults."""
+    """The harness factory (:class:`~benchmarks.comparators.units.UnitRetrieverFactory`)."""
     return TeragPprRetriever.build(unit_ids, unit_texts, unit_tokens, embedder)

@@ -21,8 +21,8 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from .config import Overflow
-from .graph import bfs_hops
+from ..config import Overflow
+from ..graph.pagerank import bfs_hops
 
 Stage = Literal["direct", "expanded", "similarity"]
 ChunkScorer = Callable[[np.ndarray], np.ndarray]

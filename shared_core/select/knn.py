@@ -1,13 +1,11 @@
-"""KET-RAG without the LLM: KNN-chunk-graph PageRank selection and the keyword channel.
+"""KET-RAG's core-chunk selection without the LLM: KNN-chunk-graph PageRank.
 
 KET-RAG (§5.1, Algorithm 3 lines 2-8) links every chunk to its K/2 lexically
 most similar chunks (shared keywords) and its K/2 semantically most similar
 other chunks (cosine), and ranks chunks by PageRank on that graph to choose the
-core chunks. Its keyword channel (§5.1 lines 10-15, §5.2) links keywords to the
-units that contain them; a keyword's vector is the mean embedding of the
-sentences containing it. At query time seed keywords are taken in similarity
-order until their units hold twice the budget, and that pool is reranked
-against the query.
+core chunks. :class:`UnitCorpus` is the sentence-level preparation it scores
+from (sentences, their embeddings, sentence x term counts), shared with the
+benchmark comparators (``benchmarks.comparators``).
 
 Memory: the KNN graph computes dense similarity rows in blocks of
 ``block_rows`` x n, never the whole n x n matrix. A block's working set (the
@@ -26,12 +24,11 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from .concepts import term_analyzer, tfidf
-from .config import ChunkSimilarity, Overflow
-from .embeddings import Embedder
-from .graph import concept_vectors, pagerank
-from .retrieval import fill_budget, top_k_indices
-from .strategies import UnitCorpus, check_budget, check_query_vector
+from ..embeddings.base import EMBED_BATCH, Embedder, check_texts, unit_norm_rows
+from ..graph.concepts import tfidf
+from ..graph.pagerank import pagerank
+from ..text.sentences import segment_matrix, split_sentences
+from ..text.terms import Analyzer, count_terms, term_analyzer
 
 Lexical = Literal["count", "tfidf"]
 
@@ -44,7 +41,7 @@ class KnnChunkGraph:
     ``lexical[i]`` / ``semantic[i]`` are the neighbours chunk i chose, best
     first, padded with -1 (no chunk shares a keyword with i, or n is small).
     ``adjacency`` is the undirected 0/1 union of all choices; ``scores`` its
-    PageRank, ready for :func:`shared_core.selection.select_by_scores`.
+    PageRank, ready for :func:`shared_core.select.scores.select_by_scores`.
     """
 
     lexical: np.ndarray
@@ -179,56 +176,55 @@ def knn_pagerank_scores(
     ).scores
 
 
-# ----------------------------------------------------------------------- keyword channel
-@dataclass(frozen=True)
-class KeywordHit:
-    """A unit in the context and the seed keyword whose neighbourhood brought it."""
-
-    unit: int
-    score: float
-    tokens: int
-    keyword: str
-    keyword_similarity: float
-    seed_rank: int
-
-
-@dataclass(frozen=True)
-class KeywordSearch:
-    """The hits in context order, the seed keywords and the candidate pool they gave."""
-
-    hits: tuple[KeywordHit, ...]
-    seeds: tuple[str, ...]
-    pool_units: int
-    pool_tokens: int
-    budget: int
-
-    @property
-    def units(self) -> list[int]:
-        return [h.unit for h in self.hits]
-
-    @property
-    def tokens_used(self) -> int:
-        return sum(h.tokens for h in self.hits)
+def check_units(
+    unit_ids: Sequence[str], unit_texts: Sequence[str], unit_tokens: Sequence[int] | np.ndarray
+) -> tuple[list[str], list[str], np.ndarray]:
+    """Validate the harness inputs: same lengths, non-blank texts, unique ids, tokens >= 0."""
+    texts = check_texts(unit_texts, "unit_texts")
+    if not texts:
+        raise ValueError("unit_texts is empty: a retriever needs at least one unit")
+    if isinstance(unit_ids, (str, bytes)) or not isinstance(unit_ids, Sequence):
+        raise TypeError(f"unit_ids must be a sequence of str, got {type(unit_ids).__name__}")
+    ids = list(unit_ids)
+    if any(not isinstance(i, str) for i in ids):
+        raise TypeError("unit_ids must all be str")
+    if len(set(ids)) != len(ids):
+        raise ValueError("unit_ids must be unique")
+    tokens = np.asarray(unit_tokens)
+    if tokens.ndim != 1 or not (np.issubdtype(tokens.dtype, np.integer) or tokens.size == 0):
+        raise TypeError("unit_tokens must be a 1-d sequence of ints")
+    if not len(ids) == len(texts) == len(tokens):
+        raise ValueError(
+            f"unit_ids, unit_texts and unit_tokens differ in length "
+            f"({len(ids)}, {len(texts)}, {len(tokens)})"
+        )
+    if (tokens < 0).any():
+        raise ValueError("unit_tokens must be >= 0")
+    return ids, texts, tokens.astype(np.int64)
 
 
 @dataclass(frozen=True)
-class KeywordChannelRetriever:
-    """KET-RAG's Keyword-RAG over any list of units (chunks, passages or sub-chunks).
+class UnitCorpus:
+    """Units split into sentences, with sentence embeddings and sentence x term counts.
 
-    ``pool_factor`` is the "2·(1-θ)·λ" of §5.2 over the channel's own budget:
-    seeds are added until their units hold ``pool_factor x budget`` tokens.
-    ``unit_similarity`` compares a unit to the query by the mean of its sentence
-    vectors (the stand-in for φ(t_i)) or by its best sentence.
+    ``offsets[i]:offsets[i+1]`` are unit i's sentences; ``unit_terms`` is the
+    sum of its sentences' term counts, so unit- and sentence-level terms agree.
+    Build it once and pass it to several strategies' ``from_corpus`` to split
+    and embed the sentences once (sentence splitting dominates build time).
     """
 
-    corpus: UnitCorpus
-    keywords: list[str]
-    keyword_vectors: np.ndarray
-    keyword_units: sp.csc_matrix
-    unit_vectors: np.ndarray
-    pool_factor: float = 2.0
-    unit_similarity: ChunkSimilarity = "mean"
-    overflow: Overflow = "skip"
+    ids: list[str]
+    texts: list[str]
+    tokens: np.ndarray
+    offsets: np.ndarray
+    sentence_embeddings: np.ndarray
+    sentence_terms: sp.csr_matrix
+    unit_terms: sp.csr_matrix
+    vocabulary: dict[str, int]
+    analyzer: Analyzer
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
     @classmethod
     def build(
@@ -237,101 +233,43 @@ class KeywordChannelRetriever:
         unit_texts: Sequence[str],
         unit_tokens: Sequence[int] | np.ndarray,
         embedder: Embedder,
-        *,
-        ngram_max: int = 1,
-        min_chars: int = 2,
-        pool_factor: float = 2.0,
-        unit_similarity: ChunkSimilarity = "mean",
-        overflow: Overflow = "skip",
-    ) -> KeywordChannelRetriever:
-        """Keywords are the units' terms; each keyword's vector is Eq. 1's sentence mean."""
-        corpus = UnitCorpus.build(
-            unit_ids, unit_texts, unit_tokens, embedder, term_analyzer(ngram_max, min_chars)
-        )
-        return cls.from_corpus(corpus, pool_factor=pool_factor,
-                               unit_similarity=unit_similarity, overflow=overflow)
+        analyzer: Analyzer,
+        batch_size: int = EMBED_BATCH,
+    ) -> UnitCorpus:
+        ids, texts, tokens = check_units(unit_ids, unit_texts, unit_tokens)
+        if not isinstance(embedder, Embedder):
+            raise TypeError(f"embedder must implement the Embedder protocol, got "
+                            f"{type(embedder).__name__}")
+        sentences: list[str] = []
+        offsets = [0]
+        for text in texts:
+            pieces = [text[s:e] for s, e in split_sentences(text) if text[s:e].strip()]
+            sentences.extend(pieces or [text.strip()])
+            offsets.append(len(sentences))
+        parts = [embedder.embed(sentences[i : i + batch_size])
+                 for i in range(0, len(sentences), batch_size)]
+        embeddings = np.ascontiguousarray(np.vstack(parts), dtype=np.float32)
+        vocabulary: dict[str, int] = {}
+        sentence_terms = count_terms(sentences, vocabulary, analyzer)
+        offs = np.asarray(offsets, dtype=np.int64)
+        unit_terms = sp.csr_matrix(sentence_to_unit(offs) @ sentence_terms)
+        return cls(ids, texts, tokens, offs, embeddings, sentence_terms, unit_terms, vocabulary,
+                   analyzer)
 
-    @classmethod
-    def from_corpus(
-        cls,
-        corpus: UnitCorpus,
-        *,
-        pool_factor: float = 2.0,
-        unit_similarity: ChunkSimilarity = "mean",
-        overflow: Overflow = "skip",
-    ) -> KeywordChannelRetriever:
-        """Build over an already prepared :class:`UnitCorpus` (its analyzer gives the keywords)."""
-        if not isinstance(pool_factor, (int, float)) or pool_factor < 1.0:
-            raise ValueError(f"pool_factor must be a number >= 1, got {pool_factor!r}")
-        if unit_similarity not in ("mean", "max"):
-            raise ValueError(f"unit_similarity must be 'mean' or 'max', got {unit_similarity!r}")
-        if overflow not in ("stop", "skip"):
-            raise ValueError(f"overflow must be 'stop' or 'skip', got {overflow!r}")
-        vectors, _ = concept_vectors(corpus.sentence_terms, corpus.sentence_embeddings)
-        links = sp.csc_matrix(corpus.unit_terms != 0, dtype=np.int8)
-        links.sort_indices()
-        return cls(corpus, corpus.terms(), vectors, links, corpus.unit_vectors(),
-                   float(pool_factor), unit_similarity, overflow)
+    def unit_vectors(self) -> np.ndarray:
+        """Each unit's vector: the unit-norm mean of its sentence embeddings."""
+        # float32 sums, not state.derived.segment_means' float64: the baselines' scores depend on it
+        sums = np.add.reduceat(self.sentence_embeddings, self.offsets[:-1], axis=0)
+        return np.ascontiguousarray(unit_norm_rows(sums), dtype=np.float32)
 
-    def _unit_similarity(self, q: np.ndarray) -> np.ndarray:
-        if self.unit_similarity == "mean":
-            return np.asarray(self.unit_vectors @ q, dtype=np.float64)
-        sentence_sim = self.corpus.sentence_embeddings @ q
-        return np.maximum.reduceat(sentence_sim, self.corpus.offsets[:-1]).astype(np.float64)
-
-    def search(self, query: str, query_vector: np.ndarray, budget: int) -> KeywordSearch:
-        """Seed keywords until the pool holds pool_factor x budget tokens; rerank; fill."""
-        if not isinstance(query, str):
-            raise TypeError(f"query must be str, got {type(query).__name__}")
-        budget = check_budget(budget)
-        q = check_query_vector(query_vector, self.keyword_vectors.shape[1])
-        similarity = np.asarray(self.keyword_vectors @ q, dtype=np.float64)
-        tokens = self.corpus.tokens
-        need = self.pool_factor * budget
-        seed_of = np.full(len(self.corpus), -1, dtype=np.int64)
-        seeds: list[int] = []
-        pool_tokens = 0
-        indptr, indices = self.keyword_units.indptr, self.keyword_units.indices
-        taken = 0
-        batch = 64
-        while pool_tokens < need and taken < len(similarity):
-            ranked = top_k_indices(similarity, taken + batch)[taken:]
-            for keyword in ranked.tolist():
-                units = indices[indptr[keyword] : indptr[keyword + 1]]
-                new = units[seed_of[units] < 0]
-                seeds.append(keyword)
-                if len(new):
-                    seed_of[new] = len(seeds) - 1
-                    pool_tokens += int(tokens[new].sum())
-                if pool_tokens >= need:
-                    break
-            taken += len(ranked)
-            batch *= 4
-        pool = np.flatnonzero(seed_of >= 0)
-        unit_sim = self._unit_similarity(q)
-        order = pool[np.lexsort((pool, -unit_sim[pool]))]
-        chosen = fill_budget(order, tokens, budget, self.overflow)
-        hits = tuple(
-            KeywordHit(
-                unit=int(u), score=float(unit_sim[u]), tokens=int(tokens[u]),
-                keyword=self.keywords[seeds[seed_of[u]]],
-                keyword_similarity=float(similarity[seeds[seed_of[u]]]),
-                seed_rank=int(seed_of[u]),
-            )
-            for u in chosen
-        )
-        return KeywordSearch(hits, tuple(self.keywords[s] for s in seeds), len(pool),
-                             pool_tokens, budget)
-
-    def retrieve(self, query: str, query_vector: np.ndarray, budget: int) -> list[int]:
-        return self.search(query, query_vector, budget).units
+    def terms(self) -> list[str]:
+        """Terms by column index."""
+        out = [""] * len(self.vocabulary)
+        for term, col in self.vocabulary.items():
+            out[col] = term
+        return out
 
 
-def keyword_channel(
-    unit_ids: Sequence[str],
-    unit_texts: Sequence[str],
-    unit_tokens: Sequence[int] | np.ndarray,
-    embedder: Embedder,
-) -> KeywordChannelRetriever:
-    """The harness factory (:class:`shared_core.strategies.UnitRetrieverFactory`), defaults."""
-    return KeywordChannelRetriever.build(unit_ids, unit_texts, unit_tokens, embedder)
+def sentence_to_unit(offsets: np.ndarray) -> sp.csr_matrix:
+    """(units x sentences) 0/1 matrix: which sentences make up each unit."""
+    return segment_matrix(offsets, int(offsets[-1]))

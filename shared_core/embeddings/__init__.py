@@ -1,0 +1,42 @@
+"""Embedders: the protocols, the models, and the content-hash cache."""
+
+from .base import EMBED_BATCH, Embedder, QueryEmbedder, check_texts, normalise_rows, unit_norm_rows
+from .cache import (
+    CachedEmbedder,
+    EmbeddingCache,
+    default_cache_path,
+    embedder_for_model_id,
+    resolve_embedder,
+)
+from .models import (
+    MINILM_MODEL_ID,
+    OPENAI_DEFAULT_MODEL,
+    OPENAI_PLACEHOLDER_KEY,
+    FunctionEmbedder,
+    HashingEmbedder,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+    minilm_embedder,
+)
+
+__all__ = [
+    "EMBED_BATCH",
+    "MINILM_MODEL_ID",
+    "OPENAI_DEFAULT_MODEL",
+    "OPENAI_PLACEHOLDER_KEY",
+    "CachedEmbedder",
+    "Embedder",
+    "EmbeddingCache",
+    "FunctionEmbedder",
+    "HashingEmbedder",
+    "OpenAIEmbedder",
+    "QueryEmbedder",
+    "SentenceTransformerEmbedder",
+    "check_texts",
+    "default_cache_path",
+    "embedder_for_model_id",
+    "minilm_embedder",
+    "normalise_rows",
+    "resolve_embedder",
+    "unit_norm_rows",
+]

@@ -1,0 +1,89 @@
+"""What an embedder is: the protocols, and the checks every embedder's input and output pass.
+
+An embedder returns float32, L2-normalised rows (:func:`normalise_rows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..text.hygiene import invalid_character
+
+# Texts per embed() call when the core embeds a corpus: one constant, so the index and the
+# baselines hand a model the same batches.
+EMBED_BATCH = 512
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the core needs from an embedding model."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` as a (len(texts), dim) float32 array of unit rows."""
+        ...
+
+
+@runtime_checkable
+class QueryEmbedder(Embedder, Protocol):
+    """An embedder whose model embeds queries differently from passages (e.g. E5, BGE)."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The query's vector, shape (dim,); normalised by the caller."""
+        ...
+
+
+def check_texts(texts: object, what: str = "texts") -> list[str]:
+    """Reject anything but a sequence of non-blank strings, naming the first offender.
+
+    Every chunk and query passes here, so lone surrogates and NUL characters
+    (``text.invalid_character``) are an error naming the text and the character
+    offset: cleaning them would silently make the indexed text differ from the
+    caller's.
+    """
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
+        raise TypeError(f"{what} must be a sequence of str, got {type(texts).__name__}")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{i}] must be str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError(f"{what}[{i}] is empty or whitespace")
+        bad = invalid_character(text)
+        if bad is not None:
+            offset, description = bad
+            raise ValueError(f"{what}[{i}] contains {description} at character {offset}: "
+                             "text must be valid Unicode without NUL characters")
+    return out
+
+
+def normalise_rows(vectors: object, n_rows: int, dim: int, source: str) -> np.ndarray:
+    """Validate an embedder's output and return it as unit-norm float32 rows.
+
+    A model that returns the wrong count, the wrong width, NaNs or zero vectors
+    would silently poison every similarity downstream, so it is an error here.
+    """
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim != 2 or arr.shape[0] != n_rows:
+        raise ValueError(f"{source} returned shape {arr.shape}, expected ({n_rows}, {dim})")
+    if arr.shape[1] != dim:
+        raise ValueError(f"{source} returned vectors of dimension {arr.shape[1]}, expected {dim}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{source} returned non-finite values (NaN or inf)")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    if n_rows and float(norms.min()) == 0.0:
+        raise ValueError(f"{source} returned an all-zero vector")
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+def unit_norm_rows(sums: np.ndarray) -> np.ndarray:
+    """``sums`` with every row scaled to length 1 (a zero row stays zero, never NaN)."""
+    return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)

