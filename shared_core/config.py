@@ -20,6 +20,22 @@ Overflow = Literal["stop", "skip"]
 Ranking = Literal["fused", "paper"]
 SelectBy = Literal["chunks", "tokens"]
 
+# The knobs by what they act on, so that what a change costs can be read off its group:
+# build knobs shape the stored chunks (a change needs a rebuild), graph knobs the concept
+# graph derived from them (re-derived without embedding anything), the rest cost nothing
+# (``ConceptGraphIndex.reconfigured`` applies these rules).
+KNOB_GROUPS: dict[str, tuple[str, ...]] = {
+    "build": ("ngram_max", "min_term_chars", "cjk_segmenter", "unit_tokens"),
+    "graph": ("concepts_per_chunk", "concept_links", "theta_co", "theta_sem",
+              "pagerank_weighted", "pagerank_damping"),
+    "selection": ("kappa", "select_by", "chunk_score"),
+    # chunk_similarity is a query knob, but "direct" needs unit vectors stored at build
+    # time and "mean" precomputes unit vectors with the graph
+    "query": ("top_k", "hops", "budget", "ranking", "chunk_similarity", "overflow",
+              "exact_match_seeds", "lexical", "rrf_k", "expansion_decay", "min_score"),
+    "fusion": ("lam",),
+}
+
 
 @dataclass(frozen=True)
 class ConceptGraphConfig:

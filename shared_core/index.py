@@ -21,7 +21,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from .config import CjkSegmenter, ConceptGraphConfig, SelectBy
+from .config import KNOB_GROUPS, CjkSegmenter, ConceptGraphConfig, SelectBy
 from .embeddings.base import Embedder, QueryEmbedder, check_texts, normalise_rows
 from .fusion import ContextItem
 from .search.fused import fused_search
@@ -35,11 +35,9 @@ from .text.hygiene import check_query, invalid_character
 from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
 
 SelectionMethod = Literal["concept", "knn", "random"]
-# knobs that shape the stored chunks (analysis, units, unit vectors): changing one needs a rebuild
-CORPUS_KNOBS = ("ngram_max", "min_term_chars", "cjk_segmenter", "unit_tokens")
-# knobs that shape the derived graph: changing one re-derives it from the stored chunks
-GRAPH_KNOBS = ("concepts_per_chunk", "concept_links", "theta_co", "theta_sem",
-               "pagerank_weighted", "pagerank_damping", "chunk_similarity")
+# what reconfigured() must rebuild or re-derive (see config.KNOB_GROUPS)
+CORPUS_KNOBS = KNOB_GROUPS["build"]
+GRAPH_KNOBS = (*KNOB_GROUPS["graph"], "chunk_similarity")
 
 
 def content_id(text: str) -> str:

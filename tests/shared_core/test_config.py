@@ -125,3 +125,12 @@ def test_config_is_frozen() -> None:
     cfg = ConceptGraphConfig()
     with pytest.raises(AttributeError):
         cfg.kappa = 0.5  # type: ignore[misc]
+
+
+def test_knob_groups_partition_the_config() -> None:
+    from shared_core.config import KNOB_GROUPS
+
+    grouped = [k for group in KNOB_GROUPS.values() for k in group]
+    assert len(grouped) == len(set(grouped))  # no knob in two groups
+    assert set(grouped) == {f.name for f in fields(ConceptGraphConfig)}  # and none left out
+    assert set(KNOB_GROUPS) == {"build", "graph", "selection", "query", "fusion"}
