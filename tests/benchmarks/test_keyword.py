@@ -12,7 +12,7 @@ from benchmarks.comparators.keyword import KeywordChannelRetriever, keyword_chan
 from benchmarks.comparators.units import UnitRetriever
 from shared_core.embeddings import HashingEmbedder
 from shared_core.text import count_tokens, split_into_units
-from tests.shared_core.test_ketrag import axis_embedder
+from tests.shared_core.select.test_knn import axis_embedder
 
 # -------------------------------------------------------------------- keyword channel
 # One sentence per unit; with the axis embedder a unit's vector is its axis counts.

@@ -182,7 +182,7 @@ def test_file_cache_survives_reopening(tmp_path: Path) -> None:
 
 def test_file_cache_is_shared_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "cache.sqlite"
-    package = Path(__file__).resolve().parents[2] / "shared_core"
+    package = Path(__file__).resolve().parents[3] / "shared_core"
     # the module and what it imports (shared_core.text), without the package's __init__ and the
     # index behind it: a cheap second interpreter
     script = textwrap.dedent(
@@ -198,7 +198,7 @@ def test_file_cache_is_shared_across_processes(tmp_path: Path) -> None:
         """
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120,
-                   cwd=Path(__file__).resolve().parents[2])
+                   cwd=Path(__file__).resolve().parents[3])
     inner = RecordingEmbedder(HashingEmbedder(32))
     cached = CachedEmbedder(inner, EmbeddingCache(path))
     out = cached.embed(["second text", "written by another process", "new here"])
