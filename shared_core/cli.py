@@ -131,7 +131,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_select(args: argparse.Namespace) -> int:
     index = _load(args.index, args.cache)
-    selection = index.select(args.kappa, by=args.by, prompt_tokens_per_chunk=args.prompt_tokens)
+    selection = index.select(args.kappa, method=args.method, by=args.by,
+                             prompt_tokens_per_chunk=args.prompt_tokens, seed=args.seed)
     report = selection.report  # the index records its graph's size: no edges is a warning
     if args.out:
         with Path(args.out).open("w", encoding="utf-8") as out:
@@ -153,7 +154,8 @@ def cmd_select(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     index = _load(args.index, args.cache)
     for question in args.question:
-        result = index.retrieve(question, top_k=args.top_k, hops=args.hops, budget=args.budget)
+        result = index.retrieve(question, top_k=args.top_k, hops=args.hops, budget=args.budget,
+                                min_score=args.min_score)
         if args.json:
             print(json.dumps({
                 "query": question,
@@ -201,6 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("index")
     select.add_argument("--kappa", type=float, default=None,
                         help="share of tokens (or of chunks, with --by chunks) to keep")
+    select.add_argument("--method", choices=("concept", "knn", "random"), default="concept",
+                        help="G2ConS concept PageRank (default), KET-RAG's KNN chunk graph, "
+                        "or the random baseline")
+    select.add_argument("--seed", type=int, default=0, help="seed of --method random")
     select.add_argument("--by", choices=("chunks", "tokens"), default=None,
                         help="kappa is a share of chunks or of tokens (default: the config's)")
     select.add_argument("--prompt-tokens", type=int, default=0,
@@ -216,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--budget", type=int, default=None)
     query.add_argument("--top-k", type=int, default=None)
     query.add_argument("--hops", type=int, default=None)
+    query.add_argument("--min-score", type=float, default=None,
+                       help="relevance floor: no unit less similar to the question than this")
     query.add_argument("--json", action="store_true", help="one JSON object per question")
     query.set_defaults(func=cmd_query)
 

@@ -195,3 +195,24 @@ def test_select_json_is_one_object_with_the_report_and_kept_ids(
     index = ConceptGraphIndex.load(str(index_dir), resolve_embedder("hashing"))
     assert report["tokens_kept"] == sum(index.get(i).tokens for i in written)
     assert report["graph_edges"] == index.stats()["edges"]
+
+
+def test_select_method_and_query_min_score_reach_the_index(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index_dir = tmp_path / "idx"
+    assert build(corpus, index_dir, "--set", "theta_co=1") == 0
+    index = ConceptGraphIndex.load(str(index_dir), resolve_embedder("hashing"))
+    for method in ("knn", "random"):
+        capsys.readouterr()
+        assert main(["select", str(index_dir), "--kappa", "0.5", "--by", "chunks",
+                     "--method", method, "--seed", "3", "--json"]) == 0
+        answer = json.loads(capsys.readouterr().out)
+        expected = index.select(0.5, method=method, by="chunks", seed=3)  # type: ignore[arg-type]
+        assert answer["kept_ids"] == list(expected.kept_ids)
+    # a floor above every similarity: the question gets no context at all
+    capsys.readouterr()
+    assert main(["query", str(index_dir), "Who wrote the first program?", "--json",
+                 "--min-score", "0.999"]) == 0
+    assert json.loads(capsys.readouterr().out)["chunks"] == []
+    assert main(["query", str(index_dir), "Who wrote the first program?", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["chunks"]
