@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.embeddings import Embeddings
 
-from shared_core.embeddings import Embedder
+from shared_core.embeddings import Embedder, framework_model_id
 from shared_core.pipeline import function_embedder
 
 
@@ -77,8 +77,5 @@ def to_core_embedder(
             f"embeddings must be a LangChain Embeddings object, got {type(embeddings).__name__}"
         )
     if model_id is None:
-        model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
-        model_id = f"langchain/{type(embeddings).__name__}"
-        if isinstance(model, str) and model:
-            model_id += f"/{model}"
+        model_id = framework_model_id("langchain", embeddings)
     return function_embedder(embeddings.embed_documents, model_id, dim, embeddings.embed_query)

@@ -17,7 +17,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.settings import Settings
 
-from shared_core.embeddings import Embedder, minilm_embedder
+from shared_core.embeddings import Embedder, framework_model_id, minilm_embedder
 from shared_core.pipeline import function_embedder
 
 _DEFAULT_LOCK = threading.Lock()
@@ -78,7 +78,7 @@ def to_core_embedder(embed_model: BaseEmbedding, dim: int | None = None) -> Embe
     if dim is None:
         stated = getattr(embed_model, "embed_dim", None)
         dim = stated if isinstance(stated, int) and not isinstance(stated, bool) else None
-    model_id = f"llama-index:{type(embed_model).__name__}:{embed_model.model_name}"
+    model_id = framework_model_id("llama-index", embed_model)
     return function_embedder(embed_model.get_text_embedding_batch, model_id, dim)
 
 

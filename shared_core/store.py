@@ -42,6 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .config import ConceptGraphConfig
+from .embeddings.base import same_model
 from .state.corpus import CorpusState, sorted_by_id, with_sorted_terms
 from .state.ingest import unit_texts
 from .text.hygiene import invalid_character
@@ -303,7 +304,7 @@ def _load_folder(folder: Path, model_id: str, dim: int) -> tuple[CorpusState, Co
             or isinstance(built_with[1], bool) or built_with[1] < 1:
         raise CorruptIndexError(f"{folder}/manifest.json: embedding_model must be a string "
                                 f"and embedding_dim a positive int, got {built_with!r}")
-    if built_with != (model_id, dim):
+    if not same_model(built_with[0], model_id) or built_with[1] != dim:
         raise ValueError(
             f"{folder} was built with embedding model {manifest.get('embedding_model')!r} "
             f"(dim {manifest.get('embedding_dim')}), but the embedder given is "

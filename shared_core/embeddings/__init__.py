@@ -1,6 +1,15 @@
 """Embedders: the protocols, the models, and the content-hash cache."""
 
-from .base import EMBED_BATCH, Embedder, QueryEmbedder, check_texts, normalise_rows, unit_norm_rows
+from .base import (
+    EMBED_BATCH,
+    Embedder,
+    QueryEmbedder,
+    check_texts,
+    framework_model_id,
+    normalise_rows,
+    same_model,
+    unit_norm_rows,
+)
 from .cache import (
     CachedEmbedder,
     EmbeddingCache,
@@ -35,8 +44,10 @@ __all__ = [
     "check_texts",
     "default_cache_path",
     "embedder_for_model_id",
+    "framework_model_id",
     "minilm_embedder",
     "normalise_rows",
     "resolve_embedder",
+    "same_model",
     "unit_norm_rows",
 ]

@@ -5,6 +5,7 @@ An embedder returns float32, L2-normalised rows (:func:`normalise_rows`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -87,3 +88,27 @@ def normalise_rows(vectors: object, n_rows: int, dim: int, source: str) -> np.nd
 def unit_norm_rows(sums: np.ndarray) -> np.ndarray:
     """``sums`` with every row scaled to length 1 (a zero row stays zero, never NaN)."""
     return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+
+
+def framework_model_id(framework: str, embedding_object: object) -> str:
+    """The id an index records for a framework's embedding object: ``<framework>/<class>/<model>``.
+
+    It is stored with a saved index and checked on load, so it must be stable and
+    the same rule for every framework: the class name plus the object's ``model``
+    or ``model_name`` attribute when it has one.
+    """
+    model = getattr(embedding_object, "model", None) or getattr(embedding_object, "model_name",
+                                                                None)
+    model_id = f"{framework}/{type(embedding_object).__name__}"
+    return f"{model_id}/{model}" if isinstance(model, str) and model else model_id
+
+
+def same_model(recorded: str, given: str) -> bool:
+    """Whether two model ids name one model; indexes saved before ``framework_model_id``
+    recorded LlamaIndex models as ``llama-index:<class>:<model>``."""
+    legacy = re.fullmatch(r"llama-index:([^:/]+):(.*)", recorded)
+    if legacy:
+        recorded = f"llama-index/{legacy.group(1)}" + (f"/{legacy.group(2)}"
+                                                       if legacy.group(2) else "")
+    return recorded == given
+

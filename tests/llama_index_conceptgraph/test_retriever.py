@@ -66,7 +66,7 @@ def test_uses_settings_embed_model_when_none_given(settings_embed_model: CoreEmb
 def test_any_base_embedding_is_wrapped_and_queries_use_query_embedding() -> None:
     embed = CountingEmbedding()
     retriever = ConceptGraphRetriever.from_defaults(nodes=corpus_nodes(), embed_model=embed)
-    assert retriever.index.embedder.model_id == "llama-index:CountingEmbedding:unknown"
+    assert retriever.index.embedder.model_id == "llama-index/CountingEmbedding/unknown"
     assert retriever.index.embedder.dim == 128  # found by one probe embedding
     embedded = len(embed.texts)
     assert retriever.retrieve(QUERY)[0].node.node_id == "curie-polonium"

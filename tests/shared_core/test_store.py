@@ -277,3 +277,14 @@ def test_an_index_saved_before_select_by_keeps_kappa_as_a_share_of_chunks(saved:
     assert loaded.config.select_by == "chunks"
     assert loaded.select(0.6).report.chunks_kept == 3  # ceil(0.6 * 5), as it was saved
     assert ConceptGraphIndex.load(str(saved), HashingEmbedder(DIM)).config == loaded.config
+
+
+def test_an_index_saved_with_a_legacy_llama_index_model_id_loads(tmp_path: Path) -> None:
+    inner = HashingEmbedder(DIM)
+    old = FunctionEmbedder(inner.embed, "llama-index:MyEmbedding:my-model", DIM)
+    ConceptGraphIndex.from_texts(TEXTS, embedder=old, config=CFG).save(str(tmp_path / "i"))
+    new = FunctionEmbedder(inner.embed, "llama-index/MyEmbedding/my-model", DIM)
+    assert len(ConceptGraphIndex.load(str(tmp_path / "i"), new)) == len(TEXTS)
+    other = FunctionEmbedder(inner.embed, "llama-index/MyEmbedding/other-model", DIM)
+    with pytest.raises(ValueError, match="was built with embedding model"):
+        ConceptGraphIndex.load(str(tmp_path / "i"), other)

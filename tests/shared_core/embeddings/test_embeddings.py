@@ -483,3 +483,27 @@ def test_minilm_offline_model() -> None:
         ids=["bio", "history", "astro"], embedder=emb)
     result = index.retrieve("Which is the biggest planet orbiting the Sun?")
     assert result.chunks[0].id == "astro"
+
+
+def test_framework_model_ids_follow_one_rule_and_legacy_ids_still_match() -> None:
+    from shared_core.embeddings import framework_model_id, same_model
+
+    class Named:
+        model = "text-embedding-3-small"
+
+    class Unnamed:
+        pass
+
+    class ByModelName:
+        model_name = "bge-small"
+
+    assert framework_model_id("langchain", Named()) == "langchain/Named/text-embedding-3-small"
+    assert framework_model_id("llama-index", ByModelName()) == "llama-index/ByModelName/bge-small"
+    assert framework_model_id("langchain", Unnamed()) == "langchain/Unnamed"
+    # an index saved before the rule recorded LlamaIndex models with colons
+    assert same_model("llama-index:OpenAIEmbedding:text-embedding-3-small",
+                      "llama-index/OpenAIEmbedding/text-embedding-3-small")
+    assert not same_model("llama-index:OpenAIEmbedding:text-embedding-3-small",
+                          "llama-index/OpenAIEmbedding/text-embedding-3-large")
+    assert same_model("hashing-bow-64", "hashing-bow-64")
+    assert not same_model("hashing-bow-64", "hashing-bow-128")
