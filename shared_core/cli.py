@@ -13,6 +13,7 @@ go to stderr as ``conceptgraph: warning: ...``, with the setting to change.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConceptGraphConfig
-from .corpus import read_corpus, window_chunks
+from .corpus import Record, iter_corpus, window_chunks
 from .embeddings.cache import embedder_for_model_id, resolve_embedder
 from .index import ConceptGraphIndex, RetrievalResult
 from .select.cost import CostReport
@@ -107,16 +108,18 @@ def _parse_config(pairs: Sequence[str]) -> ConceptGraphConfig:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    records = read_corpus(args.corpus)
+    # records stream from disk unless windows must be cut across them (--chunk-tokens)
+    records: Iterable[Record] = iter_corpus(args.corpus)
     if args.chunk_tokens:
-        records = window_chunks(records, args.chunk_tokens, args.overlap)
+        records = window_chunks(list(records), args.chunk_tokens, args.overlap)
     embedder = resolve_embedder(args.embedder, args.cache)
     config = _parse_config(args.set)
-    print(f"building a concept graph over {len(records):,} chunks with {embedder.model_id}")
+    print(f"building a concept graph from {args.corpus} with {embedder.model_id}")
     start = time.perf_counter()
+    texts, ids, metadatas = itertools.tee(records, 3)  # consumed in step: one record buffered
     index = ConceptGraphIndex.from_texts(
-        [r.text for r in records], ids=[r.id for r in records],
-        metadatas=[r.metadata for r in records], embedder=embedder, config=config,
+        (r.text for r in texts), ids=(r.id for r in ids),
+        metadatas=(r.metadata for r in metadatas), embedder=embedder, config=config,
         show_progress=not args.quiet,
     )
     index.save(args.out)

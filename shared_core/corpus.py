@@ -38,6 +38,15 @@ def read_corpus(path: str | Path) -> list[Record]:
     Ids must be unique across the whole corpus: a duplicate is an error naming
     both places, since one record would otherwise shadow the other in the index.
     """
+    return list(iter_corpus(path))
+
+
+def iter_corpus(path: str | Path) -> Iterator[Record]:
+    """:func:`read_corpus` one record at a time, for corpora larger than memory.
+
+    Files are read lazily, line by line for JSONL; an error names ``file:line``
+    when the stream reaches it. Only the ids seen so far are held.
+    """
     root = Path(path)
     if not root.exists():
         raise FileNotFoundError(f"corpus not found: {root}")
@@ -48,7 +57,6 @@ def read_corpus(path: str | Path) -> list[Record]:
             raise ValueError(f"{root} has no .jsonl, .txt or .md files")
     else:
         files = [root]
-    records: list[Record] = []
     first_seen: dict[str, str] = {}
     for file in files:
         for record, where in _read_file(file):
@@ -56,11 +64,10 @@ def read_corpus(path: str | Path) -> list[Record]:
                 raise ValueError(f"{where}: duplicate id {record.id!r} "
                                  f"(first at {first_seen[record.id]})")
             first_seen[record.id] = where
-            records.append(record)
-    return records
+            yield record
 
 
-def _read_file(path: Path) -> list[tuple[Record, str]]:
+def _read_file(path: Path) -> Iterator[tuple[Record, str]]:
     """A file's records, each with where it came from (``file:line``)."""
     if path.suffix not in TEXT_SUFFIXES | {".jsonl"}:
         raise ValueError(f"unsupported corpus file {path}: use .jsonl, .txt or .md")
@@ -68,7 +75,8 @@ def _read_file(path: Path) -> list[tuple[Record, str]]:
     if bad is not None:  # an undecodable file name, smuggled into str as surrogates
         raise ValueError(f"corpus file name {str(path)!r} contains {bad[1]}: rename the file")
     if path.suffix == ".jsonl":
-        return _read_jsonl(path)
+        yield from _read_jsonl(path)
+        return
     data = path.read_bytes()
     try:
         text = data.decode("utf-8")
@@ -82,15 +90,15 @@ def _read_file(path: Path) -> list[tuple[Record, str]]:
     if bad is not None:
         line = text.count("\n", 0, bad[0]) + 1
         raise ValueError(f"{path}:{line}: contains {bad[1]} at character {bad[0]}")
-    return [(Record(str(path), text, {"source": str(path)}), str(path))]
+    yield Record(str(path), text, {"source": str(path)}), str(path)
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def _read_jsonl(path: Path) -> list[tuple[Record, str]]:
-    records: list[tuple[Record, str]] = []
+def _read_jsonl(path: Path) -> Iterator[tuple[Record, str]]:
+    count = 0
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             where = f"{path}:{lineno}"
@@ -105,10 +113,10 @@ def _read_jsonl(path: Path) -> list[tuple[Record, str]]:
                 row = json.loads(line, parse_constant=_reject_constant)
             except ValueError as exc:  # JSONDecodeError, or NaN/Infinity
                 raise ValueError(f"{where}: invalid JSON: {exc}") from exc
-            records.append((_record(row, where, f"{path.stem}:{lineno}"), where))
-    if not records:
+            count += 1
+            yield _record(row, where, f"{path.stem}:{lineno}"), where
+    if not count:
         raise ValueError(f"{path} has no records")
-    return records
 
 
 def _record(row: object, where: str, default_id: str) -> Record:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
@@ -28,13 +29,16 @@ from .search.fused import fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
 from .select.cost import Selection
 from .select.scores import chunk_scores, id_random_scores, select_by_scores, value_per_token
-from .state.corpus import CorpusState, empty_corpus, merge, replaced, take
+from .state.corpus import CorpusState, empty_corpus, merge_many, replaced, take
 from .state.derived import DerivedGraph, chunk_term_counts, derive_graph, segment_means
 from .state.ingest import prepare_chunks
 from .text.hygiene import check_query, invalid_character
 from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
 
 SelectionMethod = Literal["concept", "knn", "random"]
+# chunks split, embedded and counted per step of an add: bounds the memory a step
+# takes beyond the stored data, whatever the input's size
+ADD_BATCH = 2048
 # what reconfigured() must rebuild or re-derive (see config.KNOB_GROUPS)
 CORPUS_KNOBS = KNOB_GROUPS["build"]
 GRAPH_KNOBS = (*KNOB_GROUPS["graph"], "chunk_similarity")
@@ -239,25 +243,29 @@ class ConceptGraphIndex:
     @classmethod
     def from_texts(
         cls,
-        texts: Sequence[str],
+        texts: Iterable[str],
         *,
         embedder: Embedder,
-        ids: Sequence[str] | None = None,
-        metadatas: Sequence[Mapping[str, Any]] | None = None,
+        ids: Iterable[str] | None = None,
+        metadatas: Iterable[Mapping[str, Any]] | None = None,
         config: ConceptGraphConfig | None = None,
         show_progress: bool = False,
+        batch_size: int = ADD_BATCH,
     ) -> ConceptGraphIndex:
+        """An index over ``texts`` (a list, or any iterable: see :meth:`add`)."""
         index = cls(embedder, config)
-        index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress)
+        index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress,
+                  batch_size=batch_size)
         return index
 
     def add(
         self,
-        texts: Sequence[str],
+        texts: Iterable[str],
         *,
-        ids: Sequence[str] | None = None,
-        metadatas: Sequence[Mapping[str, Any]] | None = None,
+        ids: Iterable[str] | None = None,
+        metadatas: Iterable[Mapping[str, Any]] | None = None,
         show_progress: bool = False,
+        batch_size: int = ADD_BATCH,
     ) -> list[str]:
         """Add chunks; returns their ids. All or nothing: on any error the index is unchanged.
 
@@ -268,47 +276,126 @@ class ConceptGraphIndex:
         blank text, duplicate explicit ids, mismatched lengths, an existing id that
         now holds different text, or one content id given twice with different
         metadata.
+
+        ``texts`` (and ``ids``, ``metadatas``) may be any iterables, e.g. generators
+        over a corpus larger than memory: chunks are split, embedded and counted
+        ``batch_size`` at a time, and the graph is derived once, at the end. A list
+        is checked whole before anything is embedded; a stream is checked batch by
+        batch, and an error names the chunk's position in the stream. With a
+        ``CachedEmbedder`` over a file cache, a build that dies midway (a killed
+        process, a bad chunk late in the stream) resumes without re-embedding
+        what it had embedded.
         """
-        texts = check_texts(texts)
-        ids = self._check_ids(texts, ids)
-        metadata = None if metadatas is None else _metadata_json(texts, metadatas)
-        first_of: dict[str, int] = {}
-        for i, cid in enumerate(ids):  # identical texts under content ids are one chunk
-            seen = first_of.setdefault(cid, i)
-            if metadata is not None and seen != i and metadata[seen] != metadata[i]:
-                raise ValueError(f"texts[{seen}] and texts[{i}] are the same text (one chunk, "
-                                 f"id {cid!r}) with different metadata; pass explicit ids to "
-                                 "keep both")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        total: int | None = None
+        if isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)):
+            checked = check_texts(texts)  # a list: every input is checked first
+            id_list = self._check_ids(checked, None if ids is None else _as_sequence(ids, "ids"))
+            meta = None if metadatas is None else _metadata_json(
+                checked, _as_sequence(metadatas, "metadatas"))
+            batches: Iterable[_Batch] = _slices(checked, id_list, meta, batch_size)
+            total = len(checked)
+        elif isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
+            raise TypeError(f"texts must be a sequence of str (or an iterable of str), got "
+                            f"{type(texts).__name__}")
+        else:
+            batches = self._stream(texts, ids, metadatas, batch_size)
+        return self._add_batches(batches, total, ids is None, show_progress)
+
+    def _stream(self, texts: Iterable[str], ids: Iterable[str] | None,
+                metadatas: Iterable[Mapping[str, Any]] | None, batch_size: int
+                ) -> Iterator[_Batch]:
+        """Checked batches of a stream of chunks, with their start positions."""
+        columns: list[Iterator[Any]] = [iter(texts)]
+        for name, column in (("ids", ids), ("metadatas", metadatas)):
+            if column is not None:
+                if isinstance(column, (str, bytes, Mapping)) or not isinstance(column, Iterable):
+                    raise TypeError(f"{name} must be an iterable, got {type(column).__name__}")
+                columns.append(iter(column))
+        rows = zip(*columns, strict=True)
+        start = 0
+        while True:
+            try:
+                block = list(itertools.islice(rows, batch_size))
+            except ValueError as exc:
+                if not str(exc).startswith("zip()"):
+                    raise  # the input's own error (e.g. a bad corpus line): as it was
+                # zip(strict=True): the columns differ in length
+                raise ValueError(f"texts, ids and metadatas differ in length: {exc}") from None
+            if not block:
+                return
+            batch_texts = check_texts([row[0] for row in block], start=start)
+            batch_ids = (self._check_ids(batch_texts, [row[1] for row in block], start)
+                         if ids is not None else [content_id(t) for t in batch_texts])
+            meta = None
+            if metadatas is not None:
+                meta = _metadata_json(batch_texts, [row[-1] for row in block], start)
+            yield _Batch(start, batch_texts, batch_ids, meta)
+            start += len(block)
+
+    def _add_batches(self, batches: Iterable[_Batch], total: int | None, content_ids: bool,
+                     show_progress: bool) -> list[str]:
+        """Prepare every batch's new chunks, then publish one state (or nothing, on error)."""
+        bar = None
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total, desc="adding chunks", unit="chunk", smoothing=0.1)
         with self._write_lock:
             state = self._state
-            corpus = state.corpus
-            new: list[int] = []
+            corpus, cfg = state.corpus, state.config
+            first_of: dict[str, tuple[int, str | None]] = {}  # id -> first position, metadata
+            all_ids: list[str] = []
+            parts: list[CorpusState] = []
             updates: dict[int, str] = {}
-            for cid, i in first_of.items():
-                pos = corpus.position.get(cid)
-                if pos is None:
-                    new.append(i)
-                elif corpus.texts[pos] != texts[i]:
-                    raise ValueError(f"chunk id {cid!r} already holds different text; "
-                                     "delete it before re-adding")
-                elif metadata is not None and corpus.metadata[pos] != metadata[i]:
-                    updates[pos] = metadata[i]
-            if not new and not updates:
-                return ids
+            try:
+                for batch in batches:
+                    new: list[int] = []
+                    for j, (cid, text) in enumerate(zip(batch.ids, batch.texts, strict=True)):
+                        meta = None if batch.metadata is None else batch.metadata[j]
+                        seen = first_of.get(cid)
+                        if seen is not None:  # explicit ids were checked for repeats
+                            if content_ids and meta is not None and seen[1] != meta:
+                                raise ValueError(
+                                    f"texts[{seen[0]}] and texts[{batch.start + j}] are the same "
+                                    f"text (one chunk, id {cid!r}) with different metadata; "
+                                    "pass explicit ids to keep both")
+                            if not content_ids:
+                                raise ValueError(f"duplicate chunk id {cid!r} at positions "
+                                                 f"{seen[0]} and {batch.start + j}")
+                            continue
+                        first_of[cid] = (batch.start + j, meta)
+                        held = corpus.position.get(cid)
+                        if held is None:
+                            new.append(j)
+                        elif corpus.texts[held] != text:
+                            raise ValueError(f"chunk id {cid!r} already holds different text; "
+                                             "delete it before re-adding")
+                        elif meta is not None and corpus.metadata[held] != meta:
+                            updates[held] = meta
+                    all_ids.extend(batch.ids)
+                    if new:
+                        new.sort(key=batch.ids.__getitem__)  # canonical order: no reordering
+                        parts.append(prepare_chunks(
+                            [batch.ids[j] for j in new], [batch.texts[j] for j in new],
+                            [batch.metadata[j] if batch.metadata is not None else "{}"
+                             for j in new],
+                            embedder=self._embedder, analyzer=self._analyzer,
+                            unit_tokens=cfg.unit_tokens,
+                            direct_units=cfg.chunk_similarity == "direct"))
+                    if bar is not None:
+                        bar.update(len(batch.texts))
+            finally:
+                if bar is not None:
+                    bar.close()
             if updates:
                 corpus = corpus.with_metadata(updates)
-            if not new:  # metadata only: the derived graph does not change
-                self._state = IndexState(state.config, corpus, state.graph)
-                return ids
-            cfg = state.config
-            new.sort(key=ids.__getitem__)  # already in canonical order: no copy to reorder
-            batch = prepare_chunks(
-                [ids[i] for i in new], [texts[i] for i in new],
-                [metadata[i] if metadata is not None else "{}" for i in new],
-                embedder=self._embedder, analyzer=self._analyzer, unit_tokens=cfg.unit_tokens,
-                direct_units=cfg.chunk_similarity == "direct", show_progress=show_progress)
-            self._state = IndexState.build(merge(corpus, batch), cfg)
-        return ids
+            if parts:
+                self._state = IndexState.build(merge_many([corpus, *parts]), cfg)
+            elif updates:  # metadata only: the derived graph does not change
+                self._state = IndexState(cfg, corpus, state.graph)
+        return all_ids
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove chunks everywhere (text, sentences, embeddings, terms, concepts, edges).
@@ -331,7 +418,7 @@ class ConceptGraphIndex:
             self._state = IndexState.build(take(corpus, keep), state.config)
 
     @staticmethod
-    def _check_ids(texts: list[str], ids: Sequence[str] | None) -> list[str]:
+    def _check_ids(texts: list[str], ids: Sequence[str] | None, start: int = 0) -> list[str]:
         if ids is None:
             return [content_id(t) for t in texts]
         if isinstance(ids, str) or not isinstance(ids, Sequence):
@@ -340,7 +427,7 @@ class ConceptGraphIndex:
         if len(out) != len(texts):
             raise ValueError(f"got {len(out)} ids for {len(texts)} texts")
         seen: dict[str, int] = {}
-        for i, cid in enumerate(out):
+        for i, cid in enumerate(out, start=start):
             if not isinstance(cid, str) or not cid.strip():
                 raise ValueError(f"ids[{i}] must be a non-empty str, got {cid!r}")
             bad = invalid_character(cid)
@@ -597,7 +684,33 @@ def _with_resolved_segmenter(config: ConceptGraphConfig) -> ConceptGraphConfig:
     return replace(config, cjk_segmenter=segmenter)
 
 
-def _metadata_json(texts: list[str], metadatas: Sequence[Mapping[str, Any]]) -> list[str]:
+@dataclass(frozen=True)
+class _Batch:
+    """Checked chunks of one add, from position ``start`` of the caller's input."""
+
+    start: int
+    texts: list[str]
+    ids: list[str]
+    metadata: list[str] | None
+
+
+def _slices(texts: list[str], ids: list[str], metadata: list[str] | None,
+            size: int) -> Iterator[_Batch]:
+    for start in range(0, len(texts), size):
+        end = start + size
+        yield _Batch(start, texts[start:end], ids[start:end],
+                     None if metadata is None else metadata[start:end])
+
+
+def _as_sequence(values: Iterable[Any], name: str) -> Sequence[Any]:
+    """``ids``/``metadatas`` next to a list of texts: any iterable, held as a list."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a sequence, got {type(values).__name__}")
+    return values if isinstance(values, Sequence) else list(values)
+
+
+def _metadata_json(texts: list[str], metadatas: Sequence[Mapping[str, Any]],
+                   start: int = 0) -> list[str]:
     """Each metadata mapping as JSON text; the check that it can be saved happens here."""
     if isinstance(metadatas, Mapping) or not isinstance(metadatas, Sequence):
         raise TypeError(f"metadatas must be a sequence of mappings, got "
@@ -606,7 +719,7 @@ def _metadata_json(texts: list[str], metadatas: Sequence[Mapping[str, Any]]) -> 
     if len(out) != len(texts):
         raise ValueError(f"got {len(out)} metadata entries for {len(texts)} texts")
     encoded = []
-    for i, meta in enumerate(out):
+    for i, meta in enumerate(out, start=start):
         if not isinstance(meta, Mapping):
             raise TypeError(f"metadatas[{i}] must be a mapping, got {type(meta).__name__}")
         try:

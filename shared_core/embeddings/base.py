@@ -42,18 +42,19 @@ class QueryEmbedder(Embedder, Protocol):
         ...
 
 
-def check_texts(texts: object, what: str = "texts") -> list[str]:
+def check_texts(texts: object, what: str = "texts", start: int = 0) -> list[str]:
     """Reject anything but a sequence of non-blank strings, naming the first offender.
 
     Every chunk and query passes here, so lone surrogates and NUL characters
     (``text.invalid_character``) are an error naming the text and the character
     offset: cleaning them would silently make the indexed text differ from the
-    caller's.
+    caller's. ``start`` is the position of ``texts[0]`` in a longer stream, so
+    errors name the position the caller knows.
     """
     if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
         raise TypeError(f"{what} must be a sequence of str, got {type(texts).__name__}")
     out = list(texts)
-    for i, text in enumerate(out):
+    for i, text in enumerate(out, start=start):
         if not isinstance(text, str):
             raise TypeError(f"{what}[{i}] must be str, got {type(text).__name__}")
         if not text.strip():

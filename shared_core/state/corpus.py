@@ -15,6 +15,7 @@ of a published state is read-only.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -194,34 +195,53 @@ def take(state: CorpusState, chunks: np.ndarray) -> CorpusState:
 
 def merge(old: CorpusState, new: CorpusState) -> CorpusState:
     """Two states over disjoint chunk ids as one, in canonical order."""
-    clash = set(old.ids) & set(new.ids)
-    if clash:
-        raise ValueError(f"chunk ids already present: {', '.join(sorted(clash)[:5])}")
-    if old.dim != new.dim:
-        raise ValueError(f"embedding dimension {new.dim} does not match the index's {old.dim}")
-    if (old.unit_vectors is None) != (new.unit_vectors is None):
-        raise ValueError("cannot merge states with and without unit vectors")
-    if not len(old):
-        return sorted_by_id(new)
-    terms = tuple(sorted(set(old.terms) | set(new.terms)))
-    n_old_sent = len(old.sentence_spans)
-    matrix = sp.vstack([_with_columns(old.sentence_terms, old.terms, terms),
-                        _with_columns(new.sentence_terms, new.terms, terms)], format="csr")
-    unit_vectors = (None if old.unit_vectors is None or new.unit_vectors is None
-                    else np.concatenate([old.unit_vectors, new.unit_vectors]))
+    return merge_many([old, new])
+
+
+def merge_many(states: Sequence[CorpusState]) -> CorpusState:
+    """States over disjoint chunk ids as one, in canonical order, copying each array once.
+
+    A streamed build collects one state per batch and merges them at the end, so
+    the cost is one concatenation, not one per batch.
+    """
+    if not states:
+        raise ValueError("merge_many needs at least one state")
+    first = states[0]
+    for other in states[1:]:
+        if other.dim != first.dim:
+            raise ValueError(f"embedding dimension {other.dim} does not match the "
+                             f"index's {first.dim}")
+        if (other.unit_vectors is None) != (first.unit_vectors is None):
+            raise ValueError("cannot merge states with and without unit vectors")
+    parts = [s for s in states if len(s)]
+    if len(parts) <= 1:
+        return sorted_by_id(parts[0] if parts else first)
+    ids = [cid for s in parts for cid in s.ids]
+    if len(set(ids)) < len(ids):
+        clash = sorted(cid for cid, n in Counter(ids).items() if n > 1)
+        raise ValueError(f"chunk ids already present: {', '.join(clash[:5])}")
+    terms = tuple(sorted(set().union(*(s.terms for s in parts))))
+    sentence_base = np.cumsum([0, *(len(s.sentence_spans) for s in parts)])
+    matrix = sp.vstack([_with_columns(s.sentence_terms, s.terms, terms) for s in parts],
+                       format="csr")
+    unit_vectors = (None if first.unit_vectors is None
+                    else np.concatenate([s.unit_vectors for s in parts]))
     joined = CorpusState(
-        ids=old.ids + new.ids,
-        texts=old.texts + new.texts,
-        metadata=old.metadata + new.metadata,
-        tokens=np.concatenate([old.tokens, new.tokens]),
-        sentence_offsets=np.concatenate([old.sentence_offsets,
-                                         n_old_sent + new.sentence_offsets[1:]]),
-        sentence_spans=np.concatenate([old.sentence_spans, new.sentence_spans]),
-        sentence_vectors=np.concatenate([old.sentence_vectors, new.sentence_vectors]),
+        ids=tuple(ids),
+        texts=tuple(t for s in parts for t in s.texts),
+        metadata=tuple(m for s in parts for m in s.metadata),
+        tokens=np.concatenate([s.tokens for s in parts]),
+        sentence_offsets=np.concatenate(
+            [[0], *(base + s.sentence_offsets[1:] for base, s in zip(sentence_base, parts,
+                                                                       strict=False))]
+        ).astype(np.int64),
+        sentence_spans=np.concatenate([s.sentence_spans for s in parts]),
+        sentence_vectors=np.concatenate([s.sentence_vectors for s in parts]),
         terms=terms,
         sentence_terms=_canonical(sp.csr_matrix(matrix, dtype=np.int32)),
-        unit_starts=np.concatenate([old.unit_starts, n_old_sent + new.unit_starts]),
-        unit_tokens=np.concatenate([old.unit_tokens, new.unit_tokens]),
+        unit_starts=np.concatenate([base + s.unit_starts for base, s in zip(sentence_base, parts,
+                                                                             strict=False)]),
+        unit_tokens=np.concatenate([s.unit_tokens for s in parts]),
         unit_vectors=unit_vectors,
     )
     return sorted_by_id(joined)

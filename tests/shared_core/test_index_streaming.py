@@ -1,0 +1,101 @@
+"""Streaming build: any iterable in, batches of bounded size, one graph at the end,
+errors named by stream position, and a killed build resumed from the embedding cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.faults import FailOnCall
+from shared_core.embeddings import CachedEmbedder, EmbeddingCache, HashingEmbedder
+from shared_core.index import ConceptGraphIndex
+from shared_core.text import split_sentences
+from tests.shared_core.fakes import RecordingEmbedder
+from tests.shared_core.test_index_state import CONFIGS, DIM, POOL, fingerprint, ids_for
+
+META = [{"n": i} for i in range(len(POOL))]
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("batch_size", [1, 3, 2048])
+def test_a_stream_in_batches_equals_a_list_at_once(name: str, batch_size: int) -> None:
+    cfg = CONFIGS[name]
+    at_once = ConceptGraphIndex.from_texts(POOL, ids=ids_for(POOL), metadatas=META,
+                                           embedder=HashingEmbedder(DIM), config=cfg)
+    streamed = ConceptGraphIndex.from_texts(
+        (t for t in POOL), ids=iter(ids_for(POOL)), metadatas=(m for m in META),
+        embedder=HashingEmbedder(DIM), config=cfg, batch_size=batch_size)
+    assert fingerprint(streamed) == fingerprint(at_once)
+
+
+def test_each_step_embeds_one_batch_of_chunks() -> None:
+    recorder = RecordingEmbedder(HashingEmbedder(DIM))
+    ConceptGraphIndex.from_texts(iter(POOL), embedder=recorder, batch_size=4)
+    # 10 chunks in batches of 4, 4 and 2: three embedding calls, each one batch's sentences
+    sizes = [sum(len(split_sentences(t)) for t in POOL[a:b]) for a, b in ((0, 4), (4, 8),
+                                                                          (8, 10))]
+    assert [len(call) for call in recorder.calls] == sizes
+
+
+@pytest.mark.parametrize("stream, error, message", [
+    (["ok text.", "fine text.", "   "], ValueError, r"texts\[2\] is empty"),
+    (["ok text.", "fine text.", 7], TypeError, r"texts\[2\] must be str"),
+    (["ok text.", "bad \x00 text."], ValueError, r"texts\[1\] contains a NUL character"),
+])
+def test_a_bad_chunk_late_in_a_stream_is_named_and_nothing_is_published(
+        stream: list[object], error: type[Exception], message: str) -> None:
+    index = ConceptGraphIndex.from_texts(POOL[:2], embedder=HashingEmbedder(DIM))
+    state = index.state
+    with pytest.raises(error, match=message):
+        index.add(iter(stream), batch_size=2)  # type: ignore[arg-type]
+    assert index.state is state
+
+
+def test_stream_columns_must_have_the_same_length_and_ids_must_not_repeat() -> None:
+    index = ConceptGraphIndex(HashingEmbedder(DIM))
+    with pytest.raises(ValueError, match="differ in length"):
+        index.add(iter(POOL[:3]), ids=iter(["a", "b"]))
+    with pytest.raises(ValueError, match="duplicate chunk id 'a' at positions 0 and 2"):
+        index.add(iter(POOL[:3]), ids=iter(["a", "b", "a"]), batch_size=2)
+    with pytest.raises(ValueError, match=r"texts\[0\] and texts\[3\] are the same text"):
+        index.add(iter([POOL[0], POOL[1], POOL[2], POOL[0]]),
+                  metadatas=iter([{"v": 1}, {}, {}, {"v": 2}]), batch_size=2)
+    with pytest.raises(TypeError, match="sequence of str"):
+        index.add("one string")
+    assert len(index) == 0
+
+
+def test_a_killed_build_resumes_from_the_embedding_cache(tmp_path: Path) -> None:
+    cache_file = tmp_path / "cache.sqlite"
+    failing = FailOnCall(fail_on=3, dim=DIM)  # dies on the third batch's sentences
+    with pytest.raises(TimeoutError):
+        ConceptGraphIndex.from_texts(
+            iter(POOL), embedder=CachedEmbedder(failing.embedder(), EmbeddingCache(cache_file)),
+            batch_size=4)
+    recorder = RecordingEmbedder(FailOnCall(dim=DIM).embedder())
+    resumed = CachedEmbedder(recorder, EmbeddingCache(cache_file))
+    index = ConceptGraphIndex.from_texts(iter(POOL), embedder=resumed, batch_size=4)
+    # only the third batch (chunks 8 and 9) reaches the model again
+    assert sorted(recorder.texts) == sorted(
+        t[s:e] for t in POOL[8:] for s, e in split_sentences(t))
+    # the same embedding path (the cache re-normalises), so floats compare exactly
+    fresh = ConceptGraphIndex.from_texts(
+        POOL, embedder=CachedEmbedder(FailOnCall(dim=DIM).embedder(), EmbeddingCache()))
+    assert fingerprint(index) == fingerprint(fresh)
+
+
+def test_progress_shows_chunks_throughput_and_eta(capsys: pytest.CaptureFixture[str]) -> None:
+    ConceptGraphIndex.from_texts(POOL, embedder=HashingEmbedder(DIM), show_progress=True,
+                                 batch_size=4)
+    err = capsys.readouterr().err
+    assert "adding chunks" in err and "10/10" in err and "chunk/s" in err
+    ConceptGraphIndex.from_texts(iter(POOL), embedder=HashingEmbedder(DIM), show_progress=True,
+                                 batch_size=4)
+    err = capsys.readouterr().err  # a stream of unknown length: a count and a rate
+    assert "adding chunks" in err and "10chunk" in err.replace(" ", "")
+
+
+def test_batch_size_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        ConceptGraphIndex.from_texts(POOL, embedder=HashingEmbedder(DIM), batch_size=0)
