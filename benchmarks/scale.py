@@ -1,0 +1,200 @@
+"""How the index's costs grow with the corpus: build, memory, disk, load, query, add and delete.
+
+    python -m benchmarks.scale --sizes 10000 100000 --out benchmarks/results/scale.json
+
+Corpora are synthetic but made of real text: the sentences of ``../shared/data``'s
+corpora, shuffled and recombined into passages of 3–6 sentences with unique ids,
+so term statistics and sentence lengths are realistic at any size. The hashing
+embedder stands in for the model so that sizes beyond what MiniLM can embed here
+are measurable; the MiniLM embedding time is projected from its sentences per
+second measured on a sample (``--minilm-sample``, 0 to skip). Each size runs in a
+process of its own, so peak RSS is that size's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def sentence_pool(data: Path, limit: int = 400_000) -> list[str]:
+    """Every sentence of the dev corpora, in a fixed order."""
+    from shared_core.corpus import read_corpus
+    from shared_core.text import split_sentences
+
+    pool: list[str] = []
+    for name in ("musique", "hotpotqa", "2wiki"):
+        corpus = data / name / "corpus.jsonl"
+        if corpus.is_file():
+            for record in read_corpus(corpus):
+                pool.extend(record.text[s:e] for s, e in split_sentences(record.text))
+    return pool[:limit]
+
+
+def passages(pool: list[str], n: int, seed: int) -> tuple[list[str], list[str]]:
+    """``n`` passages of 3–6 pool sentences each, with unique ids."""
+    rng = random.Random(seed)
+    texts = [" ".join(rng.choices(pool, k=rng.randint(3, 6))) for _ in range(n)]
+    return [f"s{seed}-{i:08d}" for i in range(n)], texts
+
+
+def folder_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def measure_size(n: int, data: Path, queries: int) -> dict[str, Any]:
+    """One corpus size, in this process: every cost the issue asks for."""
+    from shared_core import ConceptGraphIndex, HashingEmbedder
+    from shared_core.state.derived import derive_graph
+
+    pool = sentence_pool(data)
+    ids, texts = passages(pool, n, seed=1)
+    extra_ids, extra_texts = passages(pool, max(1, n // 100), seed=2)
+    embedder = HashingEmbedder(384)
+    timed = _Timed(embedder)
+    start = time.perf_counter()
+    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed)
+    build = time.perf_counter() - start
+    refresh_start = time.perf_counter()
+    derive_graph(index.state.corpus, index.config)
+    refresh = time.perf_counter() - refresh_start
+    question_rng = random.Random(3)
+    vectors = embedder.embed([question_rng.choice(pool) for _ in range(queries)])
+    latencies = []
+    for vector in vectors:
+        t0 = time.perf_counter()
+        index.retrieve_by_vector(vector)
+        latencies.append((time.perf_counter() - t0) * 1000)
+    add_start = time.perf_counter()
+    index.add(extra_texts, ids=extra_ids)
+    add = time.perf_counter() - add_start
+    delete_start = time.perf_counter()
+    index.delete(extra_ids)
+    delete = time.perf_counter() - delete_start
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "index"
+        save_start = time.perf_counter()
+        index.save(str(path))
+        save = time.perf_counter() - save_start
+        disk = folder_size(path)
+        load_start = time.perf_counter()
+        ConceptGraphIndex.load(str(path), embedder)
+        load = time.perf_counter() - load_start
+    stats = index.stats()
+    return {
+        "passages": n,
+        "sentences": stats["sentences"],
+        "concepts": stats["concepts"],
+        "edges": stats["edges"],
+        "build_s": round(build, 2),
+        "embedding_s_hashing": round(timed.seconds, 2),
+        "sentences_embedded": timed.texts,
+        "non_embedding_build_s": round(build - timed.seconds, 2),
+        "graph_refresh_s": round(refresh, 2),
+        "query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
+        "query_ms_p95": round(float(np.percentile(latencies, 95)), 2),
+        "add_1pct_s": round(add, 2),
+        "delete_1pct_s": round(delete, 2),
+        "save_s": round(save, 2),
+        "load_s": round(load, 2),
+        "disk_mb": round(disk / 2**20, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+class _Timed:
+    """Seconds spent inside the embedder (to split the build into embedding and the rest)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.seconds, self.texts = inner, 0.0, 0
+
+    @property
+    def model_id(self) -> str:
+        return str(self.inner.model_id)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        start = time.perf_counter()
+        out = self.inner.embed(texts)
+        self.seconds += time.perf_counter() - start
+        self.texts += len(texts)
+        return np.asarray(out)
+
+
+def minilm_rate(data: Path, sample: int) -> float | None:
+    """MiniLM sentences per second on this machine, from ``sample`` pool sentences."""
+    if sample <= 0:
+        return None
+    from shared_core.embeddings import minilm_embedder
+
+    sentences = random.Random(4).sample(sentence_pool(data), sample)
+    model = minilm_embedder()
+    model.embed(sentences[:32])  # warm-up
+    start = time.perf_counter()
+    model.embed(sentences)
+    return sample / (time.perf_counter() - start)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--minilm-sample", type=int, default=2000)
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(measure_size(args.one, args.data, args.queries)))
+        return
+    rows = []
+    for n in args.sizes:
+        child = subprocess.run(
+            [sys.executable, "-m", "benchmarks.scale", "--one", str(n), "--data", str(args.data),
+             "--queries", str(args.queries)],
+            capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        row = json.loads(child.stdout.strip().splitlines()[-1])
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    rate = minilm_rate(args.data, args.minilm_sample)
+    for row in rows:
+        if rate:
+            projected = row["sentences_embedded"] / rate
+            row["minilm_embedding_s_projected"] = round(projected, 1)
+            share = row["non_embedding_build_s"] / projected
+            row["non_embedding_share_of_minilm"] = round(share, 3)
+    report = {"command": "python -m benchmarks.scale " + " ".join(
+                  f"--{k.replace('_', '-')} {v}" for k, v in
+                  (("sizes", " ".join(map(str, args.sizes))), ("queries", args.queries),
+                   ("minilm_sample", args.minilm_sample))),
+              "minilm_sentences_per_s": None if rate is None else round(rate, 1),
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                         f"{platform.python_version()}",
+              "rows": rows}
+    print(json.dumps(report, indent=2))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
