@@ -19,6 +19,7 @@ import numpy as np
 from .base import Embedder, check_texts, normalise_rows
 from .models import (
     _OPENAI_DIMS,
+    BF16_SUFFIX,
     MINILM_MODEL_ID,
     OPENAI_DEFAULT_MODEL,
     HashingEmbedder,
@@ -202,6 +203,8 @@ def embedder_for_model_id(model_id: str, cache_path: str | Path | None = None) -
     inner: Embedder
     if model_id == MINILM_MODEL_ID:
         inner = minilm_embedder()
+    elif model_id == MINILM_MODEL_ID + BF16_SUFFIX:
+        inner = minilm_embedder(precision="bf16")
     elif model_id.startswith("hashing-bow-"):
         inner = HashingEmbedder(int(model_id.removeprefix("hashing-bow-")))
     elif model_id.startswith("openai/") and "@" in model_id:

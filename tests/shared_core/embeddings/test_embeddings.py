@@ -507,3 +507,33 @@ def test_framework_model_ids_follow_one_rule_and_legacy_ids_still_match() -> Non
                           "llama-index/OpenAIEmbedding/text-embedding-3-large")
     assert same_model("hashing-bow-64", "hashing-bow-64")
     assert not same_model("hashing-bow-64", "hashing-bow-128")
+
+
+def test_precision_auto_uses_bf16_only_where_the_hardware_has_it() -> None:
+    from shared_core.embeddings.models import cpu_has_bf16, resolve_precision
+
+    avx512_bf16 = "flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 amx_tile"
+    amx = "flags\t\t: fpu avx2 amx_bf16"
+    plain = "flags\t\t: fpu sse2 avx2 avx512f"
+    assert cpu_has_bf16(avx512_bf16) and cpu_has_bf16(amx) and not cpu_has_bf16(plain)
+    assert resolve_precision("auto", "cpu", avx512_bf16) == "bf16"
+    assert resolve_precision("auto", "cpu", plain) == "fp32"  # emulated bf16 is slower
+    assert resolve_precision("auto", "cuda:0", plain) == "bf16"
+    assert resolve_precision("fp32", "cuda", avx512_bf16) == "fp32"  # the switch to force fp32
+    with pytest.raises(ValueError, match="precision must be fp32, bf16 or auto"):
+        resolve_precision("fp16", "cpu")
+
+
+@pytest.mark.slow
+def test_bf16_minilm_is_within_cosine_0_9999_of_fp32_and_has_its_own_id() -> None:
+    from shared_core.embeddings import MINILM_MODEL_ID, minilm_embedder
+
+    sentences = ["Ada Lovelace wrote the first computer program.",
+                 "The analytical engine was designed by Charles Babbage.",
+                 "東京は日本の首都です。", "Grace Hopper wrote the first compiler in 1952."]
+    fp32 = minilm_embedder(device="cpu")
+    bf16 = minilm_embedder(device="cpu", precision="bf16")
+    assert fp32.model_id == MINILM_MODEL_ID and bf16.model_id == MINILM_MODEL_ID + "@bf16"
+    a, b = fp32.embed(sentences), bf16.embed(sentences)
+    cosines = (a * b).sum(axis=1)
+    assert cosines.min() >= 0.9999 and not np.array_equal(a, b)  # close, and really bf16
