@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.build_speed import TimedEmbedder
+
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -66,7 +68,7 @@ def measure_size(n: int, data: Path, queries: int) -> dict[str, Any]:
     ids, texts = passages(pool, n, seed=1)
     extra_ids, extra_texts = passages(pool, max(1, n // 100), seed=2)
     embedder = HashingEmbedder(384)
-    timed = _Timed(embedder)
+    timed = TimedEmbedder(embedder)
     start = time.perf_counter()
     index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed)
     build = time.perf_counter() - start
@@ -115,28 +117,6 @@ def measure_size(n: int, data: Path, queries: int) -> dict[str, Any]:
         "disk_mb": round(disk / 2**20, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
-
-
-class _Timed:
-    """Seconds spent inside the embedder (to split the build into embedding and the rest)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.seconds, self.texts = inner, 0.0, 0
-
-    @property
-    def model_id(self) -> str:
-        return str(self.inner.model_id)
-
-    @property
-    def dim(self) -> int:
-        return int(self.inner.dim)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        start = time.perf_counter()
-        out = self.inner.embed(texts)
-        self.seconds += time.perf_counter() - start
-        self.texts += len(texts)
-        return np.asarray(out)
 
 
 def minilm_rate(data: Path, sample: int) -> float | None:

@@ -33,6 +33,7 @@ from .state.corpus import CorpusState, empty_corpus, merge_many, replaced, take
 from .state.derived import DerivedGraph, chunk_term_counts, derive_graph, segment_means
 from .state.ingest import prepare_chunks
 from .text.hygiene import check_query, invalid_character
+from .text.sentences import concatenated_ranges
 from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
 
 SelectionMethod = Literal["concept", "knn", "random"]
@@ -858,11 +859,9 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph,
     def score(units: np.ndarray) -> np.ndarray:
         if unit_vectors is not None:
             return np.asarray(unit_vectors[units] @ q)
-        starts = offsets[units]
-        lengths = offsets[units + 1] - starts
-        segment = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        rows = np.arange(lengths.sum()) - np.repeat(segment - starts, lengths)
-        return np.maximum.reduceat(sentences[rows] @ q, segment)
+        rows = concatenated_ranges(offsets[units], offsets[units + 1])
+        first = np.concatenate([[0], np.cumsum(offsets[units + 1] - offsets[units])[:-1]])
+        return np.maximum.reduceat(sentences[rows] @ q, first)
 
     return score
 

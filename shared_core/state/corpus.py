@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..text.sentences import concatenated_ranges
+
 
 @dataclass(frozen=True, eq=False)
 class CorpusState:
@@ -150,14 +152,14 @@ def take(state: CorpusState, chunks: np.ndarray) -> CorpusState:
     """
     chunks = np.asarray(chunks, dtype=np.int64)
     offsets = state.sentence_offsets
-    sentences = _ranges(offsets[chunks], offsets[chunks + 1])
+    sentences = concatenated_ranges(offsets[chunks], offsets[chunks + 1])
     new_offsets = np.concatenate([[0], np.cumsum(offsets[chunks + 1] - offsets[chunks])])
     unit_starts = state.unit_starts
     unit_tokens = state.unit_tokens
     unit_vectors = state.unit_vectors
     if state.has_units:
         first_unit = np.searchsorted(state.unit_starts, offsets)  # per chunk boundary
-        units = _ranges(first_unit[chunks], first_unit[chunks + 1])
+        units = concatenated_ranges(first_unit[chunks], first_unit[chunks + 1])
         new_sentence = np.full(len(state.sentence_spans), -1, dtype=np.int64)
         new_sentence[sentences] = np.arange(len(sentences))
         unit_starts = new_sentence[state.unit_starts[units]]
@@ -276,13 +278,3 @@ def _canonical(matrix: sp.csr_matrix) -> sp.csr_matrix:
     out.indices = np.asarray(out.indices, dtype=np.int64)
     out.indptr = np.asarray(out.indptr, dtype=np.int64)
     return out
-
-
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The concatenation of ``arange(s, e)`` for every pair, without a Python loop."""
-    lengths = np.asarray(ends, dtype=np.int64) - np.asarray(starts, dtype=np.int64)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    segment = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return np.arange(total, dtype=np.int64) - np.repeat(segment - starts, lengths)

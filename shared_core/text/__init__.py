@@ -1,7 +1,7 @@
 """Text: tokens and token windows, sentences, hygiene checks, terms (CJK included), units."""
 
 from .hygiene import check_query, invalid_character
-from .sentences import segment_matrix, split_sentences
+from .sentences import concatenated_ranges, segment_matrix, split_sentences
 from .terms import (
     CJK_SEGMENTERS,
     Analyzer,
@@ -27,6 +27,7 @@ __all__ = [
     "Units",
     "check_query",
     "chunk_by_tokens",
+    "concatenated_ranges",
     "count_terms",
     "count_tokens",
     "count_tokens_batch",

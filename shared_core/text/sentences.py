@@ -75,6 +75,17 @@ def _split_after_cjk_enders(text: str, start: int, end: int) -> list[tuple[int, 
     return pieces
 
 
+def concatenated_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(s, e)`` for every pair, without a Python loop."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(ends, dtype=np.int64) - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    segment = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.arange(total, dtype=np.int64) - np.repeat(segment - starts, lengths)
+
+
 def segment_matrix(offsets: np.ndarray, n_sentences: int) -> sp.csr_matrix:
     """0/1 (segments x sentences) matrix of consecutive sentence ranges given by offsets."""
     return sp.csr_matrix(

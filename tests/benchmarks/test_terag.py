@@ -6,7 +6,6 @@ reference for PPR on graphs too big to solve by hand.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 import networkx as nx
@@ -16,26 +15,10 @@ import scipy.sparse as sp
 
 from benchmarks.comparators.terag import TeragPprRetriever, personalized_pagerank, terag_ppr
 from benchmarks.comparators.units import UnitRetriever
-from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
+from shared_core.embeddings import HashingEmbedder
 from shared_core.select import UnitCorpus
 from shared_core.text import count_tokens, split_into_units, term_analyzer
-
-AXES = ("alpha", "beta", "gamma", "delta")
-
-
-def axis_embedder() -> FunctionEmbedder:
-    """A text's vector is its normalised counts of the four axis words."""
-
-    def embed(texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), len(AXES)), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                if word in AXES:
-                    out[row, AXES.index(word)] += 1.0
-        return out
-
-    return FunctionEmbedder(embed, "axis-4", len(AXES))
-
+from tests.shared_core.select.test_knn import axis_embedder
 
 # Units: u0 "alpha beta", u1 "beta gamma", u2 "delta". With every term a concept:
 #   alpha -> u0, beta -> u0 u1, gamma -> u1, delta -> u2; f = 1, 2, 1, 1

@@ -23,16 +23,10 @@ from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import HashingEmbedder
 from shared_core.index import ConceptGraphIndex
 from shared_core.store import POINTER, CorruptIndexError, index_folder, read_manifest
+from tests.shared_core.test_store import TEXTS
 
 DIM = 64
 DATA = Path(__file__).parent / "data"
-TEXTS = [
-    "Ada Lovelace wrote the first computer program. She worked with Charles Babbage.",
-    "Charles Babbage designed the analytical engine. The engine was mechanical.",
-    "The analytical engine could run a program. Programs used punched cards.",
-    "Punched cards came from the Jacquard loom. The loom wove silk patterns.",
-    "Grace Hopper wrote the first compiler. The compiler translated programs.",
-]
 QUERIES = ["analytical engine", "first compiler", "punched cards loom"]
 SMALL = dict(theta_co=1, theta_sem=0.0, top_k=3, concepts_per_chunk=3, budget=200)
 
