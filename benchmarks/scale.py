@@ -59,9 +59,9 @@ def folder_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def measure_size(n: int, data: Path, queries: int) -> dict[str, Any]:
+def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[str, Any]:
     """One corpus size, in this process: every cost the issue asks for."""
-    from shared_core import ConceptGraphIndex, HashingEmbedder
+    from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
     from shared_core.state.derived import derive_graph
 
     pool = sentence_pool(data)
@@ -69,19 +69,23 @@ def measure_size(n: int, data: Path, queries: int) -> dict[str, Any]:
     extra_ids, extra_texts = passages(pool, max(1, n // 100), seed=2)
     embedder = HashingEmbedder(384)
     timed = TimedEmbedder(embedder)
+    config = ConceptGraphConfig(vector_index=vector_index)  # type: ignore[arg-type]
     start = time.perf_counter()
-    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed)
+    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed, config=config)
     build = time.perf_counter() - start
     refresh_start = time.perf_counter()
     derive_graph(index.state.corpus, index.config)
     refresh = time.perf_counter() - refresh_start
     question_rng = random.Random(3)
     vectors = embedder.embed([question_rng.choice(pool) for _ in range(queries)])
-    latencies = []
-    for vector in vectors:
-        t0 = time.perf_counter()
-        index.retrieve_by_vector(vector)
-        latencies.append((time.perf_counter() - t0) * 1000)
+    latencies, contexts = query_latencies(index, vectors)
+    row: dict[str, Any] = {}
+    if index.state.graph.ann is not None:  # the approximate path: how close to exact
+        exact = index.reconfigured(vector_index="exact")
+        exact_latencies, exact_contexts = query_latencies(exact, vectors)
+        row["exact_query_ms_p50"] = round(float(np.percentile(exact_latencies, 50)), 2)
+        row["context_recall_vs_exact"] = round(context_recall(contexts, exact_contexts), 4)
+        del exact
     add_start = time.perf_counter()
     index.add(extra_texts, ids=extra_ids)
     add = time.perf_counter() - add_start
@@ -103,6 +107,7 @@ def measure_size(n: int, data: Path, queries: int) -> dict[str, Any]:
         "sentences": stats["sentences"],
         "concepts": stats["concepts"],
         "edges": stats["edges"],
+        "vector_index": "hnsw" if index.state.graph.ann is not None else "exact",
         "build_s": round(build, 2),
         "embedding_s_hashing": round(timed.seconds, 2),
         "sentences_embedded": timed.texts,
@@ -110,6 +115,7 @@ def measure_size(n: int, data: Path, queries: int) -> dict[str, Any]:
         "graph_refresh_s": round(refresh, 2),
         "query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
         "query_ms_p95": round(float(np.percentile(latencies, 95)), 2),
+        **row,
         "add_1pct_s": round(add, 2),
         "delete_1pct_s": round(delete, 2),
         "save_s": round(save, 2),
@@ -117,6 +123,24 @@ def measure_size(n: int, data: Path, queries: int) -> dict[str, Any]:
         "disk_mb": round(disk / 2**20, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+def query_latencies(index: Any, vectors: np.ndarray) -> tuple[list[float], list[dict[str, int]]]:
+    """Milliseconds per query (the vector given: no embedding) and each context's units."""
+    latencies, contexts = [], []
+    for vector in vectors:
+        t0 = time.perf_counter()
+        result = index.retrieve_by_vector(vector)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        contexts.append({hit.id: hit.chunk.tokens for hit in result.chunks})
+    return latencies, contexts
+
+
+def context_recall(found: list[dict[str, int]], reference: list[dict[str, int]]) -> float:
+    """Mean share of each reference context's tokens that the other context holds too."""
+    shares = [sum(t for u, t in ref.items() if u in got) / max(1, sum(ref.values()))
+              for got, ref in zip(found, reference, strict=True)]
+    return float(np.mean(shares)) if shares else 1.0
 
 
 def minilm_rate(data: Path, sample: int) -> float | None:
@@ -139,17 +163,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--minilm-sample", type=int, default=2000)
+    parser.add_argument("--vector-index", default="auto", choices=("auto", "exact", "hnsw"))
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(measure_size(args.one, args.data, args.queries)))
+        print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index)))
         return
     rows = []
     for n in args.sizes:
         child = subprocess.run(
             [sys.executable, "-m", "benchmarks.scale", "--one", str(n), "--data", str(args.data),
-             "--queries", str(args.queries)],
+             "--queries", str(args.queries), "--vector-index", args.vector_index],
             capture_output=True, text=True, check=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         row = json.loads(child.stdout.strip().splitlines()[-1])

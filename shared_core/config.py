@@ -19,6 +19,7 @@ CjkSegmenter = Literal["auto", "jieba", "bigram", "none"]
 Overflow = Literal["stop", "skip"]
 Ranking = Literal["fused", "paper"]
 SelectBy = Literal["chunks", "tokens"]
+VectorIndexKind = Literal["auto", "exact", "hnsw"]
 
 # The knobs by what they act on, so that what a change costs can be read off its group:
 # build knobs shape the stored chunks (a change needs a rebuild), graph knobs the concept
@@ -27,12 +28,13 @@ SelectBy = Literal["chunks", "tokens"]
 KNOB_GROUPS: dict[str, tuple[str, ...]] = {
     "build": ("ngram_max", "min_term_chars", "cjk_segmenter", "unit_tokens"),
     "graph": ("concepts_per_chunk", "concept_links", "theta_co", "theta_sem",
-              "pagerank_weighted", "pagerank_damping"),
+              "pagerank_weighted", "pagerank_damping", "vector_index"),
     "selection": ("kappa", "select_by", "chunk_score"),
     # chunk_similarity is a query knob, but "direct" needs unit vectors stored at build
     # time and "mean" precomputes unit vectors with the graph
     "query": ("top_k", "hops", "budget", "ranking", "chunk_similarity", "overflow",
-              "exact_match_seeds", "lexical", "rrf_k", "expansion_decay", "min_score"),
+              "exact_match_seeds", "lexical", "rrf_k", "expansion_decay", "min_score",
+              "candidates"),
     "fusion": ("lam",),
 }
 
@@ -90,6 +92,14 @@ class ConceptGraphConfig:
     ``chunk_similarity`` measures it, a cosine in [-1, 1]) is below it is never
     returned, so a query about nothing in the corpus gets nothing rather than a
     full budget of unrelated chunks. ``None`` (default) keeps every unit eligible.
+
+    ``vector_index`` is how the fused ranking finds the units most similar to the
+    query: ``"exact"`` scores every unit (the reference), ``"hnsw"`` asks an
+    approximate graph index (``shared_core.search.ann``, the ``ann`` extra) for the
+    best rows and then ranks only the union of the best ``candidates`` units of
+    each view (similarity, concept evidence, BM25), so a query's cost follows its
+    candidates, not the corpus. ``"auto"`` is exact below ``ANN_MIN_ROWS`` vectors
+    and HNSW from there, a threshold measured in ``benchmarks/RESULTS.md``.
     """
 
     theta_sem: float = 0.65
@@ -117,6 +127,8 @@ class ConceptGraphConfig:
     rrf_k: int = 60
     expansion_decay: float = 0.5
     min_score: float | None = None
+    vector_index: VectorIndexKind = "auto"
+    candidates: int = 2000
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -138,6 +150,8 @@ class ConceptGraphConfig:
         _check_int("unit_tokens", self.unit_tokens, 0)
         _check_choice("ranking", self.ranking, ("fused", "paper"))
         _check_int("rrf_k", self.rrf_k, 1)
+        _check_choice("vector_index", self.vector_index, ("auto", "exact", "hnsw"))
+        _check_int("candidates", self.candidates, 1)
         _check_range("expansion_decay", self.expansion_decay, 0.0, 1.0)
         if self.min_score is not None:
             _check_range("min_score", self.min_score, -1.0, 1.0)

@@ -25,12 +25,21 @@ import numpy as np
 from .config import KNOB_GROUPS, CjkSegmenter, ConceptGraphConfig, SelectBy
 from .embeddings.base import Embedder, QueryEmbedder, check_texts, normalise_rows
 from .fusion import ContextItem
+from .search.ann import HnswVectorIndex
+from .search.candidates import CandidateSimilarity, UnitSimilarity
 from .search.fused import fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
+from .search.vector_index import VectorIndex, scan_scores
 from .select.cost import Selection
 from .select.scores import chunk_scores, id_random_scores, select_by_scores, value_per_token
 from .state.corpus import CorpusState, empty_corpus, merge_many, replaced, take
-from .state.derived import DerivedGraph, chunk_term_counts, derive_graph, segment_means
+from .state.derived import (
+    ANN_MIN_ROWS,
+    DerivedGraph,
+    chunk_term_counts,
+    derive_graph,
+    segment_means,
+)
 from .state.ingest import prepare_chunks
 from .text.hygiene import check_query, invalid_character
 from .text.sentences import concatenated_ranges
@@ -152,8 +161,9 @@ class IndexState:
     graph: DerivedGraph
 
     @classmethod
-    def build(cls, corpus: CorpusState, config: ConceptGraphConfig) -> IndexState:
-        return cls(config, corpus, derive_graph(corpus, config))
+    def build(cls, corpus: CorpusState, config: ConceptGraphConfig,
+              ann: VectorIndex | None = None) -> IndexState:
+        return cls(config, corpus, derive_graph(corpus, config, ann))
 
 
 class ConceptGraphIndex:
@@ -191,13 +201,17 @@ class ConceptGraphIndex:
 
     @classmethod
     def from_state(cls, embedder: Embedder, config: ConceptGraphConfig,
-                   corpus: CorpusState) -> ConceptGraphIndex:
-        """An index over an existing corpus state (e.g. one read from disk)."""
+                   corpus: CorpusState, *, ann: VectorIndex | None = None) -> ConceptGraphIndex:
+        """An index over an existing corpus state (e.g. one read from disk).
+
+        ``ann`` is an approximate vector index already built over its vectors (a
+        saved one); it is used if it fits, and built otherwise.
+        """
         if corpus.dim != embedder.dim:
             raise ValueError(f"the chunks hold {corpus.dim}-dimensional vectors, but the "
                              f"embedder gives {embedder.dim}")
         index = cls(embedder, config)
-        index._state = IndexState.build(corpus, index.config)
+        index._state = IndexState.build(corpus, index.config, ann)
         return index
 
     @property
@@ -524,6 +538,11 @@ class ConceptGraphIndex:
                 f"theta_co={cfg.theta_co} chunks with cosine >= theta_sem={cfg.theta_sem:g}, "
                 "so every concept has the same PageRank, core-chunk selection uses no graph "
                 f"structure and retrieval cannot expand along edges; {fix}")
+        rows = len(corpus.sentence_spans) if graph.unit_vectors is None else len(graph.unit_tokens)
+        if graph.ann is None and cfg.vector_index == "auto" and rows >= ANN_MIN_ROWS:
+            warnings.append(f"{rows} vectors are scanned in full for every query: install "
+                            "the ann extra (pip install 'conceptgraph[ann]') for HNSW "
+                            "candidate search")
         return {
             "chunks": len(corpus),
             "tokens": int(corpus.tokens.sum()),
@@ -535,6 +554,7 @@ class ConceptGraphIndex:
             "mean_degree": float(degree.mean()) if n_concepts else 0.0,
             "embedding_model": self._embedder.model_id,
             "embedding_dim": self._embedder.dim,
+            "vector_index": "exact" if graph.ann is None else "hnsw",
             "warnings": warnings,
         }
 
@@ -662,7 +682,9 @@ class ConceptGraphIndex:
         from .store import save_corpus
 
         state = self._state
-        save_corpus(path, state.corpus, state.config, self._embedder.model_id)
+        ann = state.graph.ann
+        save_corpus(path, state.corpus, state.config, self._embedder.model_id,
+                    ann if isinstance(ann, HnswVectorIndex) else None)
 
     @classmethod
     def load(cls, path: str, embedder: Embedder) -> ConceptGraphIndex:
@@ -673,8 +695,8 @@ class ConceptGraphIndex:
         """
         from .store import load_corpus
 
-        corpus, config = load_corpus(path, embedder.model_id, embedder.dim)
-        return cls.from_state(embedder, config, corpus)
+        corpus, config, ann = load_corpus(path, embedder.model_id, embedder.dim)
+        return cls.from_state(embedder, config, corpus, ann=ann)
 
 
 # ---------------------------------------------------------------- helpers on one state
@@ -772,11 +794,16 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     if not len(corpus):
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
+        similarity: np.ndarray | UnitSimilarity = (
+            _all_unit_similarity(corpus, graph, q) if graph.ann is None
+            else CandidateSimilarity(graph.ann, graph.ann_row_unit,
+                                     _unit_scorer(corpus, graph, q), q,
+                                     len(graph.unit_tokens)))
         hits, trace = fused_search(
             graph.vectors @ q,
             graph.unit_links_csr,
             graph.adjacency,
-            _all_unit_similarity(corpus, graph, q),
+            similarity,
             graph.unit_tokens,
             graph.unit_idf,
             lexical=graph.unit_bm25.scores(_term_ids(corpus, analyzer, query))
@@ -790,6 +817,8 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             exact=exact,
             usable=graph.unit_linked_concepts,
             min_similarity=cfg.min_score,
+            candidates=None if graph.ann is None else cfg.candidates,
+            unit_links_csc=graph.unit_links_csc,
         )
     else:
         hits, trace = local_search(
@@ -858,10 +887,12 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph,
 
     def score(units: np.ndarray) -> np.ndarray:
         if unit_vectors is not None:
-            return np.asarray(unit_vectors[units] @ q)
+            return scan_scores(unit_vectors[units], q)
+        if not len(units):
+            return np.zeros(0, dtype=np.float32)
         rows = concatenated_ranges(offsets[units], offsets[units + 1])
         first = np.concatenate([[0], np.cumsum(offsets[units + 1] - offsets[units])[:-1]])
-        return np.maximum.reduceat(sentences[rows] @ q, first)
+        return np.maximum.reduceat(scan_scores(sentences[rows], q), first)
 
     return score
 
@@ -869,7 +900,7 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph,
 def _all_unit_similarity(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray) -> np.ndarray:
     """cos(query, unit) for every unit: one pass over the sentence vectors, no copies."""
     if graph.unit_vectors is not None:
-        return np.asarray(graph.unit_vectors @ q)
+        return scan_scores(graph.unit_vectors, q)
     if not len(corpus):
         return np.zeros(0, dtype=np.float32)
-    return np.maximum.reduceat(corpus.sentence_vectors @ q, graph.unit_offsets[:-1])
+    return np.maximum.reduceat(scan_scores(corpus.sentence_vectors, q), graph.unit_offsets[:-1])

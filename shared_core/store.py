@@ -1,6 +1,6 @@
 """Persistence of an index's chunks as a versioned directory of JSON and ``.npy`` files.
 
-Layout (format version 2)::
+Layout (format version 3)::
 
     my_index/
         CURRENT              the name of the complete version, replaced atomically
@@ -20,8 +20,10 @@ are recounted from the texts, so no edit can make a context overrun its budget.
 Checksums in the manifest catch accidents; the rules catch deliberate edits.
 A violation raises :class:`CorruptIndexError` naming the file and the rule.
 
-Indexes saved in format version 1 (one flat folder) still load, and the next
-save converts them in place.
+Embeddings are stored as float16 (format version 3) and memory-mapped on load:
+the OS pages in what queries touch, and a loaded index holds no second copy.
+Indexes saved in format versions 1 (one flat folder) and 2 (float32 embeddings)
+still load, converted in memory; the next save writes version 3.
 """
 
 from __future__ import annotations
@@ -42,14 +44,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from .config import ConceptGraphConfig
-from .embeddings.base import same_model
-from .state.corpus import CorpusState, sorted_by_id, with_sorted_terms
+from .embeddings.base import VECTOR_BLOCK, same_model
+from .search.ann import FILE_NAME as ANN_FILE
+from .search.ann import HnswVectorIndex
+from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_terms
 from .state.ingest import unit_texts
 from .text.hygiene import invalid_character
 from .text.tokens import count_tokens_batch
 
 FORMAT = "conceptgraph-index"
-VERSION = 2
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 POINTER = "CURRENT"
 LOCK = ".lock"
 _VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
@@ -57,14 +62,15 @@ _VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
 ARRAYS = {
     "sentence_spans": (np.int64, 2),
     "sentence_offsets": (np.int64, 1),
-    "sentence_embeddings": (np.float32, 2),
+    "sentence_embeddings": (VECTOR_DTYPE, 2),
     "sentence_terms_data": (np.int32, 1),
     "sentence_terms_indices": (np.int64, 1),
     "sentence_terms_indptr": (np.int64, 1),
     "unit_starts": (np.int64, 1),
 }
 # written only for chunk_similarity="direct"
-OPTIONAL_ARRAYS = {"unit_vectors": (np.float32, 2)}
+OPTIONAL_ARRAYS = {"unit_vectors": (VECTOR_DTYPE, 2)}
+_V2_VECTOR_DTYPE = np.float32  # versions 1 and 2 stored embeddings as float32
 # version 1 also wrote token counts; they are checksummed but recounted
 _V1_ONLY = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
 _JSON_FILES = ("chunks.json", "terms.json")
@@ -82,8 +88,12 @@ class CorruptIndexError(ValueError):
 
 # ------------------------------------------------------------------------------- saving
 def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: ConceptGraphConfig,
-                model_id: str) -> None:
-    """Write ``corpus`` as a new version under ``path`` and make it the current one."""
+                model_id: str, ann: HnswVectorIndex | None = None) -> None:
+    """Write ``corpus`` as a new version under ``path`` and make it the current one.
+
+    ``ann``, the approximate vector index derived from it, is saved beside it so
+    that a load maps it instead of rebuilding it.
+    """
     target = Path(os.path.realpath(path))  # a symlinked path writes where it points
     if target.exists() and not target.is_dir():
         raise FileExistsError(f"{target} exists and is not a directory; not overwriting")
@@ -99,7 +109,7 @@ def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: Conce
         folder.mkdir()
         os.chmod(folder, dir_mode)
         try:
-            _write_version(folder, corpus, config, model_id, dir_mode & 0o666)
+            _write_version(folder, corpus, config, model_id, dir_mode & 0o666, ann)
             _fsync_dir(folder)
             pointer_tmp = target / f".{POINTER}.tmp-{name}"
             _write_file(pointer_tmp, (name + "\n").encode(), dir_mode & 0o666)
@@ -112,7 +122,7 @@ def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: Conce
 
 
 def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig,
-                   model_id: str, file_mode: int) -> None:
+                   model_id: str, file_mode: int, ann: HnswVectorIndex | None) -> None:
     terms = corpus.sentence_terms
     arrays: dict[str, np.ndarray] = {
         "sentence_spans": corpus.sentence_spans,
@@ -140,6 +150,10 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     for key, payload in documents.items():
         _write_file(folder / key, json.dumps(payload, ensure_ascii=False).encode("utf-8"),
                     file_mode)
+    if ann is not None:
+        ann.save(folder / ANN_FILE)
+        os.chmod(folder / ANN_FILE, file_mode)
+        _fsync_file(folder / ANN_FILE)
     for file in sorted(folder.iterdir()):
         digests[file.name] = _sha256(file)
     manifest = {
@@ -153,6 +167,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         "terms": len(corpus.terms),
         "files": digests,
     }
+    if ann is not None:
+        manifest["ann"] = {"file": ANN_FILE, "rows": len(ann)}
     _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
 
 
@@ -169,6 +185,14 @@ def _new_file(path: Path, mode: int) -> Iterator[Any]:
 def _write_file(path: Path, payload: bytes, mode: int) -> None:
     with _new_file(path, mode) as fh:
         fh.write(payload)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -274,17 +298,22 @@ def _manifest_in(folder: Path) -> dict[str, Any]:
         raise CorruptIndexError(f"{manifest_path} is not valid JSON: {exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise CorruptIndexError(f"{manifest_path}: not a conceptgraph index (bad manifest format)")
-    if manifest.get("version") not in (1, VERSION):
+    if manifest.get("version") not in READABLE_VERSIONS:
         raise CorruptIndexError(
             f"{manifest_path}: index format version {manifest.get('version')!r}; "
-            f"this conceptgraph reads versions 1 and {VERSION}"
+            f"this conceptgraph reads versions {', '.join(map(str, READABLE_VERSIONS))}. "
+            "Rebuild the index from its texts with this version (ConceptGraphIndex.from_texts "
+            "or `conceptgraph build`)"
         )
     return manifest
 
 
 def load_corpus(path: str | os.PathLike[str], model_id: str,
-                dim: int) -> tuple[CorpusState, ConceptGraphConfig]:
-    """Read and check the current version; retried if a save replaces it mid-read."""
+                dim: int) -> tuple[CorpusState, ConceptGraphConfig, HnswVectorIndex | None]:
+    """Read and check the current version; retried if a save replaces it mid-read.
+
+    Also returns the saved approximate vector index, mapped, if the version has one.
+    """
     for _ in range(5):
         folder = index_folder(path)
         try:
@@ -296,7 +325,8 @@ def load_corpus(path: str | os.PathLike[str], model_id: str,
     raise CorruptIndexError(f"{path} kept changing while being read (five saves in a row)")
 
 
-def _load_folder(folder: Path, model_id: str, dim: int) -> tuple[CorpusState, ConceptGraphConfig]:
+def _load_folder(folder: Path, model_id: str,
+                 dim: int) -> tuple[CorpusState, ConceptGraphConfig, HnswVectorIndex | None]:
     manifest = _manifest_in(folder)
     version = manifest["version"]
     built_with = (manifest.get("embedding_model"), manifest.get("embedding_dim"))
@@ -331,7 +361,24 @@ def _load_folder(folder: Path, model_id: str, dim: int) -> tuple[CorpusState, Co
                           version)
     if version == 1:  # older indexes kept insertion order: put them in canonical order
         corpus = sorted_by_id(with_sorted_terms(corpus))
-    return corpus, config
+    return corpus, config, _read_ann(folder, manifest, dim)
+
+
+def _read_ann(folder: Path, manifest: dict[str, Any], dim: int) -> HnswVectorIndex | None:
+    """The saved approximate index, its checksum and header checked first."""
+    entry = manifest.get("ann")
+    if entry is None:
+        return None
+    rows = entry.get("rows") if isinstance(entry, dict) else None
+    if entry != {"file": ANN_FILE, "rows": rows} or not isinstance(rows, int) \
+            or isinstance(rows, bool) or rows < 0:
+        raise CorruptIndexError(f"{folder}/manifest.json: 'ann' must be "
+                                f"{{'file': '{ANN_FILE}', 'rows': <count>}}, got {entry!r}")
+    _check_checksums(folder, manifest, [ANN_FILE])
+    try:
+        return HnswVectorIndex.load(folder / ANN_FILE, rows, dim)
+    except ValueError as exc:
+        raise CorruptIndexError(str(exc)) from exc
 
 
 def _read_config(folder: Path, manifest: dict[str, Any]) -> ConceptGraphConfig:
@@ -425,8 +472,12 @@ def _read_terms(file: Path, count: int, require_sorted: bool) -> list[str]:
     return terms
 
 
-def _read_npy(file: Path, dtype: type, shape: tuple[int | None, ...]) -> np.ndarray:
-    """An array whose header is checked (dtype, order, shape, size) before its data is read."""
+def _read_npy(file: Path, dtype: type, shape: tuple[int | None, ...], *,
+              mapped: bool = False) -> np.ndarray:
+    """An array whose header is checked (dtype, order, shape, size) before its data is read.
+
+    ``mapped`` maps the data read-only instead of reading it: pages come in as used.
+    """
     try:
         with file.open("rb") as fh:
             major, _ = np.lib.format.read_magic(fh)
@@ -449,17 +500,29 @@ def _read_npy(file: Path, dtype: type, shape: tuple[int | None, ...]) -> np.ndar
     _rule(file, file.stat().st_size == data_start + size,
           f"holds {file.stat().st_size - data_start} bytes of data, its header says {size}")
     try:
-        return np.load(file, allow_pickle=False)
+        return np.load(file, allow_pickle=False, mmap_mode="r" if mapped else None)
     except (ValueError, OSError, EOFError) as exc:
         raise CorruptIndexError(f"{file} is unreadable: {exc}") from exc
 
 
 def _check_unit_rows(file: Path, vectors: np.ndarray) -> None:
-    _rule(file, bool(np.isfinite(vectors).all()), "holds non-finite values (NaN or inf)")
-    if len(vectors):
-        norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    """Finite unit rows, checked a block at a time: no float64 copy of a mapped file."""
+    for start in range(0, len(vectors), VECTOR_BLOCK):
+        block = np.asarray(vectors[start:start + VECTOR_BLOCK], dtype=np.float64)
+        _rule(file, bool(np.isfinite(block).all()), "holds non-finite values (NaN or inf)")
+        norms = np.linalg.norm(block, axis=1)
         _rule(file, bool(np.all(np.abs(norms - 1.0) <= _NORM_TOLERANCE)),
               "holds vectors that are not of unit length")
+
+
+def _read_vectors(file: Path, shape: tuple[int, int], version: int) -> np.ndarray:
+    """Embeddings: mapped as stored (version 3), or read as float32 and converted (1, 2)."""
+    if version >= 3:
+        vectors = _read_npy(file, VECTOR_DTYPE, shape, mapped=True)
+    else:
+        vectors = _read_npy(file, _V2_VECTOR_DTYPE, shape)
+    _check_unit_rows(file, vectors)
+    return vectors if version >= 3 else vectors.astype(VECTOR_DTYPE)
 
 
 def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[str],
@@ -487,8 +550,7 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
     _rule(path("sentence_spans"), bool(np.all(~same_chunk | (starts[1:] >= ends[:-1]))),
           "spans of one chunk must be in order and must not overlap")
 
-    vectors = _read_npy(path("sentence_embeddings"), np.float32, (n_sent, dim))
-    _check_unit_rows(path("sentence_embeddings"), vectors)
+    vectors = _read_vectors(path("sentence_embeddings"), (n_sent, dim), version)
 
     indptr = _read_npy(path("sentence_terms_indptr"), np.int64, (n_sent + 1,))
     _rule(path("sentence_terms_indptr"), int(indptr[0]) == 0
@@ -521,8 +583,7 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
     unit_vectors = None
     if config.chunk_similarity == "direct":
         n_units = len(unit_starts) if config.unit_tokens else n
-        unit_vectors = _read_npy(path("unit_vectors"), np.float32, (n_units, dim))
-        _check_unit_rows(path("unit_vectors"), unit_vectors)
+        unit_vectors = _read_vectors(path("unit_vectors"), (n_units, dim), version)
 
     # token counts are recounted from the texts, never read: no edit can break a budget
     unit_tokens = (count_tokens_batch(unit_texts(texts, spans, offsets, unit_starts))

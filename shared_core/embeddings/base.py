@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..text.hygiene import invalid_character
 
@@ -89,6 +90,23 @@ def normalise_rows(vectors: object, n_rows: int, dim: int, source: str) -> np.nd
 def unit_norm_rows(sums: np.ndarray) -> np.ndarray:
     """``sums`` with every row scaled to length 1 (a zero row stays zero, never NaN)."""
     return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+
+
+VECTOR_BLOCK = 65_536  # stored vector rows converted at a time by a product
+
+
+def sparse_times_vectors(weights: sp.spmatrix, vectors: np.ndarray) -> np.ndarray:
+    """``weights @ vectors`` in float64, converting ``vectors`` a block of rows at a time.
+
+    ``vectors`` may be float16 or memory-mapped: no float32 or float64 copy of the
+    whole matrix is ever made, only of ``VECTOR_BLOCK`` rows.
+    """
+    columns = sp.csc_matrix(weights, dtype=np.float64)
+    out = np.zeros((columns.shape[0], vectors.shape[1]), dtype=np.float64)
+    for start in range(0, len(vectors), VECTOR_BLOCK):
+        block = np.asarray(vectors[start:start + VECTOR_BLOCK], dtype=np.float64)
+        out += columns[:, start:start + len(block)] @ block
+    return out
 
 
 def framework_model_id(framework: str, embedding_object: object) -> str:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..embeddings.base import sparse_times_vectors
+
 
 def concept_vectors(
     sentence_concepts: sp.csr_matrix, sentence_embeddings: np.ndarray
@@ -27,7 +29,7 @@ def concept_vectors(
     incidence = sp.csc_matrix(sentence_concepts, dtype=np.float32)
     incidence.data[:] = 1.0
     counts = np.asarray(incidence.sum(axis=0)).ravel().astype(np.int64)
-    sums = np.asarray(incidence.T @ sentence_embeddings, dtype=np.float32)
+    sums = np.asarray(sparse_times_vectors(incidence.T, sentence_embeddings), dtype=np.float32)
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
     vectors = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
     return np.ascontiguousarray(vectors, dtype=np.float32), counts

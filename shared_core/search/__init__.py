@@ -8,7 +8,8 @@ from .fused import (
     inverse_document_frequency,
     strongest_concept,
 )
-from .local import ChunkScorer, Hit, SearchTrace, Stage, fill_budget, local_search, top_k_indices
+from .local import ChunkScorer, Hit, SearchTrace, Stage, fill_budget, local_search
+from .vector_index import top_k_indices
 
 __all__ = [
     "BM25Scorer",

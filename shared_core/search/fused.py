@@ -26,7 +26,9 @@ from ..config import Overflow
 from ..graph.concepts import smoothed_idf
 from ..graph.pagerank import bfs_hops
 from ..select.scores import rank_by_score
-from .local import Hit, SearchTrace, Stage, fill_budget, top_k_indices
+from .candidates import PositiveView, ScannedSimilarity, UnitSimilarity, top_positions
+from .local import Hit, SearchTrace, Stage, fill_budget
+from .vector_index import top_k_indices
 
 
 def inverse_document_frequency(unit_links: sp.spmatrix) -> np.ndarray:
@@ -77,7 +79,7 @@ def fused_search(
     concept_similarity: np.ndarray,
     unit_links: sp.csr_matrix,
     adjacency: sp.csr_matrix,
-    unit_similarity: np.ndarray,
+    unit_similarity: np.ndarray | UnitSimilarity,
     unit_tokens: np.ndarray,
     idf: np.ndarray,
     *,
@@ -91,38 +93,68 @@ def fused_search(
     exact: np.ndarray | None = None,
     usable: np.ndarray | None = None,
     min_similarity: float | None = None,
+    candidates: int | None = None,
+    unit_links_csc: sp.csc_matrix | None = None,
 ) -> tuple[list[Hit], SearchTrace]:
     """Fill the budget with units in fused order; each hit names its strongest concept.
 
     ``unit_links`` is (units x concepts), ``unit_similarity`` cos(query, unit) for
-    every unit, ``lexical`` (optional) a third view such as BM25, fused like the
-    evidence (no term where it is 0). A unit placed without any concept evidence
-    has stage ``"similarity"`` and concept -1. ``usable`` (concepts that link a
-    unit) is derived from ``unit_links`` when not given. Units whose similarity is
-    below ``min_similarity`` are never placed, whatever their evidence.
+    every unit or a :class:`~shared_core.search.candidates.UnitSimilarity` view,
+    ``lexical`` (optional) a third view such as BM25, fused like the evidence (no
+    term where it is 0). A unit placed without any concept evidence has stage
+    ``"similarity"`` and concept -1. ``usable`` (concepts that link a unit) is
+    derived from ``unit_links`` when not given. Units whose similarity is below
+    ``min_similarity`` are never placed, whatever their evidence.
+
+    ``candidates`` limits the ranking to the pool of the best ``candidates`` units
+    of each view; ``None`` ranks every unit. A unit outside the pool ranks beyond
+    ``candidates`` in every view, so it scores under ``3 / (rrf_k + candidates)``
+    and the ``(candidates + 1 - 2 rrf_k) / 3`` best units by similarity alone all
+    score more: with ``candidates`` well above the units a budget holds, the
+    context is the one a full ranking gives. A pool unit's rank in a view where it
+    is not among the best is exact when few units remain, estimated from an even
+    sample of them otherwise (``search.candidates.ranks_beyond``).
     """
     if usable is None:  # an index passes it precomputed: it does not change per query
         usable = np.flatnonzero(np.bincount(unit_links.indices,
                                             minlength=len(concept_similarity)))
+    similarity = (ScannedSimilarity(np.asarray(unit_similarity))
+                  if isinstance(unit_similarity, np.ndarray) else unit_similarity)
     weights, hop_of = concept_weights(concept_similarity, adjacency, top_k=top_k, hops=hops,
                                       decay=decay, exact=exact, usable=usable)
     concept_value = weights * idf
-    evidence = np.asarray(unit_links @ concept_value, dtype=np.float64).ravel()
-    fused = 1.0 / (rrf_k + descending_ranks(unit_similarity))
-    fused += (evidence > 0) / (rrf_k + descending_ranks(evidence))
+    links_csc = sp.csc_matrix(unit_links) if unit_links_csc is None else unit_links_csc
+    views = [PositiveView(_posting_sums(links_csc, concept_value))]
     if lexical is not None:
-        fused += (lexical > 0) / (rrf_k + descending_ranks(lexical))
-    order = rank_by_score(fused)
+        views.append(PositiveView(np.asarray(lexical, dtype=np.float64)))
+    view_tops = [view.top(candidates) for view in views]
+    top_units, _ = similarity.top(candidates)
+    if candidates is None:
+        pool = np.arange(similarity.n_units)
+    else:
+        pool = np.unique(np.concatenate([top_units, *view_tops])).astype(np.int64)
+    sims = similarity.score(pool)
+    sim_ranks = top_positions(pool, top_units) + 1.0
+    below = sim_ranks == 0
+    if below.any():
+        sim_ranks[below] = similarity.ranks_below(pool[below], sims[below], top_units)
+    fused = 1.0 / (rrf_k + sim_ranks)
+    for view, view_top in zip(views, view_tops, strict=True):
+        ranks = view.ranks(pool, view_top)
+        fused += (ranks > 0) / (rrf_k + ranks)
+    ranked = rank_by_score(fused)
     if min_similarity is not None:
-        order = order[unit_similarity[order] >= min_similarity]
+        ranked = ranked[sims[ranked] >= min_similarity]
+    order = pool[ranked]
     placed = fill_budget(order, unit_tokens, budget, overflow)
     best = strongest_concept(unit_links, placed, concept_value)
+    score_of = dict(zip(order.tolist(), fused[ranked].tolist(), strict=True))
     hits = []
     for unit, concept in zip(placed.tolist(), best.tolist(), strict=True):
         hop = int(hop_of[concept]) if concept >= 0 else 0
         stage: Stage = "similarity" if concept < 0 else "direct" if hop == 0 else "expanded"
-        similarity = float(concept_similarity[concept]) if concept >= 0 else 0.0
-        hits.append(Hit(unit, float(fused[unit]), int(unit_tokens[unit]), concept, similarity,
+        concept_sim = float(concept_similarity[concept]) if concept >= 0 else 0.0
+        hits.append(Hit(unit, score_of[unit], int(unit_tokens[unit]), concept, concept_sim,
                         stage, hop))
     direct = np.flatnonzero(hop_of == 0)
     trace = SearchTrace(
@@ -133,6 +165,18 @@ def fused_search(
         stopped_by_budget=len(placed) < len(order),
     )
     return hits, trace
+
+
+def _posting_sums(links_csc: sp.csc_matrix, concept_value: np.ndarray) -> np.ndarray:
+    """Every unit's evidence, reading only the postings of concepts with a value.
+
+    The sum over a unit's concepts runs in ascending concept order, as a row
+    product would, so the result is the same to the last bit.
+    """
+    used = np.flatnonzero(concept_value)
+    if len(used) == links_csc.shape[1]:
+        return np.asarray(links_csc @ concept_value, dtype=np.float64).ravel()
+    return np.asarray(links_csc[:, used] @ concept_value[used], dtype=np.float64).ravel()
 
 
 def strongest_concept(unit_links: sp.csr_matrix, units: np.ndarray,

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from ..config import Overflow
 from ..graph.pagerank import bfs_hops
+from .vector_index import top_k_indices
 
 Stage = Literal["direct", "expanded", "similarity"]
 ChunkScorer = Callable[[np.ndarray], np.ndarray]
@@ -49,22 +50,6 @@ class SearchTrace:
     expanded_concepts: int
     tokens_used: int
     stopped_by_budget: bool
-
-
-def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` largest scores, best first; ties go to the lower index."""
-    k = min(k, len(scores))
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    if k < len(scores):
-        candidates = np.argpartition(-scores, k - 1)[:k]
-        # argpartition may split ties at the boundary arbitrarily: include them all
-        threshold = scores[candidates].min()
-        candidates = np.flatnonzero(scores >= threshold)
-    else:
-        candidates = np.arange(len(scores))
-    order = np.lexsort((candidates, -scores[candidates]))
-    return candidates[order][:k].astype(np.int64)
 
 
 def fill_budget(order: np.ndarray, tokens: np.ndarray, budget: int,

@@ -15,14 +15,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..config import ConceptGraphConfig
-from ..embeddings.base import unit_norm_rows
+from ..embeddings.base import sparse_times_vectors, unit_norm_rows
 from ..graph.concepts import extract_concepts
 from ..graph.edges import ConceptEdges, adjacency, concept_edges, concept_vectors
 from ..graph.pagerank import pagerank
 from ..search.bm25 import BM25Scorer
 from ..search.fused import inverse_document_frequency
+from ..search.vector_index import VectorIndex
 from ..text.sentences import segment_matrix
 from .corpus import CorpusState
+
+ANN_MIN_ROWS = 200_000  # vector_index="auto": below this many vectors, an exact scan
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,16 +52,19 @@ class DerivedGraph:
     unit_vectors: np.ndarray | None
     concept_position: dict[str, int]
     concept_chunk_counts: np.ndarray
+    ann: VectorIndex | None = None
+    ann_row_unit: np.ndarray | None = None
 
 
 def segment_means(offsets: np.ndarray, sentence_vectors: np.ndarray) -> np.ndarray:
     """Unit-norm mean of each segment's sentence vectors (chunks or units), float32.
 
-    The sum runs in float64 through :func:`segment_matrix`; the index's stored
-    results depend on exactly this rounding.
+    The sum runs in float64 (:func:`~shared_core.embeddings.base.sparse_times_vectors`);
+    the index's stored results depend on exactly this rounding.
     """
     segments = segment_matrix(offsets, len(sentence_vectors))
-    return unit_norm_rows(np.asarray(segments @ sentence_vectors, dtype=np.float32))
+    means = sparse_times_vectors(segments, sentence_vectors)
+    return unit_norm_rows(np.asarray(means, dtype=np.float32))
 
 
 def chunk_term_counts(corpus: CorpusState) -> sp.csr_matrix:
@@ -67,8 +73,13 @@ def chunk_term_counts(corpus: CorpusState) -> sp.csr_matrix:
     return sp.csr_matrix(segment_matrix(corpus.sentence_offsets, n_sent) @ corpus.sentence_terms)
 
 
-def derive_graph(corpus: CorpusState, config: ConceptGraphConfig) -> DerivedGraph:
-    """Concepts, graph and unit views of ``corpus`` under ``config``'s graph knobs."""
+def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
+                 ann: VectorIndex | None = None) -> DerivedGraph:
+    """Concepts, graph and unit views of ``corpus`` under ``config``'s graph knobs.
+
+    ``ann`` is an approximate vector index built earlier over the same vectors
+    (one saved with the index); it is used when it holds as many rows.
+    """
     cfg = config
     n_sent = len(corpus.sentence_spans)
     sentence_terms = corpus.sentence_terms
@@ -99,6 +110,8 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig) -> DerivedGrap
     unit_vectors = corpus.unit_vectors if cfg.chunk_similarity == "direct" else None
     if cfg.chunk_similarity == "mean" and len(corpus):
         unit_vectors = segment_means(unit_offsets, corpus.sentence_vectors)
+    ann, ann_row_unit = _vector_search_index(cfg, corpus.sentence_vectors, unit_vectors,
+                                             unit_offsets, ann)
     names = corpus.terms
     links_csc = links.tocsc()
     unit_csc = unit_links.tocsc()
@@ -124,4 +137,39 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig) -> DerivedGrap
         unit_vectors=unit_vectors,
         concept_position={c: i for i, c in enumerate(concepts)},
         concept_chunk_counts=np.diff(links_csc.indptr),
+        ann=ann,
+        ann_row_unit=ann_row_unit,
     )
+
+
+def uses_ann(config: ConceptGraphConfig, rows: int) -> bool:
+    """Whether ``config.vector_index`` asks for the approximate index over ``rows`` vectors.
+
+    ``"auto"`` without the ``ann`` extra installed stays exact (``stats()`` warns).
+    """
+    if config.vector_index == "auto":
+        from ..search.ann import ann_available
+
+        return rows >= ANN_MIN_ROWS and ann_available()
+    return config.vector_index == "hnsw"
+
+
+def _vector_search_index(
+    config: ConceptGraphConfig, sentence_vectors: np.ndarray,
+    unit_vectors: np.ndarray | None, unit_offsets: np.ndarray, built: VectorIndex | None,
+) -> tuple[VectorIndex | None, np.ndarray | None]:
+    """The approximate index over what unit similarity is made of, and each row's unit.
+
+    Units with their own vectors are indexed directly; otherwise a unit's
+    similarity is its best sentence's, and the sentences are indexed.
+    """
+    rows = sentence_vectors if unit_vectors is None else unit_vectors
+    if not len(rows) or not uses_ann(config, len(rows)):
+        return None, None
+    from ..search.ann import HnswVectorIndex
+
+    row_unit = (None if unit_vectors is not None
+                else np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets)))
+    if built is not None and len(built) == len(rows):
+        return built, row_unit
+    return HnswVectorIndex.build(rows), row_unit

@@ -18,7 +18,7 @@ from ..text.sentences import split_sentences
 from ..text.terms import Analyzer, count_terms
 from ..text.tokens import count_tokens_batch
 from ..text.units import packed_runs
-from .corpus import CorpusState, sorted_by_id
+from .corpus import VECTOR_DTYPE, CorpusState, sorted_by_id
 
 
 def prepare_chunks(
@@ -77,10 +77,10 @@ def prepare_chunks(
 
 def embed_in_batches(embedder: Embedder, texts: list[str], show_progress: bool,
                      label: str) -> np.ndarray:
-    """Unit float32 rows for ``texts``, ``EMBED_BATCH`` at a time, every batch validated."""
+    """Unit rows (stored float16) for ``texts``, ``EMBED_BATCH`` at a time, each batch validated."""
     dim = embedder.dim
     if not texts:
-        return np.zeros((0, dim), dtype=np.float32)
+        return np.zeros((0, dim), dtype=VECTOR_DTYPE)
     batches = range(0, len(texts), EMBED_BATCH)
     if show_progress:
         from tqdm.auto import tqdm
@@ -89,7 +89,8 @@ def embed_in_batches(embedder: Embedder, texts: list[str], show_progress: bool,
     parts = []
     for start in batches:
         batch = texts[start : start + EMBED_BATCH]
-        parts.append(normalise_rows(embedder.embed(batch), len(batch), dim, embedder.model_id))
+        rows = normalise_rows(embedder.embed(batch), len(batch), dim, embedder.model_id)
+        parts.append(rows.astype(VECTOR_DTYPE))
     return np.concatenate(parts)
 
 

@@ -21,6 +21,7 @@ from llama_index_conceptgraph import (
     CoreEmbedding,
 )
 from shared_core import ConceptGraphConfig
+from tests.shared_core.fakes import STORED_COSINE_TOL
 
 from .conftest import CORPUS
 
@@ -70,13 +71,14 @@ def test_postprocessor_maps_sentence_units_back_to_their_nodes() -> None:
     # a node stands where its first unit does and scores as its best unit:
     # coast's best is u1 (1.0), not u0 (0.0)
     assert [n.node.node_id for n in out] == ["coast", "reef", "hills"]
-    assert [n.score for n in out] == pytest.approx([1.0, 1 / math.sqrt(2), 0.0], abs=1e-6)
+    assert [n.score for n in out] == pytest.approx([1.0, 1 / math.sqrt(2), 0.0],
+                                                  abs=STORED_COSINE_TOL)
     top = out[0].node.metadata
     assert top["chunk_id"] == "coast"  # the node's id, not the unit's
     assert top["score"] == pytest.approx(1.0)
     assert top["provenance"]["stage"] == "direct"
     assert top["provenance"]["concept_similarity"] == pytest.approx(
-        math.cos(math.pi / 8), abs=1e-6)
+        math.cos(math.pi / 8), abs=STORED_COSINE_TOL)
     assert out[0].node.get_content() == nodes[2].get_content()  # the whole node, not a unit
 
     pruned = ConceptGraphPostprocessor(retriever=retriever, drop_unmatched=True, top_n=2)

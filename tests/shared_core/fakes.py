@@ -8,6 +8,12 @@ import numpy as np
 
 from shared_core.embeddings import Embedder
 
+# An index stores embeddings as float16: rounding moves each component of a unit
+# vector by at most 2**-11 of itself, so a cosine with a stored row moves by at most
+# 2**-11, and a renormalised mean of stored rows by at most 2**-10 per component.
+STORED_COSINE_TOL = 2**-11
+STORED_VECTOR_TOL = 2**-10
+
 
 class RecordingEmbedder:
     """Wraps an embedder and records every batch sent to it (to prove nothing is re-embedded)."""

@@ -55,6 +55,9 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("min_score", 1.5),           # a cosine floor: in [-1, 1], or None for no floor
     ("min_score", "0.3"),
     ("min_score", math.nan),
+    ("vector_index", "faiss"),    # auto, exact or hnsw
+    ("candidates", 0),            # at least one unit per view
+    ("candidates", 100.0),
 ]
 
 

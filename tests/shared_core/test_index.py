@@ -17,7 +17,7 @@ from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex, content_id
 from shared_core.text import count_tokens, split_sentences, term_analyzer
-from tests.shared_core.fakes import RecordingEmbedder
+from tests.shared_core.fakes import STORED_COSINE_TOL, STORED_VECTOR_TOL, RecordingEmbedder
 
 DIM = 128
 
@@ -47,9 +47,9 @@ def test_concept_vector_uses_only_sentences_of_linked_chunks() -> None:
     assert index.concept_chunks("zebra") == ["z"]
     assert index.concept_chunks("lions") == ["l"]
     expected = unit(E("Zebra zebra runs.", "Zebra sleeps.").mean(axis=0))
-    np.testing.assert_allclose(index.concept_vector("zebra"), expected, atol=1e-6)
+    np.testing.assert_allclose(index.concept_vector("zebra"), expected, atol=STORED_VECTOR_TOL)
     expected = unit(E("Lions hunt lions.", "Lions eat zebra.").mean(axis=0))
-    np.testing.assert_allclose(index.concept_vector("lions"), expected, atol=1e-6)
+    np.testing.assert_allclose(index.concept_vector("lions"), expected, atol=STORED_VECTOR_TOL)
 
 
 def test_concept_vector_with_contains_links_and_hand_built_edge() -> None:
@@ -62,12 +62,12 @@ def test_concept_vector_with_contains_links_and_hand_built_edge() -> None:
     assert index.concept_chunks("zebra") == ["l", "z"]  # chunks in id order
     zebra = unit(E("Zebra zebra runs.", "Zebra sleeps.", "Lions eat zebra.").mean(axis=0))
     lions = unit(E("Lions hunt lions.", "Lions eat zebra.").mean(axis=0))
-    np.testing.assert_allclose(index.concept_vector("zebra"), zebra, atol=1e-6)
-    np.testing.assert_allclose(index.concept_vector("lions"), lions, atol=1e-6)
+    np.testing.assert_allclose(index.concept_vector("zebra"), zebra, atol=STORED_VECTOR_TOL)
+    np.testing.assert_allclose(index.concept_vector("lions"), lions, atol=STORED_VECTOR_TOL)
     # Co(zebra, lions) = 1 (chunk l); Dice = 2·1/(|T_zebra| 2 + |T_lions| 1) = 2/3
     [(a, b, co, cos, dice)] = index.edges
     assert (a, b, co) == ("lions", "zebra", 1)
-    assert cos == pytest.approx(float(zebra @ lions), abs=1e-6)
+    assert cos == pytest.approx(float(zebra @ lions), abs=2 * STORED_VECTOR_TOL)
     assert dice == pytest.approx(2 / 3)
     # two nodes joined by one edge: PageRank 1/2 each; chunk score (sum): z has zebra only,
     # l has both -> 0.5 and 1.0; kappa .5 keeps ceil(1) = 1 chunk: l
@@ -129,7 +129,7 @@ def test_retrieval_scores_and_provenance_by_hand() -> None:
     for hit in result.chunks:
         sentences = [hit.text[s:e] for s, e in split_sentences(hit.text)]
         # chunk_similarity="max": the chunk's best sentence against the query
-        assert hit.score == pytest.approx(float((E(*sentences) @ q).max()), abs=1e-5)
+        assert hit.score == pytest.approx(float((E(*sentences) @ q).max()), abs=STORED_COSINE_TOL)
         c = hit.provenance.concept
         assert hit.provenance.concept_similarity == pytest.approx(
             float(index.concept_vector(c) @ q), abs=1e-5)
@@ -147,7 +147,8 @@ def test_mean_chunk_similarity_by_hand() -> None:
     q = E("analytical engine")[0]
     for hit in index.retrieve("analytical engine").chunks:
         sentences = [hit.text[s:e] for s, e in split_sentences(hit.text)]
-        assert hit.score == pytest.approx(float(unit(E(*sentences).sum(axis=0)) @ q), abs=1e-5)
+        assert hit.score == pytest.approx(float(unit(E(*sentences).sum(axis=0)) @ q),
+                                         abs=STORED_VECTOR_TOL)
 
 
 def test_direct_chunk_similarity_embeds_each_unit_once() -> None:
@@ -162,7 +163,7 @@ def test_direct_chunk_similarity_embeds_each_unit_once() -> None:
     hits = index.retrieve("analytical engine").chunks
     assert hits
     for hit in hits:  # the paper ranking's score is the unit similarity itself
-        assert hit.score == pytest.approx(float(E(hit.text)[0] @ q), abs=1e-5)
+        assert hit.score == pytest.approx(float(E(hit.text)[0] @ q), abs=STORED_COSINE_TOL)
     # delete keeps each remaining chunk's vector: same as building without the chunk
     doomed = hits[0].id
     index.delete([doomed])

@@ -8,6 +8,7 @@ import pytest
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.text import count_tokens
+from tests.shared_core.fakes import STORED_COSINE_TOL
 
 CHUNKS = {
     "a": "Lovelace wrote notes. Babbage built engines. Lovelace studied mathematics.",
@@ -110,14 +111,14 @@ def test_direct_similarity_embeds_the_units_not_the_chunks(tmp_path: Path) -> No
     assert texts["a#u0"] == "Lovelace wrote notes. Babbage built engines."
     q = embed(["Lovelace Babbage"])[0]
     for hit in hits:  # paper ranking: the score is cos(query, the unit's own text)
-        assert hit.score == pytest.approx(float(embed([hit.text])[0] @ q), abs=1e-5)
+        assert hit.score == pytest.approx(float(embed([hit.text])[0] @ q), abs=STORED_COSINE_TOL)
     index.save(str(tmp_path / "idx"))
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder())
     loaded.delete(["a"])  # b's unit vectors stay aligned with b's units
     for hit in loaded.retrieve("Babbage gears", top_k=50, budget=10_000).chunks:
         assert hit.id.startswith("b#")
         assert hit.score == pytest.approx(float(embed([hit.text])[0] @ embed(["Babbage gears"])[0]),
-                                          abs=1e-5)
+                                          abs=STORED_COSINE_TOL)
 
 
 def test_unit_tokens_must_be_a_non_negative_int() -> None:

@@ -13,6 +13,7 @@ from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
 from shared_core.store import ARRAYS, POINTER, CorruptIndexError, index_folder, read_manifest
+from tests.shared_core.fakes import STORED_COSINE_TOL
 
 DIM = 64
 TEXTS = [
@@ -252,7 +253,8 @@ def test_direct_unit_vectors_round_trip_and_are_checked(tmp_path: Path) -> None:
     folder = index_folder(path)
     vectors = np.load(folder / "unit_vectors.npy", allow_pickle=False)
     in_index_order = [original.get(cid).text for cid in original.chunk_ids]  # sorted ids
-    np.testing.assert_allclose(vectors, HashingEmbedder(DIM).embed(in_index_order), atol=1e-6)
+    np.testing.assert_allclose(vectors, HashingEmbedder(DIM).embed(in_index_order),
+                               atol=STORED_COSINE_TOL)
     assert snapshot(ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))) == snapshot(original)
     # one row short, with a matching checksum: the counts disagree
     np.save(folder / "unit_vectors.npy", vectors[:-1], allow_pickle=False)

@@ -22,7 +22,7 @@ from benchmarks.faults import (
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import HashingEmbedder
 from shared_core.index import ConceptGraphIndex
-from shared_core.store import POINTER, CorruptIndexError, index_folder, read_manifest
+from shared_core.store import POINTER, VERSION, CorruptIndexError, index_folder, read_manifest
 from tests.shared_core.test_store import TEXTS
 
 DIM = 64
@@ -158,7 +158,7 @@ def test_concurrent_saves_to_one_path_serialise(tmp_path: Path) -> None:
     assert len(loaded) in (2, 3, 4, 5)
     assert sorted(p.name for p in path.iterdir()) == sorted(
         [".lock", POINTER, index_folder(path).name])
-    assert read_manifest(path)["version"] == 2
+    assert read_manifest(path)["version"] == VERSION
 
 
 def test_saving_through_a_symlink_writes_where_it_points(tmp_path: Path) -> None:
@@ -217,15 +217,20 @@ def test_a_pointer_to_a_missing_version_is_a_clear_error(tmp_path: Path) -> None
         ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
 
 
-# ------------------------------------------------------------------ format version 1
+# ------------------------------------------------------------ format versions 1 and 2
 V1 = json.loads((DATA / "v1_corpus.json").read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("name", ["v1_default", "v1_units_direct"])
-def test_a_version_1_index_loads_and_equals_a_fresh_build(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["v1_default", "v1_units_direct",
+                                  "v2_default", "v2_units_direct"])
+def test_an_older_format_loads_and_equals_a_fresh_build(name: str, tmp_path: Path) -> None:
+    # version 1: one flat folder, insertion order; version 2: float32 embeddings
     loaded = ConceptGraphIndex.load(str(DATA / name), HashingEmbedder(DIM))
-    # version 1 predates select_by (kappa by chunks) and CJK segmentation
-    config = ConceptGraphConfig.from_dict({**V1["configs"][name], "cjk_segmenter": "none"})
+    # version 1 predates select_by (kappa by chunks) and CJK segmentation; the version 2
+    # fixtures were written where rjieba was installed, and their config records it
+    settings = V1["configs"][name.replace("v2_", "v1_")]
+    segmenter = "none" if name.startswith("v1_") else "jieba"
+    config = ConceptGraphConfig.from_dict({**settings, "cjk_segmenter": segmenter})
     assert loaded.config == config
     fresh = ConceptGraphIndex.from_texts(V1["texts"], ids=V1["ids"], metadatas=V1["metadata"],
                                          embedder=HashingEmbedder(DIM), config=config)
@@ -244,4 +249,29 @@ def test_saving_over_a_version_1_index_converts_it_in_place(tmp_path: Path) -> N
     assert sorted(p.name for p in path.iterdir()) == sorted(
         [".lock", POINTER, index_folder(path).name])
     again = ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
-    assert results(again) == before and read_manifest(path)["version"] == 2
+    assert results(again) == before and read_manifest(path)["version"] == VERSION
+
+
+def test_embeddings_are_stored_as_float16_and_mapped_on_load(tmp_path: Path) -> None:
+    index = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM),
+                                         config=ConceptGraphConfig(chunk_similarity="direct"))
+    index.save(str(tmp_path / "idx"))
+    folder = index_folder(tmp_path / "idx")
+    for name in ("sentence_embeddings", "unit_vectors"):
+        assert np.load(folder / f"{name}.npy", mmap_mode="r").dtype == np.float16
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    corpus = loaded.state.corpus
+    for vectors in (corpus.sentence_vectors, corpus.unit_vectors):
+        assert isinstance(vectors, np.memmap) and vectors.dtype == np.float16
+        assert not vectors.flags.writeable
+    assert results(loaded) == results(index)
+
+
+def test_a_newer_format_fails_with_how_to_rebuild(tmp_path: Path) -> None:
+    path = tmp_path / "idx"
+    ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM)).save(str(path))
+    manifest = index_folder(path) / "manifest.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "version": 99}))
+    with pytest.raises(CorruptIndexError, match=r"version 99.*reads versions 1, 2, 3.*Rebuild"):
+        ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))

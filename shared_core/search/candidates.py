@@ -1,0 +1,194 @@
+"""Query similarity of retrieval units, all of them or only the candidates a query can reach.
+
+The fused ranking needs, for each unit it ranks, its cosine to the query and
+that cosine's rank among *all* units. :class:`ScannedSimilarity` scores every
+unit (the exact reference). :class:`CandidateSimilarity` asks a
+:class:`~shared_core.search.vector_index.VectorIndex` for the best rows only,
+rescores the units they belong to exactly, and for any other unit the ranking
+asks about (one found through concept or word postings) it scores that unit
+exactly and estimates its rank from a fixed sample of units: the unit is known
+to rank below every unit returned, and the sample says how far below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ..select.scores import rank_by_score
+from .local import ChunkScorer
+from .vector_index import VectorIndex
+
+RANK_SAMPLE = 1024  # units scored per query to estimate ranks beyond the candidates
+ROWS_PER_UNIT_SEARCHED = 2  # rows asked of the vector index per unit wanted (max mode)
+
+
+def count_better(rest_units: np.ndarray, rest_scores: np.ndarray, units: np.ndarray,
+                 scores: np.ndarray) -> np.ndarray:
+    """For each (unit, score), how many of the rest rank above it.
+
+    Above means a higher score, or the same score and a lower unit: the order
+    every ranking here uses. One sort of both lists together.
+    """
+    n_rest = len(rest_units)
+    all_units = np.concatenate([rest_units, units])
+    from_rest = np.arange(len(all_units)) < n_rest
+    # a unit that is also in the rest does not rank above itself: queries sort first
+    order = np.lexsort((from_rest, all_units, -np.concatenate([rest_scores, scores])))
+    is_rest = from_rest[order]
+    rest_before: np.ndarray = np.cumsum(is_rest) - is_rest
+    out = np.empty(len(units), dtype=np.float64)
+    out[order[~is_rest] - n_rest] = rest_before[~is_rest]
+    return out
+
+
+def spread_sample(units: np.ndarray, size: int = RANK_SAMPLE) -> np.ndarray:
+    """All of ``units`` if there are at most ``size``, else ``size`` of them evenly spaced."""
+    if len(units) <= size:
+        return units
+    return units[np.unique(np.linspace(0, len(units) - 1, size).astype(np.int64))]
+
+
+def ranks_beyond(top_count: int, rest_total: int, sample_units: np.ndarray,
+                 sample_scores: np.ndarray, units: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """1-based ranks of units that are not among the ``top_count`` best.
+
+    ``sample_*`` is the other ``rest_total`` units, or an even sample of them:
+    the rank is exact when the sample is all of them, estimated otherwise.
+    """
+    if not len(units):
+        return np.zeros(0, dtype=np.float64)
+    if not len(sample_units):
+        return np.full(len(units), top_count + 1.0)
+    better = count_better(sample_units, sample_scores, units, scores)
+    return top_count + 1.0 + np.floor(better * (rest_total / len(sample_units)))
+
+
+@dataclass(frozen=True, eq=False)
+class PositiveView:
+    """A sparse view of the units (concept evidence, BM25): units scoring above 0 rank."""
+
+    scores: np.ndarray
+
+    def top(self, k: int | None) -> np.ndarray:
+        """The ``k`` best units with a positive score (all for ``None``), best first."""
+        positive = np.flatnonzero(self.scores > 0)
+        values = self.scores[positive]
+        if k is not None and k < len(positive):
+            keep = np.argpartition(-values, k - 1)[:k]
+            # a tie at the boundary is settled by unit, as in a full sort
+            keep = np.flatnonzero(values >= values[keep].min())
+            positive, values = positive[keep], values[keep]
+        return positive[np.lexsort((positive, -values))][:k]
+
+    def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
+        """Ranks of ``units`` in this view given its ``top_units`` (best first); 0: no score."""
+        ranks = np.zeros(len(units), dtype=np.float64)
+        scores = self.scores[units]
+        in_top = top_positions(units, top_units)
+        ranks[in_top >= 0] = in_top[in_top >= 0] + 1.0
+        rest = (in_top < 0) & (scores > 0)
+        if rest.any():
+            others = np.setdiff1d(np.flatnonzero(self.scores > 0), top_units,
+                                  assume_unique=True)
+            sample = spread_sample(others)
+            ranks[rest] = ranks_beyond(len(top_units), len(others), sample,
+                                       self.scores[sample], units[rest], scores[rest])
+        return ranks
+
+
+def top_positions(units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
+    """Each unit's position in ``top_units`` (best first), -1 where it is not there."""
+    out = np.full(len(units), -1, dtype=np.int64)
+    if not len(top_units) or not len(units):
+        return out
+    by_unit = np.argsort(top_units, kind="stable")
+    found = np.minimum(np.searchsorted(top_units[by_unit], units), len(top_units) - 1)
+    hit = top_units[by_unit][found] == units
+    out[hit] = by_unit[found[hit]]
+    return out
+
+
+class UnitSimilarity(Protocol):
+    """What the fused ranking asks of the query-similarity view."""
+
+    @property
+    def n_units(self) -> int: ...
+
+    def top(self, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` most similar units (all for ``None``) and their cosines, best first."""
+        ...
+
+    def score(self, units: np.ndarray) -> np.ndarray:
+        """Exact cosines of the given units."""
+        ...
+
+    def ranks_below(self, units: np.ndarray, scores: np.ndarray,
+                    top_units: np.ndarray) -> np.ndarray:
+        """Ranks of ``units`` (with cosines ``scores``), none of which is in ``top_units``."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class ScannedSimilarity:
+    """Every unit's cosine computed: ranks are exact."""
+
+    similarity: np.ndarray
+
+    @property
+    def n_units(self) -> int:
+        return len(self.similarity)
+
+    def top(self, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        order = rank_by_score(self.similarity)
+        order = order if k is None else order[:k]
+        return order, self.similarity[order]
+
+    def score(self, units: np.ndarray) -> np.ndarray:
+        return self.similarity[units]
+
+    def ranks_below(self, units: np.ndarray, scores: np.ndarray,
+                    top_units: np.ndarray) -> np.ndarray:
+        others = np.setdiff1d(np.arange(self.n_units), top_units)
+        return ranks_beyond(len(top_units), len(others), others, self.similarity[others],
+                            units, scores)
+
+
+@dataclass(frozen=True, eq=False)
+class CandidateSimilarity:
+    """Cosines from a vector index's best rows, rescored exactly per unit.
+
+    ``row_unit`` maps each indexed row to its unit: the identity when units are
+    indexed by their own vectors, a sentence's unit when a unit's similarity is
+    its best sentence's (rows are asked for ``ROWS_PER_UNIT_SEARCHED`` per unit
+    wanted, as one unit's sentences often crowd the top rows). Ranks beyond the
+    units found are estimated from ``RANK_SAMPLE`` units spread over the corpus.
+    """
+
+    index: VectorIndex
+    row_unit: np.ndarray | None
+    scorer: ChunkScorer  # cos(query, unit) of given unit positions, exactly
+    query: np.ndarray
+    n_units: int
+
+    def top(self, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        want = self.n_units if k is None else min(k, self.n_units)
+        rows_wanted = want if self.row_unit is None else want * ROWS_PER_UNIT_SEARCHED
+        rows, _ = self.index.search(self.query, min(rows_wanted, len(self.index)))
+        units = np.unique(rows if self.row_unit is None else self.row_unit[rows])
+        scores = self.scorer(units)
+        order = rank_by_score(scores)[:want]  # ties go to the lower unit
+        return units[order], scores[order]
+
+    def score(self, units: np.ndarray) -> np.ndarray:
+        return self.scorer(units)
+
+    def ranks_below(self, units: np.ndarray, scores: np.ndarray,
+                    top_units: np.ndarray) -> np.ndarray:
+        rest_total = self.n_units - len(top_units)
+        everyone = spread_sample(np.arange(self.n_units), RANK_SAMPLE + len(top_units))
+        sample = np.setdiff1d(everyone, top_units)
+        return ranks_beyond(len(top_units), rest_total, sample, self.scorer(sample),
+                            units, scores)

@@ -1,0 +1,75 @@
+"""Top-k inner-product search over an index's vectors: the one seam for a vector backend.
+
+Ranking code asks a :class:`VectorIndex` for the best rows of a query and rescores
+what it returns exactly, so a backend only has to find candidates: an exact scan
+(:class:`ExactVectorIndex`, the reference), an approximate graph index
+(:class:`~shared_core.search.ann.HnswVectorIndex`), or an external engine later.
+Rows are positions in the matrix the index was built from; scores are inner
+products of unit vectors, i.e. cosines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+SCAN_BLOCK = 65_536  # rows per block of an exact scan: bounded float32 temporaries
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """What ranking needs from a vector backend: the ``k`` best rows, best first."""
+
+    def __len__(self) -> int: ...
+
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, scores)``: int64 row positions and their float32 cosines, best first."""
+        ...
+
+
+def scan_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``matrix @ query`` as float32, a block at a time whatever ``matrix``'s dtype.
+
+    A float16 (or memory-mapped) matrix is converted one block at a time, so the
+    scan never holds a float32 copy of the whole matrix.
+    """
+    q = np.asarray(query, dtype=np.float32)
+    if matrix.dtype == np.float32:
+        return np.asarray(matrix @ q, dtype=np.float32)
+    out = np.empty(len(matrix), dtype=np.float32)
+    for start in range(0, len(matrix), SCAN_BLOCK):
+        block = np.asarray(matrix[start:start + SCAN_BLOCK], dtype=np.float32)
+        out[start:start + len(block)] = block @ q
+    return out
+
+
+def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest scores, best first; ties go to the lower index."""
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < len(scores):
+        candidates = np.argpartition(-scores, k - 1)[:k]
+        # argpartition may split ties at the boundary arbitrarily: include them all
+        candidates = np.flatnonzero(scores >= scores[candidates].min())
+    else:
+        candidates = np.arange(len(scores))
+    order = np.lexsort((candidates, -scores[candidates]))
+    return candidates[order][:k].astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class ExactVectorIndex:
+    """Every row scored: the reference the approximate backends are measured against."""
+
+    vectors: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = scan_scores(self.vectors, query)
+        rows = top_k_indices(scores, k)
+        return rows, scores[rows]

@@ -1,0 +1,120 @@
+"""The index on its approximate vector path: choice by size, retrieval, persistence, tampering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+from shared_core.search.ann import FILE_NAME, HnswVectorIndex
+from shared_core.state import derived
+from shared_core.store import CorruptIndexError, index_folder
+from tests.shared_core.test_store import TEXTS
+
+DIM = 64
+QUERIES = ["Who wrote the first compiler?", "analytical engine", "punched cards and looms"]
+
+
+def build(**knobs: object) -> ConceptGraphIndex:
+    return ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM),
+                                        config=ConceptGraphConfig(**knobs))  # type: ignore[arg-type]
+
+
+def contexts(index: ConceptGraphIndex) -> list[list[tuple[str, float]]]:
+    return [[(c.id, round(c.score, 9)) for c in index.retrieve(q).chunks] for q in QUERIES]
+
+
+def test_auto_is_exact_below_the_threshold_and_hnsw_from_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    n_sentences = len(build().state.corpus.sentence_spans)
+    assert build().stats()["vector_index"] == "exact"  # a dozen sentences
+    monkeypatch.setattr(derived, "ANN_MIN_ROWS", n_sentences)
+    index = build()
+    assert index.stats()["vector_index"] == "hnsw"
+    assert isinstance(index.state.graph.ann, HnswVectorIndex)
+    assert len(index.state.graph.ann) == n_sentences  # max similarity: sentences indexed
+    assert build(vector_index="exact").stats()["vector_index"] == "exact"
+
+
+@pytest.mark.parametrize("knobs", [{}, {"chunk_similarity": "mean"},
+                                   {"chunk_similarity": "direct", "unit_tokens": 12}])
+def test_on_a_small_corpus_hnsw_retrieves_what_exact_retrieves(knobs: dict[str, object]) -> None:
+    # every unit is a candidate here, and HNSW over a few rows finds them all
+    exact = build(**knobs, vector_index="exact")
+    approximate = exact.reconfigured(vector_index="hnsw")
+    assert approximate.state.graph.ann is not None
+    rows = (len(exact.state.graph.unit_tokens) if knobs else
+            len(exact.state.corpus.sentence_spans))
+    assert len(approximate.state.graph.ann) == rows
+    assert contexts(approximate) == contexts(exact)
+
+
+def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    index = build(vector_index="hnsw")
+    index.save(str(tmp_path / "idx"))
+    folder = index_folder(tmp_path / "idx")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["ann"] == {"file": FILE_NAME, "rows": len(index.state.corpus.sentence_spans)}
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the saved HNSW index should have been loaded")
+
+    monkeypatch.setattr(HnswVectorIndex, "build", no_build)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert loaded.stats()["vector_index"] == "hnsw"
+    assert contexts(loaded) == contexts(index)
+
+
+def test_an_exact_index_saves_no_hnsw_file(tmp_path: Path) -> None:
+    build().save(str(tmp_path / "idx"))
+    folder = index_folder(tmp_path / "idx")
+    assert not (folder / FILE_NAME).exists()
+    assert "ann" not in json.loads((folder / "manifest.json").read_text())
+
+
+def _saved_hnsw(tmp_path: Path) -> Path:
+    build(vector_index="hnsw").save(str(tmp_path / "idx"))
+    return index_folder(tmp_path / "idx")
+
+
+def test_a_changed_hnsw_file_fails_its_checksum(tmp_path: Path) -> None:
+    folder = _saved_hnsw(tmp_path)
+    data = bytearray((folder / FILE_NAME).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (folder / FILE_NAME).write_bytes(bytes(data))
+    with pytest.raises(CorruptIndexError, match="checksum"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def _rewrite(folder: Path, payload: bytes | None, ann: object) -> None:
+    """Replace the HNSW file and its manifest entry, with checksums that agree."""
+    import hashlib
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if payload is not None:
+        (folder / FILE_NAME).write_bytes(payload)
+        manifest["files"][FILE_NAME] = hashlib.sha256(payload).hexdigest()
+    manifest["ann"] = ann
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_file_that_is_not_an_hnsw_index_is_refused_before_it_is_mapped(
+        tmp_path: Path) -> None:
+    folder = _saved_hnsw(tmp_path)
+    rows = json.loads((folder / "manifest.json").read_text())["ann"]["rows"]
+    _rewrite(folder, b"not an index" * 100, {"file": FILE_NAME, "rows": rows})
+    with pytest.raises(CorruptIndexError, match="not an HNSW index"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+@pytest.mark.parametrize("entry", [{"file": FILE_NAME, "rows": 3},
+                                   {"file": "../elsewhere", "rows": 12},
+                                   {"file": FILE_NAME, "rows": True}, "ann.usearch"])
+def test_a_wrong_hnsw_manifest_entry_is_refused(tmp_path: Path, entry: object) -> None:
+    folder = _saved_hnsw(tmp_path)
+    _rewrite(folder, None, entry)
+    with pytest.raises(CorruptIndexError, match=r"ann|holds"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
