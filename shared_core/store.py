@@ -20,10 +20,10 @@ are recounted from the texts, so no edit can make a context overrun its budget.
 Checksums in the manifest catch accidents; the rules catch deliberate edits.
 A violation raises :class:`CorruptIndexError` naming the file and the rule.
 
-Embeddings are stored as float16 (format version 3) and memory-mapped on load:
-the OS pages in what queries touch, and a loaded index holds no second copy.
-Indexes saved in format versions 1 (one flat folder) and 2 (float32 embeddings)
-still load, converted in memory; the next save writes version 3.
+Embeddings are memory-mapped on load (format version 3): the OS pages in what
+queries touch, and a loaded index holds no second copy. Version 3 also saves the
+HNSW index (``ann.usearch``) when the index uses one. Indexes saved in format
+versions 1 (one flat folder) and 2 still load; the next save writes version 3.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ ARRAYS = {
 }
 # written only for chunk_similarity="direct"
 OPTIONAL_ARRAYS = {"unit_vectors": (VECTOR_DTYPE, 2)}
-_V2_VECTOR_DTYPE = np.float32  # versions 1 and 2 stored embeddings as float32
+_V2_VECTOR_DTYPE = np.float32  # what versions 1 and 2 stored embeddings as
 # version 1 also wrote token counts; they are checksummed but recounted
 _V1_ONLY = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
 _JSON_FILES = ("chunks.json", "terms.json")
@@ -516,13 +516,13 @@ def _check_unit_rows(file: Path, vectors: np.ndarray) -> None:
 
 
 def _read_vectors(file: Path, shape: tuple[int, int], version: int) -> np.ndarray:
-    """Embeddings: mapped as stored (version 3), or read as float32 and converted (1, 2)."""
+    """Embeddings: mapped as stored (version 3), or read and converted if need be (1, 2)."""
     if version >= 3:
         vectors = _read_npy(file, VECTOR_DTYPE, shape, mapped=True)
     else:
         vectors = _read_npy(file, _V2_VECTOR_DTYPE, shape)
     _check_unit_rows(file, vectors)
-    return vectors if version >= 3 else vectors.astype(VECTOR_DTYPE)
+    return vectors if vectors.dtype == VECTOR_DTYPE else vectors.astype(VECTOR_DTYPE)
 
 
 def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[str],

@@ -11,10 +11,11 @@ it, and any tie later broken by position is broken by content. Updates never
 mutate a state; :func:`merge` and :func:`take` build a new one, and every array
 of a published state is read-only.
 
-Embeddings are held as float16 (``VECTOR_DTYPE``): half the memory and disk of
-float32, and a saved index maps them from disk as they are. Every product with
-them runs in float32 or float64 a block at a time (``embeddings.base``), and
-every score they give is a cosine that float16 rounding moves by under 1e-3.
+Embeddings are held as float32 (``VECTOR_DTYPE``), and a saved index maps them
+from disk as they are. float16 would halve them, but numpy converts float16 with
+no vector instructions: a full scan then took 25 times as long as the float32
+product (``benchmarks/RESULTS.md``, Scale). The compact copy for search is the
+HNSW index's own int8 one, rescored exactly from these.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import scipy.sparse as sp
 
 from ..text.sentences import concatenated_ranges
 
-VECTOR_DTYPE = np.float16
+VECTOR_DTYPE = np.float32
 
 
 @dataclass(frozen=True, eq=False)

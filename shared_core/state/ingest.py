@@ -77,7 +77,7 @@ def prepare_chunks(
 
 def embed_in_batches(embedder: Embedder, texts: list[str], show_progress: bool,
                      label: str) -> np.ndarray:
-    """Unit rows (stored float16) for ``texts``, ``EMBED_BATCH`` at a time, each batch validated."""
+    """Unit rows (``VECTOR_DTYPE``) for ``texts``, ``EMBED_BATCH`` at a time, each validated."""
     dim = embedder.dim
     if not texts:
         return np.zeros((0, dim), dtype=VECTOR_DTYPE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,21 +38,21 @@ def easy() -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def result(easy: tuple[np.ndarray, np.ndarray]) -> dict[str, object]:
+def result(easy: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
     vectors, queries = easy
     return compare("easy", vectors, queries, make_backends(list(CONFIGS), len(vectors), 64),
                    ks=(10,), threads=2, target=0.9)
 
 
-def test_exact_baseline_has_recall_one(result: dict[str, object]) -> None:
-    exact = result["configs"][0]  # type: ignore[index]
+def test_exact_baseline_has_recall_one(result: dict[str, Any]) -> None:
+    exact = result["configs"][0]
     assert exact["config"] == "exact-f32"
     assert exact["k"]["10"]["recall"] == 1.0
 
 
-def test_every_ann_config_finds_the_neighbours(result: dict[str, object]) -> None:
-    configs = result["configs"][1:]  # type: ignore[index]
-    assert [c["config"].split("-")[0] for c in configs] == ["faiss"] * 4 + ["usearch"] * 4
+def test_every_ann_config_finds_the_neighbours(result: dict[str, Any]) -> None:
+    configs = result["configs"][1:]
+    assert [c["config"].split("-")[0] for c in configs] == ["faiss"] * 4 + ["usearch"] * 6
     for config in configs:
         row = config["k"]["10"]
         assert row["recall"] >= 0.9, (config["config"], row)
@@ -61,7 +62,7 @@ def test_every_ann_config_finds_the_neighbours(result: dict[str, object]) -> Non
         assert config["load_same_results"] is True, config["config"]
 
 
-def test_report_has_the_fields(result: dict[str, object]) -> None:
+def test_report_has_the_fields(result: dict[str, Any]) -> None:
     report = json.loads(json.dumps({"sources": [result]}))
     source = report["sources"][0]
     assert source["rows"] == 2000 and source["dim"] == 384 and source["queries"] == 30
@@ -90,3 +91,18 @@ def test_recall_counts_ties_and_rescoring_orders_exactly() -> None:
 def test_crossover_interpolates_log_log() -> None:
     assert crossover_rows([(10_000, 1.0), (100_000, 10.0)], 5.0) == 50_000
     assert crossover_rows([(10_000, 1.0), (100_000, 2.0)], 5.0) is None
+
+
+def test_appending_a_run_replaces_only_the_configs_it_measured() -> None:
+    from benchmarks.ann_compare import merge_source
+
+    def source(rows: int, *configs: tuple[str, float]) -> dict[str, Any]:
+        return {"source": "s", "rows": rows,
+                "configs": [{"config": c, "build_s": b} for c, b in configs]}
+
+    earlier = [source(10, ("exact-f32", 0), ("a", 1), ("b", 2)), source(20, ("exact-f32", 0))]
+    merged = merge_source(earlier, source(10, ("exact-f32", 0), ("b", 3), ("c", 4)))
+    assert [s["rows"] for s in merged] == [20, 10]
+    assert merged[1]["configs"] == [{"config": "exact-f32", "build_s": 0},
+                                    {"config": "a", "build_s": 1}, {"config": "b", "build_s": 3},
+                                    {"config": "c", "build_s": 4}]

@@ -252,17 +252,17 @@ def test_saving_over_a_version_1_index_converts_it_in_place(tmp_path: Path) -> N
     assert results(again) == before and read_manifest(path)["version"] == VERSION
 
 
-def test_embeddings_are_stored_as_float16_and_mapped_on_load(tmp_path: Path) -> None:
+def test_embeddings_are_mapped_on_load_not_copied(tmp_path: Path) -> None:
     index = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM),
                                          config=ConceptGraphConfig(chunk_similarity="direct"))
     index.save(str(tmp_path / "idx"))
     folder = index_folder(tmp_path / "idx")
     for name in ("sentence_embeddings", "unit_vectors"):
-        assert np.load(folder / f"{name}.npy", mmap_mode="r").dtype == np.float16
+        assert np.load(folder / f"{name}.npy", mmap_mode="r").dtype == np.float32
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     corpus = loaded.state.corpus
     for vectors in (corpus.sentence_vectors, corpus.unit_vectors):
-        assert isinstance(vectors, np.memmap) and vectors.dtype == np.float16
+        assert isinstance(vectors, np.memmap) and vectors.dtype == np.float32
         assert not vectors.flags.writeable
     assert results(loaded) == results(index)
 
