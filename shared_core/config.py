@@ -128,7 +128,7 @@ class ConceptGraphConfig:
     expansion_decay: float = 0.5
     min_score: float | None = None
     vector_index: VectorIndexKind = "auto"
-    candidates: int = 2000
+    candidates: int = 1000
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)

@@ -128,15 +128,18 @@ def fused_search(
     if lexical is not None:
         views.append(PositiveView(np.asarray(lexical, dtype=np.float64)))
     view_tops = [view.top(candidates) for view in views]
-    top_units, _ = similarity.top(candidates)
+    top_units, top_sims = similarity.top(candidates)
     if candidates is None:
         pool = np.arange(similarity.n_units)
     else:
         pool = np.unique(np.concatenate([top_units, *view_tops])).astype(np.int64)
-    sims = similarity.score(pool)
-    sim_ranks = top_positions(pool, top_units) + 1.0
-    below = sim_ranks == 0
+    in_top = top_positions(pool, top_units)
+    sim_ranks = in_top + 1.0
+    below = in_top < 0
+    sims = np.empty(len(pool), dtype=np.float64)
+    sims[~below] = top_sims[in_top[~below]]  # scored once, when they were found
     if below.any():
+        sims[below] = similarity.score(pool[below])
         sim_ranks[below] = similarity.ranks_below(pool[below], sims[below], top_units)
     fused = 1.0 / (rrf_k + sim_ranks)
     for view, view_top in zip(views, view_tops, strict=True):
