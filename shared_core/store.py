@@ -22,7 +22,7 @@ A violation raises :class:`CorruptIndexError` naming the file and the rule.
 
 Embeddings are memory-mapped on load (format version 3): the OS pages in what
 queries touch, and a loaded index holds no second copy. Version 3 also saves the
-HNSW index (``ann.usearch``) when the index uses one. Indexes saved in format
+HNSW index (``ann.faiss``) when the index uses one. Indexes saved in format
 versions 1 (one flat folder) and 2 still load; the next save writes version 3.
 """
 

@@ -15,7 +15,7 @@ Embeddings are held as float32 (``VECTOR_DTYPE``), and a saved index maps them
 from disk as they are. float16 would halve them, but numpy converts float16 with
 no vector instructions: a full scan then took 25 times as long as the float32
 product (``benchmarks/RESULTS.md``, Scale). The compact copy for search is the
-HNSW index's own int8 one, rescored exactly from these.
+HNSW index's own 8-bit one, rescored exactly from these.
 """
 
 from __future__ import annotations

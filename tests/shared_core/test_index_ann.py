@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
@@ -117,4 +118,17 @@ def test_a_wrong_hnsw_manifest_entry_is_refused(tmp_path: Path, entry: object) -
     folder = _saved_hnsw(tmp_path)
     _rewrite(folder, None, entry)
     with pytest.raises(CorruptIndexError, match=r"ann|holds"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_a_faiss_index_of_another_kind_is_refused(tmp_path: Path) -> None:
+    import faiss
+
+    folder = _saved_hnsw(tmp_path)
+    rows = json.loads((folder / "manifest.json").read_text())["ann"]["rows"]
+    flat = faiss.IndexFlatIP(DIM)
+    flat.add(np.zeros((rows, DIM), dtype=np.float32))
+    faiss.write_index(flat, str(tmp_path / "flat.faiss"))
+    _rewrite(folder, (tmp_path / "flat.faiss").read_bytes(), {"file": FILE_NAME, "rows": rows})
+    with pytest.raises(CorruptIndexError, match="holds a IndexFlat"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))

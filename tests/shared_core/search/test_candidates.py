@@ -47,7 +47,7 @@ def test_hnsw_finds_what_the_exact_scan_finds() -> None:
     found = []
     for i in range(0, 600, 30):
         rows, scores = hnsw.search(vectors[i], 10)
-        assert rows[0] == i and scores[0] == pytest.approx(1.0, abs=0.02)  # int8 copy
+        assert rows[0] == i and scores[0] == pytest.approx(1.0, abs=0.02)  # 8-bit copy
         truth, _ = exact.search(vectors[i], 10)
         found.append(len(set(rows.tolist()) & set(truth.tolist())) / 10)
     assert np.mean(found) >= 0.9
