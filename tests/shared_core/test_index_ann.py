@@ -132,3 +132,16 @@ def test_a_faiss_index_of_another_kind_is_refused(tmp_path: Path) -> None:
     _rewrite(folder, (tmp_path / "flat.faiss").read_bytes(), {"file": FILE_NAME, "rows": rows})
     with pytest.raises(CorruptIndexError, match="holds a IndexFlat"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_auto_without_the_ann_extra_scans_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shared_core.index as index_module
+    from shared_core.search import ann
+
+    n_sentences = len(build().state.corpus.sentence_spans)
+    monkeypatch.setattr(derived, "ANN_MIN_ROWS", n_sentences)
+    monkeypatch.setattr(index_module, "ANN_MIN_ROWS", n_sentences)
+    monkeypatch.setattr(ann, "ann_available", lambda: False)
+    stats = build().stats()
+    assert stats["vector_index"] == "exact"
+    assert any("conceptgraph[ann]" in w for w in stats["warnings"])
