@@ -11,6 +11,7 @@ recall for its latency (0.993 at efSearch 1,000) and a quarter of float32's byte
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ def ann_available() -> bool:
 
 
 def _faiss() -> Any:
+    # spinning OpenMP threads steal the other core from everything else on a small machine
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import faiss
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -79,10 +82,14 @@ class HnswVectorIndex:
 
     @classmethod
     def load(cls, path: Path, rows: int, dim: int) -> HnswVectorIndex:
-        """Map a saved index read-only; it must be an HNSW-SQ index of ``rows`` x ``dim``."""
+        """Map a saved index read-only; it must be an HNSW-SQ index of ``rows`` x ``dim``.
+
+        A mapped index is never added to: a changed corpus derives a new one.
+        """
         faiss = _faiss()
         try:
-            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            # the quantised codes are mapped, the graph (~256 bytes a row) is read
+            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
         except RuntimeError as exc:
             raise ValueError(f"{path} is not an HNSW index: "
                              f"{str(exc).splitlines()[0][:200]}") from exc
