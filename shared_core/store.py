@@ -110,11 +110,11 @@ def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: Conce
         os.chmod(folder, dir_mode)
         try:
             _write_version(folder, corpus, config, model_id, dir_mode & 0o666, ann)
-            _fsync_dir(folder)
+            _fsync_path(folder)
             pointer_tmp = target / f".{POINTER}.tmp-{name}"
             _write_file(pointer_tmp, (name + "\n").encode(), dir_mode & 0o666)
             os.replace(pointer_tmp, target / POINTER)
-            _fsync_dir(target)
+            _fsync_path(target)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
@@ -153,7 +153,7 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     if ann is not None:
         ann.save(folder / ANN_FILE)
         os.chmod(folder / ANN_FILE, file_mode)
-        _fsync_file(folder / ANN_FILE)
+        _fsync_path(folder / ANN_FILE)
     for file in sorted(folder.iterdir()):
         digests[file.name] = _sha256(file)
     manifest = {
@@ -187,15 +187,8 @@ def _write_file(path: Path, payload: bytes, mode: int) -> None:
         fh.write(payload)
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
+def _fsync_path(path: Path) -> None:
+    """fsync a folder (or a file another library wrote): open read-only, flush to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..select.scores import rank_by_score
 from .local import ChunkScorer
-from .vector_index import VectorIndex
+from .vector_index import VectorIndex, top_k_indices
 
 RANK_SAMPLE = 1024  # units scored per query to estimate ranks beyond the candidates
 ROWS_PER_UNIT_SEARCHED = 2  # rows asked of the vector index per unit wanted (max mode)
@@ -74,14 +74,8 @@ class PositiveView:
 
     def top(self, k: int | None) -> np.ndarray:
         """The ``k`` best units with a positive score (all for ``None``), best first."""
-        positive = np.flatnonzero(self.scores > 0)
-        values = self.scores[positive]
-        if k is not None and k < len(positive):
-            keep = np.argpartition(-values, k - 1)[:k]
-            # a tie at the boundary is settled by unit, as in a full sort
-            keep = np.flatnonzero(values >= values[keep].min())
-            positive, values = positive[keep], values[keep]
-        return positive[np.lexsort((positive, -values))][:k]
+        positive = np.flatnonzero(self.scores > 0)  # ascending: ties go to the lower unit
+        return positive[top_k_indices(self.scores[positive], len(positive) if k is None else k)]
 
     def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
         """Ranks of ``units`` in this view given its ``top_units`` (best first); 0: no score."""
