@@ -76,6 +76,7 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[st
     refresh_start = time.perf_counter()
     derive_graph(index.state.corpus, index.config)
     refresh = time.perf_counter() - refresh_start
+    pagerank_cold, pagerank_warm = pagerank_seconds(index)
     question_rng = random.Random(3)
     vectors = embedder.embed([question_rng.choice(pool) for _ in range(queries)])
     latencies, contexts = query_latencies(index, vectors)
@@ -118,11 +119,29 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[st
         **row,
         "add_1pct_s": round(add, 2),
         "delete_1pct_s": round(delete, 2),
+        "add_share_of_build": round(add / max(build - timed.seconds, 1e-9), 3),
+        "pagerank_cold_s": round(pagerank_cold, 3),
+        "pagerank_warm_s": round(pagerank_warm, 3),
         "save_s": round(save, 2),
         "load_s": round(load, 2),
         "disk_mb": round(disk / 2**20, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+def pagerank_seconds(index: Any) -> tuple[float, float]:
+    """PageRank from the uniform start, and from its own fixed point (a warm start's best case)."""
+    from shared_core.graph import adjacency, pagerank
+
+    graph, cfg = index.state.graph, index.config
+    adj = graph.adjacency if cfg.pagerank_weighted else adjacency(
+        graph.edges, len(graph.concepts), weighted=False)
+    start = time.perf_counter()
+    pagerank(adj, cfg.pagerank_damping)
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    pagerank(adj, cfg.pagerank_damping, start=graph.rank)
+    return cold, time.perf_counter() - start
 
 
 def query_latencies(index: Any, vectors: np.ndarray) -> tuple[list[float], list[dict[str, int]]]:

@@ -29,18 +29,20 @@ from .search.ann import HnswVectorIndex
 from .search.candidates import CandidateSimilarity, UnitSimilarity
 from .search.fused import fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
-from .search.vector_index import VectorIndex, scan_scores
+from .search.vector_index import scan_scores
 from .select.cost import Selection
 from .select.scores import chunk_scores, id_random_scores, select_by_scores, value_per_token
 from .state.corpus import CorpusState, empty_corpus, merge_many, replaced, take
 from .state.derived import (
     ANN_MIN_ROWS,
     DerivedGraph,
+    VectorSearch,
     chunk_term_counts,
     derive_graph,
     segment_means,
 )
 from .state.ingest import prepare_chunks
+from .state.refresh import refresh_graph
 from .text.hygiene import check_query, invalid_character
 from .text.sentences import concatenated_ranges
 from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
@@ -162,8 +164,17 @@ class IndexState:
 
     @classmethod
     def build(cls, corpus: CorpusState, config: ConceptGraphConfig,
-              ann: VectorIndex | None = None) -> IndexState:
+              ann: VectorSearch | None = None) -> IndexState:
         return cls(config, corpus, derive_graph(corpus, config, ann))
+
+    def updated(self, corpus: CorpusState) -> IndexState:
+        """The state over ``corpus`` (this one's chunks after an add or delete).
+
+        The graph is refreshed from this state's, not derived again: equal to a
+        full derivation (``shared_core.state.refresh``), at a fraction of its cost.
+        """
+        return IndexState(self.config, corpus,
+                          refresh_graph(self.corpus, self.graph, corpus, self.config))
 
 
 class ConceptGraphIndex:
@@ -201,7 +212,7 @@ class ConceptGraphIndex:
 
     @classmethod
     def from_state(cls, embedder: Embedder, config: ConceptGraphConfig,
-                   corpus: CorpusState, *, ann: VectorIndex | None = None) -> ConceptGraphIndex:
+                   corpus: CorpusState, *, ann: VectorSearch | None = None) -> ConceptGraphIndex:
         """An index over an existing corpus state (e.g. one read from disk).
 
         ``ann`` is an approximate vector index already built over its vectors (a
@@ -407,7 +418,7 @@ class ConceptGraphIndex:
             if updates:
                 corpus = corpus.with_metadata(updates)
             if parts:
-                self._state = IndexState.build(merge_many([corpus, *parts]), cfg)
+                self._state = state.updated(merge_many([corpus, *parts]))
             elif updates:  # metadata only: the derived graph does not change
                 self._state = IndexState(cfg, corpus, state.graph)
         return all_ids
@@ -430,7 +441,7 @@ class ConceptGraphIndex:
             if not doomed:
                 return
             keep = np.flatnonzero([cid not in doomed for cid in corpus.ids])
-            self._state = IndexState.build(take(corpus, keep), state.config)
+            self._state = state.updated(take(corpus, keep))
 
     @staticmethod
     def _check_ids(texts: list[str], ids: Sequence[str] | None, start: int = 0) -> list[str]:
@@ -682,9 +693,10 @@ class ConceptGraphIndex:
         from .store import save_corpus
 
         state = self._state
-        ann = state.graph.ann
-        save_corpus(path, state.corpus, state.config, self._embedder.model_id,
-                    ann if isinstance(ann, HnswVectorIndex) else None)
+        graph = state.graph
+        ann = (VectorSearch(graph.ann, graph.ann_rows) if isinstance(graph.ann, HnswVectorIndex)
+               and graph.ann_rows is not None else None)
+        save_corpus(path, state.corpus, state.config, self._embedder.model_id, ann)
 
     @classmethod
     def load(cls, path: str, embedder: Embedder) -> ConceptGraphIndex:

@@ -46,8 +46,10 @@ import scipy.sparse as sp
 from .config import ConceptGraphConfig
 from .embeddings.base import VECTOR_BLOCK, same_model
 from .search.ann import FILE_NAME as ANN_FILE
+from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswVectorIndex
 from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_terms
+from .state.derived import VectorSearch
 from .state.ingest import unit_texts
 from .text.hygiene import invalid_character
 from .text.tokens import count_tokens_batch
@@ -88,11 +90,12 @@ class CorruptIndexError(ValueError):
 
 # ------------------------------------------------------------------------------- saving
 def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: ConceptGraphConfig,
-                model_id: str, ann: HnswVectorIndex | None = None) -> None:
+                model_id: str, ann: VectorSearch | None = None) -> None:
     """Write ``corpus`` as a new version under ``path`` and make it the current one.
 
-    ``ann``, the approximate vector index derived from it, is saved beside it so
-    that a load maps it instead of rebuilding it.
+    ``ann``, the approximate vector index derived from it (an HNSW index and
+    its row map), is saved beside it so that a load maps it instead of
+    rebuilding it.
     """
     target = Path(os.path.realpath(path))  # a symlinked path writes where it points
     if target.exists() and not target.is_dir():
@@ -122,7 +125,7 @@ def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: Conce
 
 
 def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig,
-                   model_id: str, file_mode: int, ann: HnswVectorIndex | None) -> None:
+                   model_id: str, file_mode: int, ann: VectorSearch | None) -> None:
     terms = corpus.sentence_terms
     arrays: dict[str, np.ndarray] = {
         "sentence_spans": corpus.sentence_spans,
@@ -151,9 +154,13 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         _write_file(folder / key, json.dumps(payload, ensure_ascii=False).encode("utf-8"),
                     file_mode)
     if ann is not None:
-        ann.save(folder / ANN_FILE)
+        if not isinstance(ann.index, HnswVectorIndex):
+            raise TypeError(f"only an HNSW index is saved, got {type(ann.index).__name__}")
+        ann.index.save(folder / ANN_FILE)
         os.chmod(folder / ANN_FILE, file_mode)
         _fsync_path(folder / ANN_FILE)
+        with _new_file(folder / ANN_ROWS_FILE, file_mode) as fh:
+            np.save(fh, np.ascontiguousarray(ann.rows, dtype=np.int64), allow_pickle=False)
     for file in sorted(folder.iterdir()):
         digests[file.name] = _sha256(file)
     manifest = {
@@ -168,7 +175,7 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         "files": digests,
     }
     if ann is not None:
-        manifest["ann"] = {"file": ANN_FILE, "rows": len(ann)}
+        manifest["ann"] = {"file": ANN_FILE, "rows": len(ann.rows), "row_map": ANN_ROWS_FILE}
     _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
 
 
@@ -302,7 +309,7 @@ def _manifest_in(folder: Path) -> dict[str, Any]:
 
 
 def load_corpus(path: str | os.PathLike[str], model_id: str,
-                dim: int) -> tuple[CorpusState, ConceptGraphConfig, HnswVectorIndex | None]:
+                dim: int) -> tuple[CorpusState, ConceptGraphConfig, VectorSearch | None]:
     """Read and check the current version; retried if a save replaces it mid-read.
 
     Also returns the saved approximate vector index, mapped, if the version has one.
@@ -319,7 +326,7 @@ def load_corpus(path: str | os.PathLike[str], model_id: str,
 
 
 def _load_folder(folder: Path, model_id: str,
-                 dim: int) -> tuple[CorpusState, ConceptGraphConfig, HnswVectorIndex | None]:
+                 dim: int) -> tuple[CorpusState, ConceptGraphConfig, VectorSearch | None]:
     manifest = _manifest_in(folder)
     version = manifest["version"]
     built_with = (manifest.get("embedding_model"), manifest.get("embedding_dim"))
@@ -354,22 +361,41 @@ def _load_folder(folder: Path, model_id: str,
                           version)
     if version == 1:  # older indexes kept insertion order: put them in canonical order
         corpus = sorted_by_id(with_sorted_terms(corpus))
-    return corpus, config, _read_ann(folder, manifest, dim)
+    return corpus, config, _read_ann(folder, manifest, corpus, config)
 
 
-def _read_ann(folder: Path, manifest: dict[str, Any], dim: int) -> HnswVectorIndex | None:
-    """The saved approximate index, its checksum and header checked first."""
+def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
+              config: ConceptGraphConfig) -> VectorSearch | None:
+    """The saved approximate index and its row map, checksums and shapes checked first.
+
+    Every vector must be indexed exactly once; other rows are dead (-1). Indexes
+    saved before row maps existed indexed every vector in order.
+    """
     entry = manifest.get("ann")
     if entry is None:
         return None
     rows = entry.get("rows") if isinstance(entry, dict) else None
-    if entry != {"file": ANN_FILE, "rows": rows} or not isinstance(rows, int) \
-            or isinstance(rows, bool) or rows < 0:
+    row_map = entry.get("row_map") if isinstance(entry, dict) else None
+    if entry not in ({"file": ANN_FILE, "rows": rows},
+                     {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE}) \
+            or not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
         raise CorruptIndexError(f"{folder}/manifest.json: 'ann' must be "
-                                f"{{'file': '{ANN_FILE}', 'rows': <count>}}, got {entry!r}")
-    _check_checksums(folder, manifest, [ANN_FILE])
+                                f"{{'file': '{ANN_FILE}', 'rows': <count>, 'row_map': "
+                                f"'{ANN_ROWS_FILE}'}}, got {entry!r}")
+    _check_checksums(folder, manifest, [ANN_FILE] + ([ANN_ROWS_FILE] if row_map else []))
+    vectors = (len(corpus.sentence_spans) if config.chunk_similarity == "max"
+               else len(corpus.unit_offsets()) - 1)
+    if row_map:
+        where = _read_npy(folder / ANN_ROWS_FILE, np.int64, (rows,))
+        live = where[where >= 0]
+        if where.min(initial=0) < -1 or not np.array_equal(
+                np.sort(live), np.arange(vectors)):
+            raise CorruptIndexError(f"{folder}/{ANN_ROWS_FILE} must map {rows} rows to each of "
+                                    f"the {vectors} vectors once (-1 for a dead row)")
+    else:
+        where = np.arange(rows, dtype=np.int64)
     try:
-        return HnswVectorIndex.load(folder / ANN_FILE, rows, dim)
+        return VectorSearch(HnswVectorIndex.load(folder / ANN_FILE, rows, corpus.dim), where)
     except ValueError as exc:
         raise CorruptIndexError(str(exc)) from exc
 

@@ -1,7 +1,14 @@
 """The concept graph: TF-IDF concepts, filtered co-occurrence edges, PageRank and walks."""
 
 from .concepts import extract_concepts, smoothed_idf, tfidf, top_n_per_row
-from .edges import ConceptEdges, adjacency, concept_edges, concept_vectors, cooccurrence
+from .edges import (
+    ConceptEdges,
+    adjacency,
+    concept_edges,
+    concept_vectors,
+    cooccurrence,
+    edges_touching,
+)
 from .pagerank import bfs_hops, pagerank, power_iteration
 
 __all__ = [
@@ -11,6 +18,7 @@ __all__ = [
     "concept_edges",
     "concept_vectors",
     "cooccurrence",
+    "edges_touching",
     "extract_concepts",
     "pagerank",
     "power_iteration",

@@ -11,10 +11,13 @@ def pagerank(
     damping: float = 0.85,
     tol: float = 1e-10,
     max_iter: int = 200,
+    start: np.ndarray | None = None,
 ) -> np.ndarray:
     """PageRank by power iteration on a weighted graph (networkx's definition).
 
     Dangling nodes (no edges) spread their mass uniformly; scores sum to 1.
+    ``start`` warm-starts the iteration (e.g. the rank before a small update):
+    the fixed point is the same, within the tolerance, in fewer iterations.
     """
     n = adj.shape[0]
     if n == 0:
@@ -23,7 +26,7 @@ def pagerank(
     dangling = out_weight == 0
     inv = np.divide(1.0, out_weight, out=np.zeros(n), where=~dangling)
     transition = sp.csr_matrix(sp.diags(inv) @ adj).T.tocsr()  # column-stochastic
-    return power_iteration(transition, dangling, None, damping, n * tol, max_iter)[0]
+    return power_iteration(transition, dangling, None, damping, n * tol, max_iter, start)[0]
 
 
 def power_iteration(
@@ -33,15 +36,22 @@ def power_iteration(
     damping: float,
     tol: float,
     max_iter: int,
+    start: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
     """x <- d·(P^T x + dangling mass·r) + (1-d)·r until the L1 change is below ``tol``.
 
     One loop for PageRank and TERAG's PPR: ``restart`` is the distribution r (also
     the start), or None for uniform, computed as ``/ n`` rather than ``* (1/n)`` so
-    PageRank keeps its exact floats. Returns the scores (summing to 1) and iterations.
+    PageRank keeps its exact floats. ``start`` replaces the starting vector (it is
+    scaled to sum to 1). Returns the scores (summing to 1) and iterations.
     """
     n = transition_t.shape[0]
-    x = np.full(n, 1.0 / n) if restart is None else restart.copy()
+    if start is not None:
+        if start.shape != (n,) or not np.all(start >= 0) or start.sum() <= 0:
+            raise ValueError("start must be a non-negative vector with one entry per node")
+        x = np.asarray(start, dtype=np.float64) / start.sum()
+    else:
+        x = np.full(n, 1.0 / n) if restart is None else restart.copy()
     iterations = 0
     for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
         previous = x

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 FILE_NAME = "ann.faiss"
+ROWS_FILE_NAME = "ann_rows.npy"  # each HNSW row's vector in the saved corpus (-1: dead)
 LINKS_PER_NODE = 32  # HNSW's M
 EF_CONSTRUCTION = 100
 EF_SEARCH = 128  # the search beam; never narrower than the answer asked for
@@ -64,6 +65,19 @@ class HnswVectorIndex:
 
     def __len__(self) -> int:
         return int(self.index.ntotal)
+
+    def with_rows(self, vectors: np.ndarray) -> HnswVectorIndex:
+        """A copy with ``vectors`` appended as the next rows; this index is unchanged.
+
+        Readers may be searching this one, so the graph is copied (about 300
+        bytes a row) rather than grown in place. The quantiser keeps the value
+        range it was trained on; rows outside it are clipped, which only blurs
+        which rows are proposed, never a score (rescoring is exact).
+        """
+        faiss = _faiss()
+        grown = faiss.clone_index(self.index)
+        grown.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        return HnswVectorIndex(grown)
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         k = min(k, len(self))

@@ -154,7 +154,8 @@ class ScannedSimilarity:
 class CandidateSimilarity:
     """Cosines from a vector index's best rows, rescored exactly per unit.
 
-    ``row_unit`` maps each indexed row to its unit: the identity when units are
+    ``row_unit`` maps each indexed row to its unit (-1 for a row whose chunk was
+    deleted since the index was built): the identity (``None``) when units are
     indexed by their own vectors, a sentence's unit when a unit's similarity is
     its best sentence's (rows are asked for ``ROWS_PER_UNIT_SEARCHED`` per unit
     wanted, as one unit's sentences often crowd the top rows). Ranks beyond the
@@ -172,6 +173,7 @@ class CandidateSimilarity:
         rows_wanted = want if self.row_unit is None else want * ROWS_PER_UNIT_SEARCHED
         rows, _ = self.index.search(self.query, min(rows_wanted, len(self.index)))
         units = np.unique(rows if self.row_unit is None else self.row_unit[rows])
+        units = units[units >= 0]
         scores = self.scorer(units)
         order = rank_by_score(scores)[:want]  # ties go to the lower unit
         return units[order], scores[order]

@@ -12,6 +12,7 @@ from .corpus import (
 )
 from .derived import DerivedGraph, chunk_term_counts, derive_graph, segment_means
 from .ingest import embed_in_batches, prepare_chunks, unit_texts
+from .refresh import refresh_graph
 
 __all__ = [
     "CorpusState",
@@ -23,6 +24,7 @@ __all__ = [
     "merge",
     "merge_many",
     "prepare_chunks",
+    "refresh_graph",
     "replaced",
     "segment_means",
     "sorted_by_id",

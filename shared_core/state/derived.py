@@ -53,6 +53,7 @@ class DerivedGraph:
     concept_position: dict[str, int]
     concept_chunk_counts: np.ndarray
     ann: VectorIndex | None = None
+    ann_rows: np.ndarray | None = None
     ann_row_unit: np.ndarray | None = None
 
 
@@ -73,49 +74,93 @@ def chunk_term_counts(corpus: CorpusState) -> sp.csr_matrix:
     return sp.csr_matrix(segment_matrix(corpus.sentence_offsets, n_sent) @ corpus.sentence_terms)
 
 
-def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
-                 ann: VectorIndex | None = None) -> DerivedGraph:
-    """Concepts, graph and unit views of ``corpus`` under ``config``'s graph knobs.
+@dataclass(frozen=True, eq=False)
+class ConceptLinks:
+    """Which terms are concepts and which chunks and sentences they link (the first stage)."""
 
-    ``ann`` is an approximate vector index built earlier over the same vectors
-    (one saved with the index); it is used when it holds as many rows.
+    chunk_terms: sp.csr_matrix
+    concept_terms: np.ndarray
+    links: sp.csr_matrix
+    sentence_concepts: sp.csr_matrix
+
+
+def link_concepts(corpus: CorpusState, config: ConceptGraphConfig) -> ConceptLinks:
+    """TF-IDF concepts of ``corpus`` and their chunk and sentence links.
+
+    Always computed whole: one new chunk moves every idf, so any chunk's top
+    keywords may change. It is a few sparse passes, cheap next to the edges.
     """
-    cfg = config
-    n_sent = len(corpus.sentence_spans)
     sentence_terms = corpus.sentence_terms
     chunk_terms = chunk_term_counts(corpus)
-    extracted = extract_concepts(chunk_terms, cfg.concepts_per_chunk)
+    extracted = extract_concepts(chunk_terms, config.concepts_per_chunk)
     concept_terms = np.flatnonzero(np.diff(extracted.tocsc().indptr) > 0)
-    if cfg.concept_links == "extracted":
+    if config.concept_links == "extracted":
         links = sp.csr_matrix(extracted[:, concept_terms], dtype=np.float32)
     else:
         links = sp.csr_matrix(chunk_terms[:, concept_terms] > 0, dtype=np.float32)
     # Eq. 1 over the sentences that contain the concept, within its linked chunks
     contains = sp.csr_matrix(sentence_terms[:, concept_terms] > 0, dtype=np.float32)
     in_linked_chunk = links[corpus.sentence_chunk()]
-    sentence_concepts = sp.csr_matrix(contains.multiply(in_linked_chunk))
-    vectors, sentence_counts = concept_vectors(sentence_concepts, corpus.sentence_vectors)
-    edges = concept_edges(links, vectors, cfg.theta_co, cfg.theta_sem)
+    return ConceptLinks(chunk_terms, concept_terms, links,
+                        sp.csr_matrix(contains.multiply(in_linked_chunk)))
+
+
+def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
+                 ann: VectorSearch | None = None) -> DerivedGraph:
+    """Concepts, graph and unit views of ``corpus`` under ``config``'s graph knobs.
+
+    ``ann`` is an approximate vector index built earlier over the same vectors
+    (one saved with the index); it is used when it indexes as many vectors.
+    """
+    found = link_concepts(corpus, config)
+    vectors, sentence_counts = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
+    edges = concept_edges(found.links, vectors, config.theta_co, config.theta_sem)
+    unit_vectors = corpus.unit_vectors if config.chunk_similarity == "direct" else None
+    if config.chunk_similarity == "mean" and len(corpus):
+        unit_vectors = segment_means(corpus.unit_offsets(), corpus.sentence_vectors)
+    search = _vector_search_index(config, corpus, unit_vectors, ann)
+    return assemble_graph(corpus, config, found, vectors, sentence_counts, edges,
+                          unit_vectors, search)
+
+
+@dataclass(frozen=True, eq=False)
+class VectorSearch:
+    """An approximate index and each of its rows' unit (-1: a row whose chunk is gone).
+
+    ``rows`` maps each indexed row to the vector it holds: a sentence, or a unit
+    when units have vectors of their own. A refresh appends new rows and marks
+    deleted ones instead of rebuilding (faiss's HNSW cannot remove a row).
+    """
+
+    index: VectorIndex
+    rows: np.ndarray
+
+
+def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: ConceptLinks,
+                   vectors: np.ndarray, sentence_counts: np.ndarray, edges: ConceptEdges,
+                   unit_vectors: np.ndarray | None, search: VectorSearch | None,
+                   rank_start: np.ndarray | None = None) -> DerivedGraph:
+    """The graph from its concepts, vectors and edges: adjacency, PageRank, unit views."""
+    cfg = config
+    n_sent = len(corpus.sentence_spans)
+    links, concept_terms = found.links, found.concept_terms
     adj = adjacency(edges, len(concept_terms), weighted=True)
     rank_adj = adj if cfg.pagerank_weighted else adjacency(edges, len(concept_terms), False)
     # retrieval units: the chunks themselves, or sentence runs within them
     unit_offsets = corpus.unit_offsets()
     if corpus.has_units:
         unit_sentence = segment_matrix(unit_offsets, n_sent)
-        unit_links = sp.csr_matrix((unit_sentence @ sentence_concepts) > 0, dtype=np.float32)
-        unit_terms = sp.csr_matrix(unit_sentence @ sentence_terms)
+        unit_links = sp.csr_matrix((unit_sentence @ found.sentence_concepts) > 0,
+                                   dtype=np.float32)
+        unit_terms = sp.csr_matrix(unit_sentence @ corpus.sentence_terms)
         unit_tokens = corpus.unit_tokens
     else:
-        unit_links, unit_tokens, unit_terms = links, corpus.tokens, chunk_terms
-    unit_vectors = corpus.unit_vectors if cfg.chunk_similarity == "direct" else None
-    if cfg.chunk_similarity == "mean" and len(corpus):
-        unit_vectors = segment_means(unit_offsets, corpus.sentence_vectors)
-    ann, ann_row_unit = _vector_search_index(cfg, corpus.sentence_vectors, unit_vectors,
-                                             unit_offsets, ann)
+        unit_links, unit_tokens, unit_terms = links, corpus.tokens, found.chunk_terms
     names = corpus.terms
     links_csc = links.tocsc()
     unit_csc = unit_links.tocsc()
     concepts = tuple(names[t] for t in concept_terms.tolist())
+    unit_chunk = corpus.sentence_chunk()[unit_offsets[:-1]]
     return DerivedGraph(
         concepts=concepts,
         concept_terms=concept_terms,
@@ -125,10 +170,10 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
         sentence_counts=sentence_counts,
         edges=edges,
         adjacency=adj,
-        rank=pagerank(rank_adj, cfg.pagerank_damping),
+        rank=pagerank(rank_adj, cfg.pagerank_damping, start=rank_start),
         unit_offsets=unit_offsets,
         unit_tokens=unit_tokens,
-        unit_chunk=corpus.sentence_chunk()[unit_offsets[:-1]],
+        unit_chunk=unit_chunk,
         unit_links_csc=unit_csc,
         unit_links_csr=unit_links,
         unit_linked_concepts=np.flatnonzero(np.diff(unit_csc.indptr) > 0),
@@ -137,9 +182,21 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
         unit_vectors=unit_vectors,
         concept_position={c: i for i, c in enumerate(concepts)},
         concept_chunk_counts=np.diff(links_csc.indptr),
-        ann=ann,
-        ann_row_unit=ann_row_unit,
+        ann=None if search is None else search.index,
+        ann_rows=None if search is None else search.rows,
+        ann_row_unit=None if search is None else _row_units(
+            search.rows, None if unit_vectors is not None else unit_offsets),
     )
+
+
+def _row_units(rows: np.ndarray, unit_offsets: np.ndarray | None) -> np.ndarray | None:
+    """Each indexed row's unit (-1 for a dead row); None when rows are the units, in order."""
+    if unit_offsets is None:
+        if len(rows) and np.array_equal(rows, np.arange(len(rows))):
+            return None
+        return rows
+    sentence_unit = np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets))
+    return np.where(rows >= 0, sentence_unit[np.maximum(rows, 0)], -1)
 
 
 def uses_ann(config: ConceptGraphConfig, rows: int) -> bool:
@@ -154,22 +211,20 @@ def uses_ann(config: ConceptGraphConfig, rows: int) -> bool:
     return config.vector_index == "hnsw"
 
 
-def _vector_search_index(
-    config: ConceptGraphConfig, sentence_vectors: np.ndarray,
-    unit_vectors: np.ndarray | None, unit_offsets: np.ndarray, built: VectorIndex | None,
-) -> tuple[VectorIndex | None, np.ndarray | None]:
-    """The approximate index over what unit similarity is made of, and each row's unit.
+def _vector_search_index(config: ConceptGraphConfig, corpus: CorpusState,
+                         unit_vectors: np.ndarray | None,
+                         built: VectorSearch | None) -> VectorSearch | None:
+    """The approximate index over what unit similarity is made of, or None for exact.
 
     Units with their own vectors are indexed directly; otherwise a unit's
-    similarity is its best sentence's, and the sentences are indexed.
+    similarity is its best sentence's, and the sentences are indexed. ``built``
+    (a saved index over the same rows) is used when it holds as many rows.
     """
-    rows = sentence_vectors if unit_vectors is None else unit_vectors
+    rows = corpus.sentence_vectors if unit_vectors is None else unit_vectors
     if not len(rows) or not uses_ann(config, len(rows)):
-        return None, None
+        return None
+    if built is not None and int((built.rows >= 0).sum()) == len(rows):
+        return built
     from ..search.ann import HnswVectorIndex
 
-    row_unit = (None if unit_vectors is not None
-                else np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets)))
-    if built is not None and len(built) == len(rows):
-        return built, row_unit
-    return HnswVectorIndex.build(rows), row_unit
+    return VectorSearch(HnswVectorIndex.build(rows), np.arange(len(rows)))

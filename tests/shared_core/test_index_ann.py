@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
-from shared_core.search.ann import FILE_NAME, HnswVectorIndex
+from shared_core.search.ann import FILE_NAME, ROWS_FILE_NAME, HnswVectorIndex
 from shared_core.state import derived
 from shared_core.store import CorruptIndexError, index_folder
 from tests.shared_core.test_store import TEXTS
@@ -58,7 +58,8 @@ def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
     index.save(str(tmp_path / "idx"))
     folder = index_folder(tmp_path / "idx")
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["ann"] == {"file": FILE_NAME, "rows": len(index.state.corpus.sentence_spans)}
+    assert manifest["ann"] == {"file": FILE_NAME, "rows": len(index.state.corpus.sentence_spans),
+                               "row_map": ROWS_FILE_NAME}
 
     def no_build(*args: object, **kwargs: object) -> None:
         raise AssertionError("the saved HNSW index should have been loaded")
@@ -67,6 +68,57 @@ def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     assert loaded.stats()["vector_index"] == "hnsw"
     assert contexts(loaded) == contexts(index)
+
+
+def test_an_updated_hnsw_index_saves_its_row_map_and_loads_without_a_rebuild(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    index = build(vector_index="hnsw")
+    index.delete([index.chunk_ids[1]])  # its sentences' rows stay in the graph, dead
+    index.add(["Grace Hopper wrote the first compiler in 1952."])  # appended rows
+    rows = index.state.graph.ann_rows
+    assert rows is not None and (rows < 0).any() and len(index.state.graph.ann) == len(rows)  # type: ignore[arg-type]
+    index.save(str(tmp_path / "idx"))
+    saved = np.load(index_folder(tmp_path / "idx") / ROWS_FILE_NAME, allow_pickle=False)
+    np.testing.assert_array_equal(saved, rows)
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the saved HNSW index should have been loaded")
+
+    monkeypatch.setattr(HnswVectorIndex, "build", no_build)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    np.testing.assert_array_equal(loaded.state.graph.ann_rows, rows)  # type: ignore[arg-type]
+    assert contexts(loaded) == contexts(index)
+
+
+@pytest.mark.parametrize("change", ["duplicate", "below -1", "missing vector"])
+def test_a_row_map_that_does_not_cover_every_vector_once_is_refused(
+        tmp_path: Path, change: str) -> None:
+    import hashlib
+
+    folder = _saved_hnsw(tmp_path)
+    rows = np.load(folder / ROWS_FILE_NAME, allow_pickle=False)
+    if change == "duplicate":
+        rows[1] = rows[0]
+    elif change == "below -1":
+        rows[0] = -2
+    else:
+        rows[-1] = -1
+    np.save(folder / ROWS_FILE_NAME, rows, allow_pickle=False)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"][ROWS_FILE_NAME] = hashlib.sha256(
+        (folder / ROWS_FILE_NAME).read_bytes()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CorruptIndexError, match="must map"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_an_hnsw_index_saved_before_row_maps_loads_in_vector_order(tmp_path: Path) -> None:
+    folder = _saved_hnsw(tmp_path)
+    rows = json.loads((folder / "manifest.json").read_text())["ann"]["rows"]
+    _rewrite(folder, None, {"file": FILE_NAME, "rows": rows})  # as the first v3 saves wrote it
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    np.testing.assert_array_equal(loaded.state.graph.ann_rows, np.arange(rows))  # type: ignore[arg-type]
+    assert contexts(loaded) == contexts(build(vector_index="hnsw"))
 
 
 def test_an_exact_index_saves_no_hnsw_file(tmp_path: Path) -> None:

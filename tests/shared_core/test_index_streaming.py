@@ -12,7 +12,13 @@ from shared_core.embeddings import CachedEmbedder, EmbeddingCache, HashingEmbedd
 from shared_core.index import ConceptGraphIndex
 from shared_core.text import split_sentences
 from tests.shared_core.fakes import RecordingEmbedder
-from tests.shared_core.test_index_state import CONFIGS, DIM, POOL, fingerprint, ids_for
+from tests.shared_core.test_index_state import (
+    CONFIGS,
+    DIM,
+    POOL,
+    assert_same_index,
+    ids_for,
+)
 
 META = [{"n": i} for i in range(len(POOL))]
 
@@ -26,7 +32,7 @@ def test_a_stream_in_batches_equals_a_list_at_once(name: str, batch_size: int) -
     streamed = ConceptGraphIndex.from_texts(
         (t for t in POOL), ids=iter(ids_for(POOL)), metadatas=(m for m in META),
         embedder=HashingEmbedder(DIM), config=cfg, batch_size=batch_size)
-    assert fingerprint(streamed) == fingerprint(at_once)
+    assert_same_index(streamed, at_once)
 
 
 def test_each_step_embeds_one_batch_of_chunks() -> None:
@@ -82,7 +88,7 @@ def test_a_killed_build_resumes_from_the_embedding_cache(tmp_path: Path) -> None
     # the same embedding path (the cache re-normalises), so floats compare exactly
     fresh = ConceptGraphIndex.from_texts(
         POOL, embedder=CachedEmbedder(FailOnCall(dim=DIM).embedder(), EmbeddingCache()))
-    assert fingerprint(index) == fingerprint(fresh)
+    assert_same_index(index, fresh)
 
 
 def test_progress_shows_chunks_throughput_and_eta(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,9 @@ from shared_core.graph import (
     concept_edges,
     concept_vectors,
     cooccurrence,
+    edges_touching,
     pagerank,
+    power_iteration,
 )
 
 A, B, C, D, E = range(5)
@@ -91,6 +93,21 @@ def test_edge_arrays_weights_and_order() -> None:
     cos = {(A, B): 0.5, (A, C): 0.0, (A, D): math.sqrt(3) / 2, (B, C): math.sqrt(3) / 2,
            (B, D): math.sqrt(3) / 2, (C, D): 0.5, (D, E): math.cos(math.radians(15))}
     np.testing.assert_allclose(edges.cosine, [cos[p] for p in pairs], atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_edges_touching_a_set_are_those_of_the_full_graph(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    links = sp.csr_matrix((rng.random((30, 25)) < 0.3).astype(np.float32))
+    vectors = rng.standard_normal((25, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    chosen = np.sort(rng.choice(25, size=6, replace=False))
+    full = concept_edges(links, vectors, 2, 0.0)
+    near = np.isin(full.source, chosen) | np.isin(full.target, chosen)
+    part = edges_touching(links.tocsc(), vectors, 2, 0.0, chosen)
+    assert 0 < len(part) < len(full)
+    for name in ("source", "target", "cooccurrence", "cosine", "dice"):
+        np.testing.assert_array_equal(getattr(part, name), getattr(full, name)[near], name)
 
 
 def test_no_edges_on_empty_links() -> None:
@@ -205,6 +222,29 @@ def test_pagerank_default_tolerance_is_within_1e8_of_networkx() -> None:
     adj = adjacency(edges, 5)
     np.testing.assert_allclose(pagerank(adj), _nx_rank(adj.toarray(), True, False, 0.85),
                                atol=1e-8)
+
+
+def test_a_warm_start_reaches_the_same_rank_in_fewer_iterations() -> None:
+    """A graph grown by one node starts from the old rank: same fixed point, fewer steps."""
+    rng = np.random.default_rng(5)
+    n = 40
+    upper = np.triu((rng.random((n, n)) < 0.15) * rng.uniform(0.1, 1.0, (n, n)), k=1)
+    adj = sp.csr_matrix(upper + upper.T)
+    old = pagerank(sp.csr_matrix(adj[:-1, :-1]))
+    start = np.append(old, 1.0 / n)
+    out_weight = np.asarray(adj.sum(axis=1)).ravel()
+    inverse = np.divide(1.0, out_weight, out=np.zeros(n), where=out_weight > 0)
+    transition = sp.csr_matrix(sp.diags(inverse) @ adj).T.tocsr()
+    cold, cold_steps = power_iteration(transition, out_weight == 0, None, 0.85, n * 1e-10, 200)
+    warm, warm_steps = power_iteration(transition, out_weight == 0, None, 0.85, n * 1e-10, 200,
+                                       start)
+    assert warm_steps < cold_steps
+    np.testing.assert_allclose(warm, cold, atol=1e-9)
+    np.testing.assert_allclose(pagerank(adj, start=start), cold, atol=1e-9)
+    with pytest.raises(ValueError, match="one entry per node"):
+        pagerank(adj, start=np.ones(n - 1))
+    with pytest.raises(ValueError, match="non-negative"):
+        pagerank(adj, start=-np.ones(n))
 
 
 # ------------------------------------------------------------------ BFS

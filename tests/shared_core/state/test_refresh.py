@@ -1,0 +1,190 @@
+"""An incremental refresh equals a full derivation, and recomputes only what changed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+from shared_core.state import derive_graph, merge_many, refresh_graph, take
+from shared_core.state.corpus import CorpusState
+from shared_core.state.derived import DerivedGraph, link_concepts
+from shared_core.state.refresh import _concept_changes, chunk_moves
+from tests.shared_core.test_index_state import CONFIGS, POOL
+
+DIM = 64
+# more chunks than the index-state pool, so that one chunk is a small change
+SENTENCES = [s.strip() + "." for text in POOL for s in text.split(".") if s.strip()]
+CHUNKS = [f"{SENTENCES[i % len(SENTENCES)]} {SENTENCES[(3 * i + 1) % len(SENTENCES)]} "
+          f"{SENTENCES[(7 * i + 2) % len(SENTENCES)]}" for i in range(36)]
+
+
+def corpus_of(positions: list[int], config: ConceptGraphConfig) -> CorpusState:
+    index = ConceptGraphIndex.from_texts([CHUNKS[i] for i in positions],
+                                         ids=[f"c{i:02d}" for i in positions],
+                                         embedder=HashingEmbedder(DIM), config=config)
+    return index.state.corpus
+
+
+def assert_equal_graphs(refreshed: DerivedGraph, derived: DerivedGraph) -> None:
+    """Every derived array the same bit for bit (PageRank: within 1e-12)."""
+    assert refreshed.concepts == derived.concepts
+    for name in ("concept_terms", "vectors", "sentence_counts", "unit_offsets", "unit_tokens",
+                 "unit_chunk", "unit_linked_concepts", "unit_idf", "concept_chunk_counts"):
+        np.testing.assert_array_equal(getattr(refreshed, name), getattr(derived, name), name)
+    for name in ("source", "target", "cooccurrence", "cosine", "dice"):
+        np.testing.assert_array_equal(getattr(refreshed.edges, name),
+                                      getattr(derived.edges, name), f"edges.{name}")
+    for name in ("links", "adjacency", "unit_links_csr"):
+        a, b = getattr(refreshed, name), getattr(derived, name)
+        assert (a != b).nnz == 0 and a.shape == b.shape, name
+    np.testing.assert_allclose(refreshed.rank, derived.rank, rtol=0, atol=1e-12)
+    if derived.unit_vectors is None:
+        assert refreshed.unit_vectors is None
+    else:
+        np.testing.assert_array_equal(refreshed.unit_vectors, derived.unit_vectors)
+    a, b = refreshed.unit_bm25.weights, derived.unit_bm25.weights
+    assert (a != b).nnz == 0 and a.shape == b.shape, "unit_bm25"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(sorted(CONFIGS)),
+    held=st.lists(st.integers(0, len(CHUNKS) - 1), min_size=4, max_size=30, unique=True),
+    added=st.lists(st.integers(0, len(CHUNKS) - 1), max_size=4, unique=True),
+    deleted=st.integers(0, 3),
+)
+def test_a_refresh_equals_a_full_derivation(name: str, held: list[int], added: list[int],
+                                            deleted: int) -> None:
+    """Property: after any small add and delete, every derived array equals a fresh one."""
+    config = CONFIGS[name]
+    before = corpus_of(held, config)
+    graph = derive_graph(before, config)
+    new = [i for i in added if i not in held]
+    keep = np.arange(deleted, len(before))  # the first chunks (by id) go
+    after = take(before, keep)
+    if new:
+        after = merge_many([after, corpus_of(new, config)])
+    refreshed = refresh_graph(before, graph, after, config, max_changed=1.0)
+    assert_equal_graphs(refreshed, derive_graph(after, config))
+
+
+def test_only_the_concepts_of_changed_chunks_are_recomputed() -> None:
+    """Worked by hand: adding one chunk changes exactly the concepts it contains."""
+    config = ConceptGraphConfig(concepts_per_chunk=2, theta_co=1, theta_sem=-1.0)
+    texts = {"a": "apple banana apple banana.", "b": "banana cherry banana cherry.",
+             "c": "cherry damson cherry damson.", "d": "damson elder damson elder."}
+
+    def state(ids: list[str]) -> CorpusState:
+        return ConceptGraphIndex.from_texts([texts[i] for i in ids], ids=ids,
+                                            embedder=HashingEmbedder(DIM),
+                                            config=config).state.corpus
+
+    before, after = state(["a", "b", "c"]), state(["a", "b", "c", "d"])
+    graph = derive_graph(before, config)
+    assert graph.concepts == ("apple", "banana", "cherry", "damson")
+    found = link_concepts(after, config)
+    changes = _concept_changes(graph, after, found, chunk_moves(before, after))
+    # new: "elder"; linked by the new chunk: "damson"; apple, banana, cherry untouched
+    names = [after.terms[t] for t in found.concept_terms]
+    assert names == ["apple", "banana", "cherry", "damson", "elder"]
+    assert [names[i] for i in changes.changed] == ["damson", "elder"]
+    assert changes.old.tolist() == [0, 1, 2, 3, -1]
+    # deleting "a" removes apple and changes banana (it loses a chunk)
+    smaller = state(["b", "c", "d"])
+    after_graph = derive_graph(after, config)
+    found = link_concepts(smaller, config)
+    changes = _concept_changes(after_graph, smaller, found, chunk_moves(after, smaller))
+    names = [smaller.terms[t] for t in found.concept_terms]
+    assert names == ["banana", "cherry", "damson", "elder"]
+    assert [names[i] for i in changes.changed] == ["banana"]
+    assert changes.new_of_old.tolist() == [-1, 0, 1, 2, 3]
+
+
+def test_chunk_moves_follow_ids_through_sentences_and_units() -> None:
+    config = ConceptGraphConfig(unit_tokens=12)
+    before = corpus_of([0, 2, 4], config)
+    after = merge_many([take(before, np.array([0, 2])), corpus_of([1], config)])
+    moves = chunk_moves(before, after)
+    # ids c00 c02 c04 -> c00 c01 c04: c02 deleted, c04 one place on
+    assert moves.chunk.tolist() == [0, -1, 2] and moves.added_chunks == 1
+    for old, new in enumerate(moves.sentence.tolist()):
+        if new >= 0:
+            np.testing.assert_array_equal(before.sentence_vectors[old],
+                                          after.sentence_vectors[new])
+    units_before, units_after = before.unit_offsets(), after.unit_offsets()
+    for old, new in enumerate(moves.unit.tolist()):
+        if new >= 0:
+            assert (np.diff(units_before)[old] == np.diff(units_after)[new])
+    assert (moves.unit < 0).sum() == np.diff(np.searchsorted(before.unit_starts,
+                                                             before.sentence_offsets))[1]
+
+
+def test_a_large_change_derives_the_graph_whole() -> None:
+    config = CONFIGS["default"]
+    before = corpus_of(list(range(8)), config)
+    after = merge_many([before, corpus_of(list(range(8, 12)), config)])  # a third is new
+    graph = derive_graph(before, config)
+    assert_equal_graphs(refresh_graph(before, graph, after, config), derive_graph(after, config))
+
+
+def test_the_index_refreshes_on_add_and_delete() -> None:
+    """The refreshed state is what ``add`` and ``delete`` publish (not a re-derivation)."""
+    config = CONFIGS["default"]
+    index = ConceptGraphIndex.from_texts(CHUNKS[:30], ids=[f"c{i:02d}" for i in range(30)],
+                                         embedder=HashingEmbedder(DIM), config=config)
+    index.add(CHUNKS[30:31], ids=["c30"])
+    assert_equal_graphs(index.state.graph, derive_graph(index.state.corpus, config))
+    index.delete(["c03"])
+    assert_equal_graphs(index.state.graph, derive_graph(index.state.corpus, config))
+
+
+def test_edges_are_only_recomputed_where_links_changed() -> None:
+    """Links differ only in the columns reported changed (the premise of carrying edges)."""
+    config = CONFIGS["paper"]
+    before = corpus_of(list(range(20)), config)
+    after = merge_many([take(before, np.arange(1, 20)), corpus_of([25], config)])
+    graph = derive_graph(before, config)
+    found = link_concepts(after, config)
+    moves = chunk_moves(before, after)
+    changes = _concept_changes(graph, after, found, moves)
+    unchanged = np.setdiff1d(np.flatnonzero(changes.old >= 0), changes.changed)
+    assert len(unchanged) and len(changes.changed)
+    old_columns = sp.csc_matrix(graph.links)[:, changes.old[unchanged]]
+    kept_rows = np.flatnonzero(moves.chunk >= 0)
+    new_columns = sp.csc_matrix(found.links)[moves.chunk[kept_rows]][:, unchanged]
+    assert (old_columns[kept_rows] != new_columns).nnz == 0
+    assert old_columns[np.flatnonzero(moves.chunk < 0)].nnz == 0
+
+
+@pytest.mark.parametrize("similarity", ["max", "direct"])
+def test_the_approximate_index_is_appended_to_and_masks_deleted_rows(similarity: str) -> None:
+    pytest.importorskip("faiss")
+    config = ConceptGraphConfig(**{**CONFIGS["default"].to_dict(), "vector_index": "hnsw",
+                                   "chunk_similarity": similarity})
+    ids = [f"c{i:02d}" for i in range(30)]
+    index = ConceptGraphIndex.from_texts(CHUNKS[:30], ids=ids, embedder=HashingEmbedder(DIM),
+                                         config=config)
+    first = index.state.graph.ann
+    rows = len(first)  # type: ignore[arg-type]
+    index.delete(["c03"])
+    index.add(CHUNKS[30:32], ids=["c30", "c31"])
+    graph, corpus = index.state.graph, index.state.corpus
+    assert graph.ann is not first and len(first) == rows  # type: ignore[arg-type]
+    assert graph.ann_rows is not None and len(graph.ann) == len(graph.ann_rows)  # type: ignore[arg-type]
+    live = graph.ann_rows[graph.ann_rows >= 0]
+    n_vectors = len(corpus.unit_offsets()) - 1
+    if similarity == "max":
+        n_vectors = len(corpus.sentence_spans)
+    assert sorted(live.tolist()) == list(range(n_vectors))  # every vector once
+    dead = int((graph.ann_rows < 0).sum())
+    assert dead > 0 and dead == len(graph.ann_rows) - n_vectors  # c03's rows, masked
+    fresh = ConceptGraphIndex.from_texts(
+        [CHUNKS[int(i[1:])] for i in corpus.ids], ids=list(corpus.ids),
+        embedder=HashingEmbedder(DIM), config=config)
+    for query in ["Who wrote the first compiler?", "analytical engine punched cards"]:
+        got = [(c.id, round(c.score, 9)) for c in index.retrieve(query).chunks]
+        assert got == [(c.id, round(c.score, 9)) for c in fresh.retrieve(query).chunks]
