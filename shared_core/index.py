@@ -43,6 +43,7 @@ from .state.derived import (
 )
 from .state.ingest import prepare_chunks
 from .state.refresh import refresh_graph
+from .state.saved import SavedGraph, restore_graph, saved_parts
 from .text.hygiene import check_query, invalid_character
 from .text.sentences import concatenated_ranges
 from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
@@ -164,8 +165,12 @@ class IndexState:
 
     @classmethod
     def build(cls, corpus: CorpusState, config: ConceptGraphConfig,
-              ann: VectorSearch | None = None) -> IndexState:
-        return cls(config, corpus, derive_graph(corpus, config, ann))
+              ann: VectorSearch | None = None, saved: SavedGraph | None = None) -> IndexState:
+        """The state over ``corpus``, its graph derived, or restored from ``saved`` parts
+        (which raises ``ValueError`` when they do not fit the chunks)."""
+        graph = (derive_graph(corpus, config, ann) if saved is None
+                 else restore_graph(corpus, config, saved, ann))
+        return cls(config, corpus, graph)
 
     def updated(self, corpus: CorpusState) -> IndexState:
         """The state over ``corpus`` (this one's chunks after an add or delete).
@@ -212,17 +217,20 @@ class ConceptGraphIndex:
 
     @classmethod
     def from_state(cls, embedder: Embedder, config: ConceptGraphConfig,
-                   corpus: CorpusState, *, ann: VectorSearch | None = None) -> ConceptGraphIndex:
+                   corpus: CorpusState, *, ann: VectorSearch | None = None,
+                   saved: SavedGraph | None = None) -> ConceptGraphIndex:
         """An index over an existing corpus state (e.g. one read from disk).
 
         ``ann`` is an approximate vector index already built over its vectors (a
-        saved one); it is used if it fits, and built otherwise.
+        saved one); it is used if it fits, and built otherwise. ``saved`` is a
+        saved graph's edges and PageRank, checked and used instead of finding
+        the edges again.
         """
         if corpus.dim != embedder.dim:
             raise ValueError(f"the chunks hold {corpus.dim}-dimensional vectors, but the "
                              f"embedder gives {embedder.dim}")
         index = cls(embedder, config)
-        index._state = IndexState.build(corpus, index.config, ann)
+        index._state = IndexState.build(corpus, index.config, ann, saved)
         return index
 
     @property
@@ -696,7 +704,8 @@ class ConceptGraphIndex:
         graph = state.graph
         ann = (VectorSearch(graph.ann, graph.ann_rows) if isinstance(graph.ann, HnswVectorIndex)
                and graph.ann_rows is not None else None)
-        save_corpus(path, state.corpus, state.config, self._embedder.model_id, ann)
+        save_corpus(path, state.corpus, state.config, self._embedder.model_id, ann,
+                    saved_parts(graph))
 
     @classmethod
     def load(cls, path: str, embedder: Embedder) -> ConceptGraphIndex:
@@ -705,10 +714,16 @@ class ConceptGraphIndex:
         Every file is checked against the rules an index obeys before any of it is
         used; a violation raises :class:`~shared_core.store.CorruptIndexError`.
         """
-        from .store import load_corpus
+        from .store import CorruptIndexError, index_folder, load_corpus
 
-        corpus, config, ann = load_corpus(path, embedder.model_id, embedder.dim)
-        return cls.from_state(embedder, config, corpus, ann=ann)
+        saved = load_corpus(path, embedder.model_id, embedder.dim)
+        try:
+            return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
+                                  saved=saved.graph)
+        except ValueError as exc:
+            if saved.graph is None:
+                raise
+            raise CorruptIndexError(f"{index_folder(path)}: {exc}") from exc
 
 
 # ---------------------------------------------------------------- helpers on one state

@@ -18,11 +18,18 @@ monotonic offsets, finite unit vectors, canonical sparse counts ...) is checked
 before anything is built from the data. Token counts are not stored at all: they
 are recounted from the texts, so no edit can make a context overrun its budget.
 Checksums in the manifest catch accidents; the rules catch deliberate edits.
-A violation raises :class:`CorruptIndexError` naming the file and the rule.
+A violation raises :class:`CorruptIndexError` naming the file and the rule. The
+one exception is the saved graph's co-occurrence counts (``graph_edge_*.npy``):
+a load checks every edge against the re-derived concepts, vectors and
+thresholds, but does not recount which chunks each pair shares, since that is
+the cost a saved graph exists to avoid (``state/saved.py``).
 
 Embeddings are memory-mapped on load (format version 3): the OS pages in what
 queries touch, and a loaded index holds no second copy. Version 3 also saves the
-HNSW index (``ann.faiss``) when the index uses one. Indexes saved in format
+HNSW index (``ann.faiss``, with ``ann_rows.npy``: each row's vector, -1 once its
+chunk is deleted) when the index uses one, and the derived graph's edges and
+PageRank (``graph_*.npy``), so that a load restores the graph instead of finding
+its edges again. Saves of version 3 without these still load. Indexes saved in format
 versions 1 (one flat folder) and 2 still load; the next save writes version 3.
 """
 
@@ -37,6 +44,7 @@ import re
 import secrets
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +59,7 @@ from .search.ann import HnswVectorIndex
 from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_terms
 from .state.derived import VectorSearch
 from .state.ingest import unit_texts
+from .state.saved import SavedGraph
 from .text.hygiene import invalid_character
 from .text.tokens import count_tokens_batch
 
@@ -72,6 +81,9 @@ ARRAYS = {
 }
 # written only for chunk_similarity="direct"
 OPTIONAL_ARRAYS = {"unit_vectors": (VECTOR_DTYPE, 2)}
+# the derived graph's expensive part, checked on load (``state.saved``); absent in older saves
+GRAPH_ARRAYS = {"graph_edge_source": (np.int64, 1), "graph_edge_target": (np.int64, 1),
+                "graph_edge_cooccurrence": (np.int64, 1), "graph_rank": (np.float64, 1)}
 _V2_VECTOR_DTYPE = np.float32  # what versions 1 and 2 stored embeddings as
 # version 1 also wrote token counts; they are checksummed but recounted
 _V1_ONLY = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
@@ -88,14 +100,26 @@ class CorruptIndexError(ValueError):
     """The directory is not a readable conceptgraph index; the message names file and rule."""
 
 
+@dataclass(frozen=True, eq=False)
+class SavedIndex:
+    """What a saved version holds: its chunks and config, and what speeds up its load."""
+
+    corpus: CorpusState
+    config: ConceptGraphConfig
+    ann: VectorSearch | None
+    graph: SavedGraph | None
+
+
 # ------------------------------------------------------------------------------- saving
 def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: ConceptGraphConfig,
-                model_id: str, ann: VectorSearch | None = None) -> None:
+                model_id: str, ann: VectorSearch | None = None,
+                graph: SavedGraph | None = None) -> None:
     """Write ``corpus`` as a new version under ``path`` and make it the current one.
 
     ``ann``, the approximate vector index derived from it (an HNSW index and
     its row map), is saved beside it so that a load maps it instead of
-    rebuilding it.
+    rebuilding it; ``graph``, the derived graph's edges and PageRank, so that a
+    load checks them instead of finding the edges again.
     """
     target = Path(os.path.realpath(path))  # a symlinked path writes where it points
     if target.exists() and not target.is_dir():
@@ -112,7 +136,7 @@ def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: Conce
         folder.mkdir()
         os.chmod(folder, dir_mode)
         try:
-            _write_version(folder, corpus, config, model_id, dir_mode & 0o666, ann)
+            _write_version(folder, corpus, config, model_id, dir_mode & 0o666, ann, graph)
             _fsync_path(folder)
             pointer_tmp = target / f".{POINTER}.tmp-{name}"
             _write_file(pointer_tmp, (name + "\n").encode(), dir_mode & 0o666)
@@ -125,7 +149,8 @@ def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: Conce
 
 
 def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig,
-                   model_id: str, file_mode: int, ann: VectorSearch | None) -> None:
+                   model_id: str, file_mode: int, ann: VectorSearch | None,
+                   graph: SavedGraph | None) -> None:
     terms = corpus.sentence_terms
     arrays: dict[str, np.ndarray] = {
         "sentence_spans": corpus.sentence_spans,
@@ -140,7 +165,10 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         if corpus.unit_vectors is None:
             raise ValueError("chunk_similarity='direct' but the chunks hold no unit vectors")
         arrays["unit_vectors"] = corpus.unit_vectors
-    kinds = {**ARRAYS, **OPTIONAL_ARRAYS}
+    if graph is not None:
+        arrays.update({"graph_edge_source": graph.source, "graph_edge_target": graph.target,
+                       "graph_edge_cooccurrence": graph.cooccurrence, "graph_rank": graph.rank})
+    kinds = {**ARRAYS, **OPTIONAL_ARRAYS, **GRAPH_ARRAYS}
     digests: dict[str, str] = {}
     for key, array in arrays.items():
         with _new_file(folder / f"{key}.npy", file_mode) as fh:
@@ -176,6 +204,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     }
     if ann is not None:
         manifest["ann"] = {"file": ANN_FILE, "rows": len(ann.rows), "row_map": ANN_ROWS_FILE}
+    if graph is not None:
+        manifest["graph"] = {"concepts": len(graph.rank), "edges": len(graph.source)}
     _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
 
 
@@ -309,7 +339,7 @@ def _manifest_in(folder: Path) -> dict[str, Any]:
 
 
 def load_corpus(path: str | os.PathLike[str], model_id: str,
-                dim: int) -> tuple[CorpusState, ConceptGraphConfig, VectorSearch | None]:
+                dim: int) -> SavedIndex:
     """Read and check the current version; retried if a save replaces it mid-read.
 
     Also returns the saved approximate vector index, mapped, if the version has one.
@@ -326,7 +356,7 @@ def load_corpus(path: str | os.PathLike[str], model_id: str,
 
 
 def _load_folder(folder: Path, model_id: str,
-                 dim: int) -> tuple[CorpusState, ConceptGraphConfig, VectorSearch | None]:
+                 dim: int) -> SavedIndex:
     manifest = _manifest_in(folder)
     version = manifest["version"]
     built_with = (manifest.get("embedding_model"), manifest.get("embedding_dim"))
@@ -361,7 +391,28 @@ def _load_folder(folder: Path, model_id: str,
                           version)
     if version == 1:  # older indexes kept insertion order: put them in canonical order
         corpus = sorted_by_id(with_sorted_terms(corpus))
-    return corpus, config, _read_ann(folder, manifest, corpus, config)
+    return SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config),
+                      _read_graph(folder, manifest))
+
+
+def _read_graph(folder: Path, manifest: dict[str, Any]) -> SavedGraph | None:
+    """The saved edges and PageRank, shapes checked; their content is checked on restore."""
+    entry = manifest.get("graph")
+    if entry is None:
+        return None
+    sizes = entry if isinstance(entry, dict) and set(entry) == {"concepts", "edges"} else {}
+    if not all(isinstance(sizes.get(k), int) and not isinstance(sizes.get(k), bool)
+               and sizes[k] >= 0 for k in ("concepts", "edges")):
+        raise CorruptIndexError(f"{folder}/manifest.json: 'graph' must be "
+                                f"{{'concepts': <count>, 'edges': <count>}}, got {entry!r}")
+    _check_checksums(folder, manifest, [f"{name}.npy" for name in GRAPH_ARRAYS])
+    edges = (sizes["edges"],)
+    return SavedGraph(
+        source=_read_npy(folder / "graph_edge_source.npy", np.int64, edges),
+        target=_read_npy(folder / "graph_edge_target.npy", np.int64, edges),
+        cooccurrence=_read_npy(folder / "graph_edge_cooccurrence.npy", np.int64, edges),
+        rank=_read_npy(folder / "graph_rank.npy", np.float64, (sizes["concepts"],)),
+    )
 
 
 def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,

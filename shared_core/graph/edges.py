@@ -114,14 +114,24 @@ def _filtered(src: np.ndarray, dst: np.ndarray, counts: np.ndarray, vectors: np.
     """Pairs (src < dst) with their co-occurrence counts, kept by both thresholds, sorted."""
     strong = counts >= theta_co
     src, dst, counts = src[strong], dst[strong], counts[strong]
-    cos = np.zeros(len(src), dtype=np.float32)
-    for start in range(0, len(src), PAIR_BLOCK):
-        s = slice(start, start + PAIR_BLOCK)
-        cos[s] = np.einsum("ij,ij->i", vectors[src[s]], vectors[dst[s]])
+    cos = pair_cosines(vectors, src, dst)
     keep = cos >= theta_sem
     src, dst, counts, cos = src[keep], dst[keep], counts[keep], cos[keep]
     dice = 2.0 * counts / (chunk_count[src] + chunk_count[dst])
     return _sorted_edges(src, dst, counts, cos, dice)
+
+
+def pair_cosines(vectors: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """cos(vectors[src[i]], vectors[dst[i]]) for every i, float32.
+
+    Each value depends on its pair alone, never on the batch it was computed in,
+    so a refresh or a load that recomputes some pairs gets the same bits.
+    """
+    cos = np.zeros(len(src), dtype=np.float32)
+    for start in range(0, len(src), PAIR_BLOCK):
+        s = slice(start, start + PAIR_BLOCK)
+        cos[s] = np.einsum("ij,ij->i", vectors[src[s]], vectors[dst[s]])
+    return cos
 
 
 def _sorted_edges(src: np.ndarray, dst: np.ndarray, counts: np.ndarray, cos: np.ndarray,

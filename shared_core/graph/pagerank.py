@@ -22,11 +22,25 @@ def pagerank(
     n = adj.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.float64)
+    transition, dangling = _transition(adj)
+    return power_iteration(transition, dangling, None, damping, n * tol, max_iter, start)[0]
+
+
+def pagerank_residual(adj: sp.csr_matrix, rank: np.ndarray, damping: float = 0.85) -> float:
+    """L1 distance ``rank`` moves in one power step: ~0 for the PageRank of ``adj``."""
+    n = adj.shape[0]
+    transition, dangling = _transition(adj)
+    step = damping * (transition @ rank + rank[dangling].sum() / n) + (1 - damping) / n
+    return float(np.abs(step - rank).sum())
+
+
+def _transition(adj: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The column-stochastic transition matrix (transposed rows) and the dangling nodes."""
+    n = adj.shape[0]
     out_weight = np.asarray(adj.sum(axis=1)).ravel()
     dangling = out_weight == 0
     inv = np.divide(1.0, out_weight, out=np.zeros(n), where=~dangling)
-    transition = sp.csr_matrix(sp.diags(inv) @ adj).T.tocsr()  # column-stochastic
-    return power_iteration(transition, dangling, None, damping, n * tol, max_iter, start)[0]
+    return sp.csr_matrix(sp.diags(inv) @ adj).T.tocsr(), dangling
 
 
 def power_iteration(

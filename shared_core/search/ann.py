@@ -75,7 +75,9 @@ class HnswVectorIndex:
         which rows are proposed, never a score (rescoring is exact).
         """
         faiss = _faiss()
-        grown = faiss.clone_index(self.index)
+        # through bytes, not clone_index: a clone of a mapped index still views the
+        # mapped codes, and faiss aborts the process when those are grown
+        grown = faiss.deserialize_index(faiss.serialize_index(self.index))
         grown.add(np.ascontiguousarray(vectors, dtype=np.float32))
         return HnswVectorIndex(grown)
 

@@ -115,12 +115,19 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
     found = link_concepts(corpus, config)
     vectors, sentence_counts = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
     edges = concept_edges(found.links, vectors, config.theta_co, config.theta_sem)
-    unit_vectors = corpus.unit_vectors if config.chunk_similarity == "direct" else None
-    if config.chunk_similarity == "mean" and len(corpus):
-        unit_vectors = segment_means(corpus.unit_offsets(), corpus.sentence_vectors)
-    search = _vector_search_index(config, corpus, unit_vectors, ann)
+    unit_vectors = unit_vectors_of(corpus, config)
+    search = vector_search_index(config, corpus, unit_vectors, ann)
     return assemble_graph(corpus, config, found, vectors, sentence_counts, edges,
                           unit_vectors, search)
+
+
+def unit_vectors_of(corpus: CorpusState, config: ConceptGraphConfig) -> np.ndarray | None:
+    """The vectors units are compared by: stored (``direct``), sentence means, or none (max)."""
+    if config.chunk_similarity == "direct":
+        return corpus.unit_vectors
+    if config.chunk_similarity == "mean" and len(corpus):
+        return segment_means(corpus.unit_offsets(), corpus.sentence_vectors)
+    return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,8 +146,9 @@ class VectorSearch:
 def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: ConceptLinks,
                    vectors: np.ndarray, sentence_counts: np.ndarray, edges: ConceptEdges,
                    unit_vectors: np.ndarray | None, search: VectorSearch | None,
-                   rank_start: np.ndarray | None = None) -> DerivedGraph:
-    """The graph from its concepts, vectors and edges: adjacency, PageRank, unit views."""
+                   rank: np.ndarray | None = None) -> DerivedGraph:
+    """The graph from its concepts, vectors and edges: adjacency, PageRank (unless
+    given, e.g. a checked saved one), unit views."""
     cfg = config
     n_sent = len(corpus.sentence_spans)
     links, concept_terms = found.links, found.concept_terms
@@ -170,7 +178,7 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         sentence_counts=sentence_counts,
         edges=edges,
         adjacency=adj,
-        rank=pagerank(rank_adj, cfg.pagerank_damping, start=rank_start),
+        rank=pagerank(rank_adj, cfg.pagerank_damping) if rank is None else rank,
         unit_offsets=unit_offsets,
         unit_tokens=unit_tokens,
         unit_chunk=unit_chunk,
@@ -211,7 +219,7 @@ def uses_ann(config: ConceptGraphConfig, rows: int) -> bool:
     return config.vector_index == "hnsw"
 
 
-def _vector_search_index(config: ConceptGraphConfig, corpus: CorpusState,
+def vector_search_index(config: ConceptGraphConfig, corpus: CorpusState,
                          unit_vectors: np.ndarray | None,
                          built: VectorSearch | None) -> VectorSearch | None:
     """The approximate index over what unit similarity is made of, or None for exact.

@@ -197,3 +197,19 @@ def test_auto_without_the_ann_extra_scans_and_says_so(monkeypatch: pytest.Monkey
     stats = build().stats()
     assert stats["vector_index"] == "exact"
     assert any("conceptgraph[ann]" in w for w in stats["warnings"])
+
+
+def test_a_loaded_hnsw_index_is_copied_before_rows_are_appended(tmp_path: Path) -> None:
+    """The mapped file is read-only and may be shared: an add grows a copy."""
+    build(vector_index="hnsw").save(str(tmp_path / "idx"))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    mapped = loaded.state.graph.ann
+    rows = len(mapped)  # type: ignore[arg-type]
+    loaded.add(["Grace Hopper wrote the first compiler in 1952."])
+    grown = loaded.state.graph.ann
+    assert grown is not mapped and len(mapped) == rows  # type: ignore[arg-type]
+    assert len(grown) > rows  # type: ignore[arg-type]
+    fresh = ConceptGraphIndex.from_texts([*TEXTS, "Grace Hopper wrote the first compiler in 1952."],
+                                         embedder=HashingEmbedder(DIM),
+                                         config=ConceptGraphConfig(vector_index="hnsw"))
+    assert contexts(loaded) == contexts(fresh)

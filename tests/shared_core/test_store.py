@@ -12,7 +12,14 @@ from benchmarks.faults import rehash
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
-from shared_core.store import ARRAYS, POINTER, CorruptIndexError, index_folder, read_manifest
+from shared_core.store import (
+    ARRAYS,
+    GRAPH_ARRAYS,
+    POINTER,
+    CorruptIndexError,
+    index_folder,
+    read_manifest,
+)
 from tests.shared_core.fakes import STORED_COSINE_TOL
 
 DIM = 64
@@ -210,9 +217,9 @@ def test_saving_over_an_index_replaces_it(saved: Path) -> None:
 def test_files_hold_no_pickle(saved: Path, version: Path) -> None:
     assert {p.name for p in saved.iterdir()} == {POINTER, ".lock", version.name}
     names = {p.name for p in version.iterdir()}
-    assert names == {f"{n}.npy" for n in ARRAYS} | {"chunks.json", "terms.json",
-                                                     "manifest.json"}
-    for name, (dtype, ndim) in ARRAYS.items():
+    assert names == {f"{n}.npy" for n in {**ARRAYS, **GRAPH_ARRAYS}} | {
+        "chunks.json", "terms.json", "manifest.json"}
+    for name, (dtype, ndim) in {**ARRAYS, **GRAPH_ARRAYS}.items():
         arr = np.load(version / f"{name}.npy", allow_pickle=False)
         assert arr.dtype == dtype and arr.ndim == ndim
         assert arr.dtype != object
