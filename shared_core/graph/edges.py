@@ -71,7 +71,8 @@ def concept_edges(
 ) -> ConceptEdges:
     """The semantically filtered co-occurrence edges with their Dice weights."""
     co = sp.triu(cooccurrence(chunk_links), k=1).tocoo()
-    return _filtered(co.row, co.col, co.data, vectors, theta_co, theta_sem,
+    strong = co.data >= theta_co
+    return _filtered(co.row[strong], co.col[strong], co.data[strong], vectors, theta_sem,
                      chunk_counts(chunk_links))
 
 
@@ -97,7 +98,7 @@ def edges_touching(
     links.data[:] = 1
     concepts = np.asarray(concepts, dtype=np.int64)
     co = sp.csr_matrix(links[:, concepts].T @ links.tocsr()).tocoo()
-    strong = co.data >= theta_co  # most pairs fall here: drop them before anything else
+    strong = co.data >= theta_co  # most pairs fail it: drop them before anything else
     own, other, counts = concepts[co.row[strong]], co.col[strong], co.data[strong]
     chosen = np.zeros(links.shape[1], dtype=bool)
     chosen[concepts] = True
@@ -105,15 +106,12 @@ def edges_touching(
     once = (other != own) & (~chosen[other] | (own < other))
     src = np.minimum(own, other)[once]
     dst = np.maximum(own, other)[once]
-    return _filtered(src, dst, counts[once], vectors, theta_co, theta_sem,
-                     chunk_counts(links))
+    return _filtered(src, dst, counts[once], vectors, theta_sem, chunk_counts(links))
 
 
 def _filtered(src: np.ndarray, dst: np.ndarray, counts: np.ndarray, vectors: np.ndarray,
-              theta_co: int, theta_sem: float, chunk_count: np.ndarray) -> ConceptEdges:
-    """Pairs (src < dst) with their co-occurrence counts, kept by both thresholds, sorted."""
-    strong = counts >= theta_co
-    src, dst, counts = src[strong], dst[strong], counts[strong]
+              theta_sem: float, chunk_count: np.ndarray) -> ConceptEdges:
+    """Pairs (src < dst) that passed theta_co, kept by theta_sem, weighted and sorted."""
     cos = pair_cosines(vectors, src, dst)
     keep = cos >= theta_sem
     src, dst, counts, cos = src[keep], dst[keep], counts[keep], cos[keep]

@@ -57,13 +57,18 @@ class DerivedGraph:
     ann_row_unit: np.ndarray | None = None
 
 
-def segment_means(offsets: np.ndarray, sentence_vectors: np.ndarray) -> np.ndarray:
+def segment_means(offsets: np.ndarray, sentence_vectors: np.ndarray,
+                  only: np.ndarray | None = None) -> np.ndarray:
     """Unit-norm mean of each segment's sentence vectors (chunks or units), float32.
 
-    The sum runs in float64 (:func:`~shared_core.embeddings.base.sparse_times_vectors`);
-    the index's stored results depend on exactly this rounding.
+    ``only`` restricts it to some segments (a refresh's new units); each row is
+    the same either way. The sum runs in float64
+    (:func:`~shared_core.embeddings.base.sparse_times_vectors`); the index's
+    stored results depend on exactly this rounding.
     """
     segments = segment_matrix(offsets, len(sentence_vectors))
+    if only is not None:
+        segments = segments[only]
     means = sparse_times_vectors(segments, sentence_vectors)
     return unit_norm_rows(np.asarray(means, dtype=np.float32))
 

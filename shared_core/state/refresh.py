@@ -22,9 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..config import ConceptGraphConfig
-from ..embeddings.base import sparse_times_vectors, unit_norm_rows
 from ..graph.edges import concept_vectors, edges_touching, joined_edges, kept_edges
-from ..text.sentences import segment_matrix
 from .corpus import VECTOR_DTYPE, CorpusState
 from .derived import (
     ConceptLinks,
@@ -33,6 +31,8 @@ from .derived import (
     assemble_graph,
     derive_graph,
     link_concepts,
+    segment_means,
+    unit_vectors_of,
     uses_ann,
 )
 
@@ -110,7 +110,7 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
         edges_touching(found.links.tocsc(), vectors, config.theta_co, config.theta_sem,
                        concepts.changed),
     ])
-    unit_vectors = _refreshed_unit_vectors(before, graph, after, config, moves)
+    unit_vectors = _refreshed_unit_vectors(graph, after, config, moves)
     search = _refreshed_search(graph, after, config, unit_vectors, moves)
     return assemble_graph(after, config, found, vectors, counts, edges, unit_vectors, search)
 
@@ -153,14 +153,12 @@ def _concept_changes(graph: DerivedGraph, after: CorpusState,
     return ConceptChanges(old, new_of_old, np.flatnonzero(changed))
 
 
-def _refreshed_unit_vectors(before: CorpusState, graph: DerivedGraph, after: CorpusState,
+def _refreshed_unit_vectors(graph: DerivedGraph, after: CorpusState,
                             config: ConceptGraphConfig, moves: ChunkMoves) -> np.ndarray | None:
-    """Unit vectors: stored ones (``direct``), or sentence means kept for unmoved units."""
-    if config.chunk_similarity == "direct":
-        return after.unit_vectors
+    """Unit vectors as a derivation gives them, sentence means kept for unmoved units."""
     if config.chunk_similarity != "mean":
-        return None
-    assert graph.unit_vectors is not None and len(before)
+        return unit_vectors_of(after, config)
+    assert graph.unit_vectors is not None
     offsets = after.unit_offsets()
     out = np.empty((len(offsets) - 1, after.dim), dtype=VECTOR_DTYPE)
     kept = moves.unit >= 0
@@ -168,9 +166,7 @@ def _refreshed_unit_vectors(before: CorpusState, graph: DerivedGraph, after: Cor
     fresh[moves.unit[kept]] = False
     out[moves.unit[kept]] = graph.unit_vectors[kept]
     new_units = np.flatnonzero(fresh)
-    segments = segment_matrix(offsets, len(after.sentence_spans))[new_units]
-    out[new_units] = unit_norm_rows(np.asarray(
-        sparse_times_vectors(segments, after.sentence_vectors), dtype=np.float32))
+    out[new_units] = segment_means(offsets, after.sentence_vectors, only=new_units)
     return out
 
 
