@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .data import DATA_ROOT, DATASETS
 from .run import CACHE_PATH, RunConfig, run
 
 
@@ -12,7 +13,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run methods on one dataset and protocol")
-    r.add_argument("--data", required=True, help="directory with corpus.jsonl, questions.jsonl")
+    where = r.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data", help="directory with corpus.jsonl, questions.jsonl")
+    where.add_argument("--dataset", choices=DATASETS,
+                       help=f"a dev set under {DATA_ROOT} (same as --data <that>/NAME)")
     r.add_argument("--protocol", required=True, help="chunk1200 | passage | sub<N> (e.g. sub300)")
     r.add_argument("--methods", required=True,
                    help="comma-separated: random,dense_mean,dense_direct,bm25,hybrid,g2cons,"
@@ -39,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.budget < 1:
             raise SystemExit("--budget must be >= 1")
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        data = args.data if args.data is not None else str(DATA_ROOT / args.dataset)
         config = RunConfig(
-            data=args.data, protocol=args.protocol, methods=methods, budget=args.budget,
+            data=data, protocol=args.protocol, methods=methods, budget=args.budget,
             out=args.out, embedder=args.embedder, limit_questions=args.limit_questions,
             seed=args.seed, coverage=not args.no_coverage, trace_memory=args.trace_memory,
             cache_path=args.cache,
@@ -49,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, m in result["methods"].items():
             sr = "-" if m["sr"] is None else f"{m['sr']:.3f}"
             print(f"{name:20s} CR={m['cr']:.3f} SR={sr} tokens={m['context_tokens_mean']:.0f}")
-        return 0
+        for name, error in result["failed"].items():
+            print(f"{name:20s} FAILED {error['type']}: {error['message']}")
+        return 1 if result["failed"] else 0
     from .report import write_report
 
     write_report(args.results, args.out)

@@ -18,6 +18,13 @@ import numpy as np
 
 from shared_core.text import chunk_by_tokens, count_tokens_batch, split_into_units
 
+DATA_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATASETS = ("musique", "hotpotqa", "2wiki")  # the dev sets under DATA_ROOT
+# protocols a dev set cannot be measured under, and why (see DATA_ROOT/README.md)
+UNSUPPORTED: dict[str, dict[str, str]] = {
+    "2wiki": {"passage": "its corpus is one sentence per line with no titles, so passages "
+                         "cannot be rebuilt; use chunk1200 or sub<N>"},
+}
 CHUNK_TOKENS = 1200
 CHUNK_OVERLAP = 100
 SEPARATOR = "\n\n"
@@ -212,3 +219,11 @@ def build_corpus(passages: Sequence[Passage], protocol: str,
                     np.asarray(unit_spans, dtype=np.int64).reshape(-1, 2),
                     np.asarray(raw.parent, dtype=np.int64))
     return Corpus(protocol, text, pids, pspans, chunks, units)
+
+
+def corpus_for(dataset: Dataset, protocol: str) -> Corpus:
+    """``build_corpus`` for a loaded dataset, refusing a protocol the data cannot support."""
+    reason = UNSUPPORTED.get(dataset.name, {}).get(protocol)
+    if reason is not None:
+        raise ValueError(f"protocol {protocol!r} is not supported for {dataset.name}: {reason}")
+    return build_corpus(dataset.passages, protocol)

@@ -18,6 +18,7 @@ import numpy as np
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import Embedder
 from shared_core.index import ConceptGraphIndex
+from shared_core.search import fill_budget as core_fill_budget
 
 from .baselines import (
     BestSentenceRetriever,
@@ -128,29 +129,59 @@ def build_hybrid(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
 
 
 class G2ConSRetriever:
-    """``ConceptGraphIndex.retrieve`` over the units, mapped back to unit positions."""
+    """``ConceptGraphIndex.retrieve`` over the units, mapped back to unit positions.
 
-    def __init__(self, index: ConceptGraphIndex, ids: list[str]) -> None:
+    With ``unit_tokens`` the index returns sentence units cut from the stored
+    units; the harness scores stored units, so each hit counts as the unit it
+    was cut from (``RetrievedChunk.chunk_id``), once, where it first appears.
+    The index spent the budget on the shorter cut units, so the mapped units are
+    refilled against the budget with the index's own overflow rule; how many
+    were cut that way is in :meth:`diagnostics`.
+    """
+
+    def __init__(self, index: ConceptGraphIndex, ids: list[str], tokens: np.ndarray) -> None:
         self.index = index
         self.position = {uid: i for i, uid in enumerate(ids)}
+        self.tokens = tokens
         self.stage_tokens: Counter[str] = Counter()
         self.stopped_by_budget = 0
         self.queries = 0
+        self.hits = 0
+        self.mapped = 0
+        self.over_budget = 0
+
+    def _position(self, chunk_id: str) -> int:
+        try:
+            return self.position[chunk_id]
+        except KeyError:
+            raise LookupError(f"the index returned chunk {chunk_id!r}, which is not a unit "
+                              "of this corpus view") from None
 
     def retrieve(self, query: str, query_vector: np.ndarray, budget: int) -> list[int]:
         result = self.index.retrieve_by_vector(query_vector, query=query, budget=budget)
         self.stage_tokens.update(result.tokens_by_stage())
         self.stopped_by_budget += int(result.stopped_by_budget)
         self.queries += 1
-        return [self.position[c.id] for c in result.chunks]
+        order = list(dict.fromkeys(self._position(c.chunk_id) for c in result.chunks))
+        kept = core_fill_budget(np.asarray(order, dtype=np.int64), self.tokens, budget,
+                                self.index.config.overflow).tolist()
+        self.hits += len(result.chunks)
+        self.mapped += len(order)
+        self.over_budget += len(order) - len(kept)
+        return kept
 
     def diagnostics(self) -> dict[str, Any]:
-        """Where the context came from: tokens per stage (direct, BFS-expanded, similarity only)."""
+        """Where the context came from: tokens per stage (direct, BFS-expanded, similarity
+        only), counted on what the index returned; then how those hits became units."""
         total = sum(self.stage_tokens.values()) or 1
+        queries = max(self.queries, 1)
         return {
             "tokens_by_stage": dict(self.stage_tokens),
             "share_by_stage": {k: v / total for k, v in self.stage_tokens.items()},
-            "stopped_by_budget": self.stopped_by_budget / max(self.queries, 1),
+            "stopped_by_budget": self.stopped_by_budget / queries,
+            "index_hits_mean": self.hits / queries,
+            "mapped_units_mean": self.mapped / queries,
+            "units_over_budget_mean": self.over_budget / queries,
             "index_stats": self.index.stats(),
         }
 
@@ -160,7 +191,7 @@ def build_g2cons(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
     units = inputs.corpus.units
     index = ConceptGraphIndex(inputs.embedder, config)
     index.add(units.texts, ids=units.ids)
-    return G2ConSRetriever(index, units.ids)
+    return G2ConSRetriever(index, units.ids, units.tokens)
 
 
 def _lazy_factory(module: str, attr: str, name: str) -> Factory:

@@ -14,6 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .data import UNSUPPORTED
+
 # DESIGN.md: independent prototype, MiniLM, MuSiQue, beta = 12000, CR %.
 REFERENCE_MUSIQUE: dict[str, dict[str, float]] = {
     "random": {"chunk1200": 10.8, "sub300": 10.5, "passage": 9.8},
@@ -33,6 +35,7 @@ PAPER: dict[str, dict[str, float]] = {
 PAPER_METHOD = {"Text-RAG": ("dense_mean", "dense_direct"), "KET-RAG-Keyword": ("ketrag_keyword",),
                 "G2ConS-Concept": ("g2cons",), "G2ConS (fused)": ()}
 PROTOCOL_ORDER = ["chunk1200", "sub300", "sub150", "sub100", "passage"]
+DATASET_ORDER = ["hotpotqa", "musique", "2wiki"]  # sections in this order, any other after
 TOLERANCE = 4.0
 
 
@@ -42,6 +45,25 @@ def _pct(x: float | None) -> str:
 
 def _protocol_key(p: str) -> tuple[int, str]:
     return (PROTOCOL_ORDER.index(p) if p in PROTOCOL_ORDER else len(PROTOCOL_ORDER), p)
+
+
+def _dataset_key(d: str) -> tuple[int, str]:
+    return (DATASET_ORDER.index(d) if d in DATASET_ORDER else len(DATASET_ORDER), d)
+
+
+def _failed(entry: dict[str, Any]) -> bool:
+    """A method that raised in its run: it has an error instead of metrics."""
+    return "error" in entry
+
+
+def _error_text(entry: dict[str, Any]) -> str:
+    """The error on one table line: no pipes or line breaks to break the Markdown table."""
+    text = f"{entry['error']['type']}: {entry['error']['message']}"
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def _cell(entry: dict[str, Any], key: str = "cr") -> str:
+    return "failed" if _failed(entry) else _pct(entry.get(key))
 
 
 def load_results(results_dir: str | Path) -> list[dict[str, Any]]:
@@ -73,10 +95,16 @@ def sweep_lines(results_dir: Path) -> list[str]:
 
 
 def _merge(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """dataset -> protocol -> method -> metrics (a later file overrides an earlier one)."""
+    """dataset -> protocol -> method -> metrics (a later file overrides an earlier one).
+
+    A method that failed in its run (``failed``, absent from older files) is an
+    entry with only its ``error``, so the tables show the failure.
+    """
     table: dict[str, dict[str, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
     for r in sorted(results, key=lambda r: r.get("started_unix", 0)):
-        for name, metrics in r["methods"].items():
+        entries = {**r["methods"],
+                   **{name: {"error": error} for name, error in r.get("failed", {}).items()}}
+        for name, metrics in entries.items():
             table[r["dataset"]][r["protocol"]][name] = {**metrics, "_file": r["_file"],
                                                         "_embedder": r["embedder"]}
     return table
@@ -94,7 +122,7 @@ def cr_table(per_protocol: dict[str, dict[str, Any]], key: str = "cr") -> list[s
     lines = ["| method | " + " | ".join(protocols) + " |",
              "|---|" + "---:|" * len(protocols)]
     for m in methods:
-        cells = [_pct(per_protocol[p][m].get(key)) if m in per_protocol[p] else ""
+        cells = [_cell(per_protocol[p][m], key) if m in per_protocol[p] else ""
                  for p in protocols]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return lines
@@ -115,12 +143,31 @@ def detail_table(metrics: dict[str, Any]) -> list[str]:
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for m in _method_order(set(metrics)):
         r = metrics[m]
+        if _failed(r):
+            lines.append(f"| {m} | failed: {_error_text(r)} |" + " |" * 8)
+            continue
         lines.append(
             f"| {m} | {_pct(r['cr'])} | {_pct(r['sr'])} | {r['context_tokens_mean']:.0f} / "
             f"{r['context_tokens_max']} | {r['units_mean']:.1f} | {r['build_time_s']:.1f} | "
             f"{r.get('texts_embedded_in_build', 0)} | {_memory(r)} | "
             f"{r['latency_ms_p50']:.1f} | {r['latency_ms_p95']:.1f} |")
     return lines
+
+
+def _diagnostics_line(method: str, diag: dict[str, Any] | None) -> str | None:
+    """G2ConS's context by stage and graph size; with ``unit_tokens``, how its sentence
+    units became whole units of the protocol (the harness scores those)."""
+    if not diag or "share_by_stage" not in diag:
+        return None
+    share = ", ".join(f"{k} {100 * v:.1f} %" for k, v in diag["share_by_stage"].items())
+    mapped = ""
+    if "mapped_units_mean" in diag and diag["index_hits_mean"] != diag["mapped_units_mean"]:
+        mapped = (f"; per query {diag['index_hits_mean']:.1f} sentence units from "
+                  f"{diag['mapped_units_mean']:.1f} units, of which "
+                  f"{diag['units_over_budget_mean']:.1f} did not fit the budget")
+    return (f"- `{method}` context by stage: {share}; queries stopped by the budget: "
+            f"{100 * diag['stopped_by_budget']:.0f} %{mapped}; graph: "
+            f"{diag['index_stats']['concepts']} concepts, {diag['index_stats']['edges']} edges.")
 
 
 def reference_lines(table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
@@ -132,8 +179,9 @@ def reference_lines(table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     for method, refs in REFERENCE_MUSIQUE.items():
         for protocol, ref in refs.items():
             got = mq.get(protocol, {}).get(method)
-            if got is None:
-                lines.append(f"| {method} | {protocol} | not run | {ref:.1f} | |")
+            if got is None or _failed(got):
+                status = "not run" if got is None else "failed"
+                lines.append(f"| {method} | {protocol} | {status} | {ref:.1f} | |")
                 continue
             diff = 100 * got["cr"] - ref
             flag = " **!**" if abs(diff) > TOLERANCE else ""
@@ -145,7 +193,7 @@ def reference_lines(table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     for dataset, figures in PAPER.items():
         ours = table.get(dataset, {}).get("chunk1200", {})
         for paper_method, value in figures.items():
-            mine = [f"{m} {_pct(ours[m]['cr'])}" for m in PAPER_METHOD[paper_method] if m in ours]
+            mine = [f"{m} {_cell(ours[m])}" for m in PAPER_METHOD[paper_method] if m in ours]
             lines.append(f"| {dataset} | {paper_method} | {value:.1f} | "
                          f"{'; '.join(mine) or 'not measured'} |")
     return lines
@@ -154,7 +202,8 @@ def reference_lines(table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
 def coverage_lines(results: list[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     seen: set[tuple[str, str, int]] = set()
-    for r in sorted(results, key=lambda r: (r["dataset"], _protocol_key(r["protocol"]))):
+    for r in sorted(results, key=lambda r: (_dataset_key(r["dataset"]),
+                                            _protocol_key(r["protocol"]))):
         cov = r.get("core_coverage")
         if not cov:
             continue
@@ -206,14 +255,19 @@ def plot(results: list[dict[str, Any]], table: dict[str, dict[str, dict[str, Any
     import matplotlib.pyplot as plt
 
     files = []
-    for dataset, per_protocol in sorted(table.items()):
+    for dataset in sorted(table, key=_dataset_key):
+        per_protocol = table[dataset]
         protocols = sorted(per_protocol, key=_protocol_key)
-        methods = _method_order({m for p in protocols for m in per_protocol[p]})
+        measured = {p: {m: e for m, e in per_protocol[p].items() if not _failed(e)}
+                    for p in protocols}  # a failed method has no bar (the tables say why)
+        methods = _method_order({m for p in protocols for m in measured[p]})
+        if not methods:
+            continue
         fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(methods)), 4))
         width = 0.8 / max(len(protocols), 1)
         for i, p in enumerate(protocols):
             xs = [j + i * width for j in range(len(methods))]
-            ys = [100 * per_protocol[p][m]["cr"] if m in per_protocol[p] else 0 for m in methods]
+            ys = [100 * measured[p][m]["cr"] if m in measured[p] else 0 for m in methods]
             ax.bar(xs, ys, width, label=p)
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(methods))])
         ax.set_xticklabels(methods, rotation=30, ha="right")
@@ -226,7 +280,8 @@ def plot(results: list[dict[str, Any]], table: dict[str, dict[str, dict[str, Any
         plt.close(fig)
         files.append(name)
     done: set[tuple[str, str]] = set()
-    for r in sorted(results, key=lambda r: (r["dataset"], _protocol_key(r["protocol"]))):
+    for r in sorted(results, key=lambda r: (_dataset_key(r["dataset"]),
+                                            _protocol_key(r["protocol"]))):
         cov = r.get("core_coverage")
         level = "passage" if r["protocol"] == "passage" else "chunk1200"
         if not cov or (r["dataset"], level) in done:
@@ -273,27 +328,24 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
     notes = results_dir / "NOTES.md"
     if notes.is_file():
         lines += ["## Analysis", "", notes.read_text(encoding="utf-8").strip(), ""]
-    for dataset in sorted(table):
+    images = plot(results, table, results_dir)
+    for dataset in sorted(table, key=_dataset_key):
         per_protocol = table[dataset]
         any_run = next(r for r in results if r["dataset"] == dataset)
         lines += [f"## {dataset}", "",
                   f"{any_run['questions']} questions, {any_run['corpus']['passages']} passages, "
-                  f"embedder `{any_run['embedder']}`, β = {any_run['budget']}.", "",
-                  "### CR % by method and protocol", "", *cr_table(per_protocol), ""]
+                  f"embedder `{any_run['embedder']}`, β = {any_run['budget']}.", ""]
+        for protocol, reason in UNSUPPORTED.get(dataset, {}).items():
+            lines += [f"Not measured under `{protocol}`: {reason}.", ""]
+        lines += ["### CR % by method and protocol", "", *cr_table(per_protocol), ""]
         if any(m.get("sr") is not None for p in per_protocol.values() for m in p.values()):
             lines += ["### SR % by method and protocol", "", *cr_table(per_protocol, "sr"), ""]
-        lines += [f"![CR by method]({rel}/cr_{dataset}.png)", ""]
+        if f"cr_{dataset}.png" in images:
+            lines += [f"![CR by method]({rel}/cr_{dataset}.png)", ""]
         for protocol in sorted(per_protocol, key=_protocol_key):
             lines += [f"### {dataset} / {protocol}", "", *detail_table(per_protocol[protocol]), ""]
-            for m, r in per_protocol[protocol].items():
-                diag = r.get("diagnostics")
-                if diag and "share_by_stage" in diag:
-                    share = ", ".join(f"{k} {100 * v:.1f} %" for k, v in
-                                      diag["share_by_stage"].items())
-                    lines.append(f"- `{m}` context by stage: {share}; queries stopped by the "
-                                 f"budget: {100 * diag['stopped_by_budget']:.0f} %; graph: "
-                                 f"{diag['index_stats']['concepts']} concepts, "
-                                 f"{diag['index_stats']['edges']} edges.")
+            lines += [line for m, r in per_protocol[protocol].items()
+                      if (line := _diagnostics_line(m, r.get("diagnostics")))]
             lines.append("")
     lines += ["## Core coverage (selection quality without an LLM)", "",
               "Share of questions whose answer occurs in a kept unit and whose supporting "
@@ -305,16 +357,18 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
         lines += ["## G2ConS ablations (`python -m benchmarks.sweep`)", "",
                   "The concept graph over the protocol's selection chunks, one config variant "
                   "per row; `unit_tokens` returns sentence units of those chunks. CR is scored "
-                  "on the retrieved texts, as in `benchmarks run`.", "", *sweeps]
+                  "on the retrieved texts themselves, whereas `benchmarks run` scores the whole "
+                  "units the sentence units were cut from.", "", *sweeps]
     lines += ["## Reference figures", "", *reference_lines(table), ""]
-    images = plot(results, table, results_dir)
     lines += ["## Plots", ""] + [f"![{name}]({rel}/{name})" for name in images] + [""]
     lines += ["## Commands", "", "Each result file and the command that produced it "
               "(run from the repository root):", ""]
     for r in sorted(results, key=lambda r: r["_file"]):
         unavailable = "; unavailable: " + ", ".join(r["unavailable"]) if r["unavailable"] else ""
+        failed = "; failed: " + ", ".join(r["failed"]) if r.get("failed") else ""
+        incomplete = "; **incomplete run**" if r.get("complete") is False else ""
         lines += [f"- `{r['_file']}` ({r['wall_time_s'] / 60:.1f} min, commit "
-                  f"{(r.get('git_commit') or '?')[:8]}{unavailable})", "",
+                  f"{(r.get('git_commit') or '?')[:8]}{unavailable}{failed}{incomplete})", "",
                   f"  ```\n  {r['command']}\n  ```", ""]
     lines += ["Then: `python -m benchmarks report --results benchmarks/results "
               "--out benchmarks/RESULTS.md`.", ""]

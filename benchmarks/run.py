@@ -7,12 +7,14 @@ and one question set, so their numbers are comparable within a run.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import resource
 import shlex
 import subprocess
 import sys
 import time
+import traceback
 import tracemalloc
 from collections import defaultdict
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ from shared_core.text import count_tokens
 
 from .baselines import embed_batched
 from .coverage import core_coverage
-from .data import Corpus, Question, build_corpus, load_dataset
+from .data import Corpus, Question, corpus_for, load_dataset
 from .methods import BuildInputs, MethodUnavailable, build_method
 from .metrics import (
     answer_in_context,
@@ -119,11 +121,61 @@ def _check_context_tokens(retriever: Any, corpus: Corpus, question: Question, qv
     return counted
 
 
+def write_json_atomic(path: str | Path, data: Any) -> None:
+    """Replace ``path`` in one step, so a reader or a crash sees the old file or the new one.
+
+    The temporary file lies beside the target (``os.replace`` must not cross file
+    systems) and does not end in ``.json``, so ``report`` never reads it.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def error_record(exc: BaseException) -> dict[str, str]:
+    """How a failed method is kept in the results: its exception's type and message."""
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def run_method(spec: str, config: RunConfig, inputs: BuildInputs, questions: list[Question],
+               qvecs: np.ndarray, normalized_units: list[str]) -> dict[str, Any]:
+    """Build one method and evaluate it; its metrics, build cost and diagnostics."""
+    if config.trace_memory:  # exact peak, but slows Python-heavy builds several-fold
+        tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        retriever = build_method(spec, inputs)
+    finally:
+        build_time = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1] if tracemalloc.is_tracing() else None
+        tracemalloc.stop()
+    result = evaluate(retriever, inputs.corpus, questions, qvecs, config.budget,
+                      normalized_units)
+    if questions:
+        _check_context_tokens(retriever, inputs.corpus, questions[0], qvecs[0], config.budget)
+    result.update(build_time_s=build_time,
+                  build_peak_mb=None if peak is None else peak / 2**20,
+                  rss_high_water_mb=_max_rss_mb())
+    diagnostics = getattr(retriever, "diagnostics", None)
+    if callable(diagnostics):
+        result["diagnostics"] = diagnostics()
+    return result
+
+
 def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
+    """Run every method; the result file is rewritten after each one, so a crash or a
+    failing method loses nothing already measured. A method that raises is recorded
+    under ``failed`` and the others still run; ``complete`` is set once all are done."""
     started = time.time()
     dataset = load_dataset(config.data, config.limit_questions)
     t0 = time.perf_counter()
-    corpus = build_corpus(dataset.passages, config.protocol)
+    corpus = corpus_for(dataset, config.protocol)
     corpus_time = time.perf_counter() - t0
     embedder = resolve_embedder(config.embedder, config.cache_path)
     t0 = time.perf_counter()
@@ -133,45 +185,9 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
     inputs = BuildInputs(corpus, embedder, config.seed)
     methods: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
-    for spec in config.methods:
-        print(f"[{config.protocol}] {spec}: building", file=sys.stderr, flush=True)
-        before = embedder.embedded_texts
-        if config.trace_memory:  # exact peak, but slows Python-heavy builds several-fold
-            tracemalloc.start()
-        t0 = time.perf_counter()
-        try:
-            retriever = build_method(spec, inputs)
-        except MethodUnavailable as exc:
-            unavailable[spec] = str(exc)
-            print(f"  unavailable: {exc}", file=sys.stderr, flush=True)
-            continue
-        finally:
-            build_time = time.perf_counter() - t0
-            peak = tracemalloc.get_traced_memory()[1] if tracemalloc.is_tracing() else None
-            tracemalloc.stop()
-        result = evaluate(retriever, corpus, dataset.questions, qvecs, config.budget,
-                          normalized_units)
-        if dataset.questions:
-            _check_context_tokens(retriever, corpus, dataset.questions[0], qvecs[0],
-                                  config.budget)
-        result.update(build_time_s=build_time,
-                      build_peak_mb=None if peak is None else peak / 2**20,
-                      rss_high_water_mb=_max_rss_mb(),
-                      texts_embedded_in_build=embedder.embedded_texts - before)
-        diagnostics = getattr(retriever, "diagnostics", None)
-        if callable(diagnostics):
-            result["diagnostics"] = diagnostics()
-        methods[spec] = result
-        print(f"  cr={result['cr']:.3f} build={build_time:.1f}s "
-              f"p50={result['latency_ms_p50']:.1f}ms", file=sys.stderr, flush=True)
-    coverage = None
-    if config.coverage:
-        print(f"[{config.protocol}] core coverage", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        coverage = core_coverage(corpus, dataset.questions, embedder, config.seed)
-        coverage["time_s"] = time.perf_counter() - t0
+    failed: dict[str, dict[str, str]] = {}
     command = "python -m benchmarks " + shlex.join(argv) if argv is not None else None
-    out = {
+    out: dict[str, Any] = {
         "dataset": dataset.name,
         "protocol": config.protocol,
         "budget": config.budget,
@@ -181,7 +197,7 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
         "git_commit": _git_commit(),
         "python": platform.python_version(),
         "started_unix": started,
-        "wall_time_s": time.time() - started,
+        "wall_time_s": 0.0,
         "corpus": {
             "passages": len(corpus.passage_ids),
             "selection_chunks": len(corpus.chunks),
@@ -195,9 +211,41 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
         "query_embedding_time_s": query_embed_time,
         "methods": methods,
         "unavailable": unavailable,
-        "core_coverage": coverage,
-        "peak_rss_mb": _max_rss_mb(),
+        "failed": failed,
+        "core_coverage": None,
+        "peak_rss_mb": 0.0,
+        "complete": False,
     }
-    Path(config.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(config.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+
+    def save() -> None:
+        out.update(wall_time_s=time.time() - started, peak_rss_mb=_max_rss_mb())
+        write_json_atomic(config.out, out)
+
+    for spec in config.methods:
+        print(f"[{config.protocol}] {spec}: building", file=sys.stderr, flush=True)
+        before = embedder.embedded_texts
+        try:
+            result = run_method(spec, config, inputs, dataset.questions, qvecs,
+                                normalized_units)
+            result["texts_embedded_in_build"] = embedder.embedded_texts - before
+        except MethodUnavailable as exc:
+            unavailable[spec] = str(exc)
+            print(f"  unavailable: {exc}", file=sys.stderr, flush=True)
+        except Exception as exc:  # recorded, reported and turned into the exit status
+            failed[spec] = error_record(exc)
+            traceback.print_exc(file=sys.stderr)
+            print(f"  FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        else:
+            methods[spec] = result
+            print(f"  cr={result['cr']:.3f} build={result['build_time_s']:.1f}s "
+                  f"p50={result['latency_ms_p50']:.1f}ms", file=sys.stderr, flush=True)
+        save()
+    if config.coverage:
+        print(f"[{config.protocol}] core coverage", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        coverage = core_coverage(corpus, dataset.questions, embedder, config.seed)
+        coverage["time_s"] = time.perf_counter() - t0
+        out["core_coverage"] = coverage
+    out["complete"] = True
+    save()
     return out

@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.build_speed import TimedEmbedder
+from benchmarks.data import DATA_ROOT, DATASETS
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = DATA_ROOT
 
 
 def sentence_pool(data: Path, limit: int = 400_000) -> list[str]:
@@ -40,7 +41,7 @@ def sentence_pool(data: Path, limit: int = 400_000) -> list[str]:
     from shared_core.text import split_sentences
 
     pool: list[str] = []
-    for name in ("musique", "hotpotqa", "2wiki"):
+    for name in DATASETS:
         corpus = data / name / "corpus.jsonl"
         if corpus.is_file():
             for record in read_corpus(corpus):

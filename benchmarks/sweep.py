@@ -22,7 +22,7 @@ from typing import Any
 from shared_core import ConceptGraphConfig, ConceptGraphIndex
 from shared_core.embeddings import resolve_embedder
 
-from .data import build_corpus, load_dataset
+from .data import corpus_for, load_dataset
 from .metrics import answer_in_context, normalize_answer
 from .run import CACHE_PATH
 
@@ -34,7 +34,7 @@ BUILD_KNOBS = ("unit_tokens", "concept_links", "concepts_per_chunk", "ngram_max"
 def sweep(data: Path, protocol: str, variants: list[dict[str, Any]], budget: int,
           embedder_name: str, cache: Path = CACHE_PATH) -> list[dict[str, Any]]:
     dataset = load_dataset(data)
-    corpus = build_corpus(dataset.passages, protocol)
+    corpus = corpus_for(dataset, protocol)
     embedder = resolve_embedder(embedder_name, str(cache))
     vectors = embedder.embed([q.question for q in dataset.questions])
     built: dict[str, ConceptGraphIndex] = {}
