@@ -16,7 +16,7 @@ import numpy as np
 
 from shared_core.config import SelectBy
 from shared_core.embeddings import Embedder
-from shared_core.index import ConceptGraphIndex
+from shared_core.index import ConceptGraphIndex, SelectionMethod
 from shared_core.select import Selection, random_scores, select_by_scores, value_per_token
 
 from .data import Corpus, Question
@@ -63,11 +63,11 @@ def kept_mask(corpus: Corpus, selection: Selection) -> np.ndarray:
                        count=len(corpus.chunks.ids))
 
 
-def g2cons_selector(corpus: Corpus, embedder: Embedder,
-                    by: SelectBy) -> Callable[[float], Selection]:
+def g2cons_selector(corpus: Corpus, embedder: Embedder, by: SelectBy,
+                    method: SelectionMethod = "concept") -> Callable[[float], Selection]:
     index = ConceptGraphIndex(embedder)
     index.add(corpus.chunks.texts, ids=corpus.chunks.ids)  # sentence vectors come from the cache
-    return lambda kappa: index.select(kappa, by=by)
+    return lambda kappa: index.select(kappa, by=by, method=method)
 
 
 def ketrag_selector(corpus: Corpus, embedder: Embedder,
@@ -100,6 +100,7 @@ def core_coverage(corpus: Corpus, questions: Sequence[Question], embedder: Embed
     out: dict[str, Any] = {"all_chunks": coverage_of(everything, corpus, questions, hits)}
     makers: dict[str, Callable[[SelectBy], Callable[[float], Selection]]] = {
         "g2cons": lambda by: g2cons_selector(corpus, embedder, by),
+        "g2cons_coverage": lambda by: g2cons_selector(corpus, embedder, by, "coverage"),
         "ketrag_knn": lambda by: ketrag_selector(corpus, embedder, by),
         "random": lambda by: random_selector(corpus, seed, by),
     }

@@ -25,6 +25,7 @@ from .config import ConceptGraphConfig
 from .corpus import Record, iter_corpus, window_chunks
 from .embeddings.cache import embedder_for_model_id, resolve_embedder
 from .index import ConceptGraphIndex, RetrievalResult
+from .pipeline import SELECTION_METHODS
 from .select.cost import CostReport
 from .store import read_manifest
 
@@ -206,9 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("index")
     select.add_argument("--kappa", type=float, default=None,
                         help="share of tokens (or of chunks, with --by chunks) to keep")
-    select.add_argument("--method", choices=("concept", "knn", "random"), default="concept",
-                        help="G2ConS concept PageRank (default), KET-RAG's KNN chunk graph, "
-                        "or the random baseline")
+    select.add_argument("--method", choices=SELECTION_METHODS,
+                        default="concept",
+                        help="G2ConS concept PageRank (default), greedy coverage of it, "
+                        "KET-RAG's KNN chunk graph, or the random baseline")
     select.add_argument("--seed", type=int, default=0, help="seed of --method random")
     select.add_argument("--by", choices=("chunks", "tokens"), default=None,
                         help="kappa is a share of chunks or of tokens (default: the config's)")

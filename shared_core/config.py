@@ -20,13 +20,15 @@ Overflow = Literal["stop", "skip"]
 Ranking = Literal["fused", "paper"]
 SelectBy = Literal["chunks", "tokens"]
 VectorIndexKind = Literal["auto", "exact", "hnsw"]
+WalkNodes = Literal["sentences", "units"]
+WalkSeeds = Literal["direct", "exact"]
 
 # The knobs by what they act on, so that what a change costs can be read off its group:
 # build knobs shape the stored chunks (a change needs a rebuild), graph knobs the concept
 # graph derived from them (re-derived without embedding anything), the rest cost nothing
 # (``ConceptGraphIndex.reconfigured`` applies these rules).
 KNOB_GROUPS: dict[str, tuple[str, ...]] = {
-    "build": ("ngram_max", "min_term_chars", "cjk_segmenter", "unit_tokens"),
+    "build": ("ngram_max", "min_term_chars", "cjk_segmenter", "unit_tokens", "entity_terms"),
     "graph": ("concepts_per_chunk", "concept_links", "theta_co", "theta_sem",
               "pagerank_weighted", "pagerank_damping", "vector_index"),
     "selection": ("kappa", "select_by", "chunk_score"),
@@ -34,7 +36,7 @@ KNOB_GROUPS: dict[str, tuple[str, ...]] = {
     # time and "mean" precomputes unit vectors with the graph
     "query": ("top_k", "hops", "budget", "ranking", "chunk_similarity", "overflow",
               "exact_match_seeds", "lexical", "rrf_k", "expansion_decay", "min_score",
-              "candidates"),
+              "candidates", "walk_hops", "walk_nodes", "walk_seeds"),
     "fusion": ("lam",),
 }
 
@@ -93,6 +95,20 @@ class ConceptGraphConfig:
     returned, so a query about nothing in the corpus gets nothing rather than a
     full budget of unrelated chunks. ``None`` (default) keeps every unit eligible.
 
+    ``entity_terms`` adds every multi-word proper name ("Ermengarde of Tours") as
+    a term of its own next to its words, so names can become concepts and match
+    a query's names exactly (``text.terms.entity_phrases``: capitalised runs, no
+    model).
+
+    ``walk_hops`` > 0 adds a fourth view to the fused ranking: a personalised
+    PageRank walk that restarts at the query's concepts and moves between them
+    and the ``walk_nodes`` (sentences, or whole units) that contain them, for
+    ``walk_hops`` concept -> node steps (``search.walk``). It reaches the unit
+    that names a film's director from the unit about the film. ``walk_seeds``
+    restarts it at the direct concepts (by similarity, weighted as the evidence
+    view weights them) or at the query's own terms that are concepts, by idf.
+    Measured in ``benchmarks/RESULTS.md``; off by default.
+
     ``vector_index`` is how the fused ranking finds the units most similar to the
     query: ``"exact"`` scores every unit (the reference), ``"hnsw"`` asks an
     approximate graph index (``shared_core.search.ann``, the ``ann`` extra) for the
@@ -112,6 +128,7 @@ class ConceptGraphConfig:
     concepts_per_chunk: int = 10
     ngram_max: int = 1
     min_term_chars: int = 2
+    entity_terms: bool = False
     cjk_segmenter: CjkSegmenter = "auto"
     concept_links: ConceptLinks = "contains"
     chunk_score: ChunkScore = "sum"
@@ -129,6 +146,9 @@ class ConceptGraphConfig:
     min_score: float | None = None
     vector_index: VectorIndexKind = "auto"
     candidates: int = 1000
+    walk_hops: int = 0
+    walk_nodes: WalkNodes = "sentences"
+    walk_seeds: WalkSeeds = "direct"
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -152,15 +172,15 @@ class ConceptGraphConfig:
         _check_int("rrf_k", self.rrf_k, 1)
         _check_choice("vector_index", self.vector_index, ("auto", "exact", "hnsw"))
         _check_int("candidates", self.candidates, 1)
+        _check_int("walk_hops", self.walk_hops, 0)
+        _check_choice("walk_nodes", self.walk_nodes, ("sentences", "units"))
+        _check_choice("walk_seeds", self.walk_seeds, ("direct", "exact"))
         _check_range("expansion_decay", self.expansion_decay, 0.0, 1.0)
         if self.min_score is not None:
             _check_range("min_score", self.min_score, -1.0, 1.0)
-        if not isinstance(self.lexical, bool):
-            raise ValueError(f"lexical must be a bool, got {self.lexical!r}")
-        if not isinstance(self.exact_match_seeds, bool):
-            raise ValueError(f"exact_match_seeds must be a bool, got {self.exact_match_seeds!r}")
-        if not isinstance(self.pagerank_weighted, bool):
-            raise ValueError(f"pagerank_weighted must be a bool, got {self.pagerank_weighted!r}")
+        for flag in ("lexical", "exact_match_seeds", "pagerank_weighted", "entity_terms"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         _check_range("pagerank_damping", self.pagerank_damping, 0.0, 1.0, high_open=True)
 
     @classmethod

@@ -31,6 +31,7 @@ from .search.fused import fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
 from .search.vector_index import scan_scores
 from .select.cost import Selection
+from .select.coverage import coverage_order, order_scores
 from .select.scores import chunk_scores, id_random_scores, select_by_scores, value_per_token
 from .state.corpus import CorpusState, empty_corpus, merge_many, replaced, take
 from .state.derived import (
@@ -48,7 +49,7 @@ from .text.hygiene import check_query, invalid_character
 from .text.sentences import concatenated_ranges
 from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
 
-SelectionMethod = Literal["concept", "knn", "random"]
+SelectionMethod = Literal["concept", "coverage", "knn", "random"]
 # chunks split, embedded and counted per step of an add: bounds the memory a step
 # takes beyond the stored data, whatever the input's size
 ADD_BATCH = 2048
@@ -210,7 +211,7 @@ class ConceptGraphIndex:
         config = _with_resolved_segmenter(config)
         self._embedder = embedder
         self._analyzer: Analyzer = term_analyzer(config.ngram_max, config.min_term_chars,
-                                                 config.cjk_segmenter)
+                                                 config.cjk_segmenter, config.entity_terms)
         self._write_lock = threading.Lock()
         corpus = empty_corpus(embedder.dim, direct_units=config.chunk_similarity == "direct")
         self._state = IndexState.build(corpus, config)
@@ -596,10 +597,13 @@ class ConceptGraphIndex:
         """The core chunks: the top ``kappa`` share by chunk score, with the cost report.
 
         ``method="concept"`` is G2ConS (PageRank of the chunk's concepts);
-        ``"knn"`` is KET-RAG's PageRank over a KNN chunk graph (K=2, one lexical
-        and one semantic neighbour per chunk) built from this index's terms and
-        sentence vectors, so it costs no embedding; ``"random"`` is the baseline
-        (each chunk's draw comes from its id and ``seed``, not its position).
+        ``"coverage"`` is greedy weighted max-coverage of concept PageRank per token
+        (or per chunk), which skips chunks whose concepts are already covered
+        (``select.coverage``); ``"knn"`` is KET-RAG's PageRank over a KNN chunk
+        graph (K=2, one lexical and one semantic neighbour per chunk) built from
+        this index's terms and sentence vectors, so it costs no embedding;
+        ``"random"`` is the baseline (each chunk's draw comes from its id and
+        ``seed``, not its position).
         ``by`` (default ``config.select_by``) makes ``kappa`` a share of chunks or
         of tokens; by tokens, concept and KNN scores are divided by the chunk's
         tokens (value per token), and random stays a uniform order. At least one
@@ -617,13 +621,16 @@ class ConceptGraphIndex:
             scores = _knn_scores(corpus, cfg.pagerank_damping)
         elif method == "random":
             scores = id_random_scores(corpus.ids, seed)
+        elif method == "coverage":
+            cost = corpus.tokens if by == "tokens" else np.ones(len(corpus))
+            scores = order_scores(coverage_order(state.graph.links, state.graph.rank, cost))
         else:
-            raise ValueError(f"method must be concept, knn or random, got {method!r}")
-        if by == "tokens" and method != "random":
+            raise ValueError(f"method must be concept, coverage, knn or random, got {method!r}")
+        if by == "tokens" and method in ("concept", "knn"):
             scores = value_per_token(scores, corpus.tokens)
         selection = select_by_scores(list(corpus.ids), scores, corpus.tokens, kappa,
                                      prompt_tokens_per_chunk, by=by)
-        if method != "concept":
+        if method not in ("concept", "coverage"):
             return selection
         # the concept ranking came from this graph: a graph with no edges is worth a warning
         report = replace(selection.report, graph_edges=len(state.graph.edges))
@@ -846,6 +853,9 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             min_similarity=cfg.min_score,
             candidates=None if graph.ann is None else cfg.candidates,
             unit_links_csc=graph.unit_links_csc,
+            walk=graph.walk if cfg.walk_nodes == "sentences" else None,
+            walk_seeds=_exact_seeds(graph, analyzer, query) if cfg.walk_seeds == "exact" else None,
+            walk_hops=cfg.walk_hops,
         )
     else:
         hits, trace = local_search(

@@ -45,7 +45,7 @@ class CoreChunks:
         return frozenset(self.selection.kept_ids)
 
 
-SELECTION_METHODS: tuple[SelectionMethod, ...] = ("concept", "knn", "random")
+SELECTION_METHODS: tuple[SelectionMethod, ...] = ("concept", "coverage", "knn", "random")
 
 
 def check_selection_method(method: object) -> SelectionMethod:

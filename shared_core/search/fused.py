@@ -29,6 +29,7 @@ from ..select.scores import rank_by_score
 from .candidates import PositiveView, ScannedSimilarity, UnitSimilarity, top_positions
 from .local import Hit, SearchTrace, Stage, fill_budget
 from .vector_index import top_k_indices
+from .walk import WalkGraph
 
 
 def inverse_document_frequency(unit_links: sp.spmatrix) -> np.ndarray:
@@ -95,6 +96,10 @@ def fused_search(
     min_similarity: float | None = None,
     candidates: int | None = None,
     unit_links_csc: sp.csc_matrix | None = None,
+    walk: WalkGraph | None = None,
+    walk_seeds: np.ndarray | None = None,
+    walk_hops: int = 0,
+    walk_width: int = 200,
 ) -> tuple[list[Hit], SearchTrace]:
     """Fill the budget with units in fused order; each hit names its strongest concept.
 
@@ -127,6 +132,15 @@ def fused_search(
     views = [PositiveView(_posting_sums(links_csc, concept_value))]
     if lexical is not None:
         views.append(PositiveView(np.asarray(lexical, dtype=np.float64)))
+    if walk_hops:
+        graph = walk or WalkGraph(sp.csr_matrix(unit_links), links_csc)
+        if walk_seeds is None:
+            seed_mass = np.where(hop_of == 0, concept_value, 0.0)
+        else:
+            seed_mass = np.zeros(len(idf))
+            seed_mass[walk_seeds] = idf[walk_seeds]
+        views.append(PositiveView(graph.unit_scores(seed_mass, similarity.n_units,
+                                                    hops=walk_hops, width=walk_width)))
     view_tops = [view.top(candidates) for view in views]
     top_units, top_sims = similarity.top(candidates)
     if candidates is None:

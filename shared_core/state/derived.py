@@ -22,6 +22,7 @@ from ..graph.pagerank import pagerank
 from ..search.bm25 import BM25Scorer
 from ..search.fused import inverse_document_frequency
 from ..search.vector_index import VectorIndex
+from ..search.walk import WalkGraph
 from ..text.sentences import segment_matrix
 from .corpus import CorpusState
 
@@ -52,6 +53,7 @@ class DerivedGraph:
     unit_vectors: np.ndarray | None
     concept_position: dict[str, int]
     concept_chunk_counts: np.ndarray
+    walk: WalkGraph | None = None
     ann: VectorIndex | None = None
     ann_rows: np.ndarray | None = None
     ann_row_unit: np.ndarray | None = None
@@ -195,6 +197,8 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         unit_vectors=unit_vectors,
         concept_position={c: i for i, c in enumerate(concepts)},
         concept_chunk_counts=np.diff(links_csc.indptr),
+        walk=WalkGraph(found.sentence_concepts, found.sentence_concepts.tocsc(),
+                       np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets))),
         ann=None if search is None else search.index,
         ann_rows=None if search is None else search.rows,
         ann_row_unit=None if search is None else _row_units(

@@ -79,7 +79,7 @@ def resolve_cjk_segmenter(value: str) -> ResolvedCjkSegmenter:
 
 
 def term_analyzer(ngram_max: int = 1, min_chars: int = 2,
-                  cjk_segmenter: str = "bigram") -> Analyzer:
+                  cjk_segmenter: str = "bigram", entities: bool = False) -> Analyzer:
     """Lowercased word n-grams without English stop words (sklearn's list).
 
     N-grams are built over the stop-word-free token stream, as scikit-learn's
@@ -100,6 +100,10 @@ def term_analyzer(ngram_max: int = 1, min_chars: int = 2,
     go unless ``min_chars`` is 1, and a ``min_chars`` above 2 never drops every
     bigram of a Chinese corpus. ``"auto"`` is not accepted here: resolve it with
     ``resolve_cjk_segmenter`` first, so the choice is made, and recorded, once.
+
+    ``entities`` adds each multi-word proper name as one more term
+    (:func:`entity_phrases`), after the words, so "Ermengarde of Tours" is a
+    term of its own as well as ``ermengarde`` and ``tours``.
     """
     if cjk_segmenter not in ("jieba", "bigram", "none"):
         raise ValueError(
@@ -144,14 +148,77 @@ def term_analyzer(ngram_max: int = 1, min_chars: int = 2,
 
     def analyze(text: str) -> list[str]:
         tokens = words(text.lower())
+        names = entity_phrases(text) if entities else []
         if ngram_max == 1:
-            return tokens
+            return tokens + names if names else tokens
         grams = list(tokens)
         for n in range(2, ngram_max + 1):
             grams.extend(" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
-        return grams
+        return grams + names
 
     return analyze
+
+
+# Lower-case words that may join the capitalised words of one name ("Ermengarde of
+# Tours", "Leonardo da Vinci", "Harrison and Barrison"), never start or end it.
+NAME_CONNECTORS = frozenset({"of", "the", "and", "de", "la", "le", "du", "des", "von", "van",
+                             "der", "den", "di", "da", "del", "y", "el", "al", "bin", "ibn"})
+MAX_NAME_WORDS = 6
+_NAME_WORD = re.compile(r"\w+(?:['’]\w+)*")
+
+
+# Capitalised words that open sentences rather than names ("In Paris", "The Beatles").
+NAME_OPENERS = frozenset({
+    "a", "an", "the", "in", "on", "at", "of", "for", "from", "by", "with", "to", "into", "he",
+    "she", "it", "they", "we", "i", "you", "his", "her", "its", "their", "our", "this", "that",
+    "these", "those", "there", "here", "when", "after", "before", "during", "while", "as",
+    "but", "and", "or", "if", "since", "although", "however", "which", "who", "whom", "whose",
+    "what", "where", "why", "how", "then", "also",
+})
+
+
+def entity_phrases(text: str) -> list[str]:
+    """Multi-word proper names in ``text``, lowercased, in order of appearance.
+
+    A name is a run of at least two capitalised words (first letter upper case),
+    possibly joined by :data:`NAME_CONNECTORS`, inside one stretch of text
+    without punctuation, of at most ``MAX_NAME_WORDS`` words. A capitalised
+    sentence opener (:data:`NAME_OPENERS`: "In Paris", "The Beatles") does not
+    start a name. A run joined by "and" also gives its parts, so "John Lennon and
+    Paul McCartney" names both, and "Harrison and Barrison" stays one title. No
+    model, no gazetteer: names are what the text's own capitals say, as titles
+    and entity mentions are written in English Wikipedia-style corpora.
+    """
+    names: list[str] = []
+    for stretch in re.split(r"[^\w\s'’]+", text):
+        run: list[str] = []  # capitalised words and the connectors between them
+        for word in [*_NAME_WORD.findall(stretch), ""]:
+            capital = word[:1].isupper()
+            opens = capital and (bool(run) or word.lower() not in NAME_OPENERS)
+            if opens or (run and word in NAME_CONNECTORS):
+                run.append(word)
+            else:
+                names.extend(_names_in_run(run))
+                run = [word] if capital and word.lower() not in NAME_OPENERS else []
+    return names
+
+
+def _names_in_run(run: list[str]) -> list[str]:
+    """The name a run of capitalised words and connectors spells, and its "and" parts."""
+    while run and not run[-1][:1].isupper():
+        run = run[:-1]
+    if sum(w[:1].isupper() for w in run) < 2:
+        return []
+    too_long = len(run) > MAX_NAME_WORDS
+    out = [] if too_long else [" ".join(run).lower()]
+    # parts joined by "and" are names too; a run too long to be one name is cut at connectors
+    cuts = [i for i, w in enumerate(run) if w == "and"] or (
+        [i for i, w in enumerate(run) if w in NAME_CONNECTORS] if too_long else [])
+    for start, end in zip([-1, *cuts], [*cuts, len(run)], strict=True):
+        part = run[start + 1:end]
+        if 0 < len(part) < len(run):
+            out.extend(_names_in_run(part))
+    return out
 
 
 def _bigrams(run: str) -> list[str]:

@@ -115,7 +115,8 @@ def test_method_per_call_and_unknown_methods(documents: list[Document],
     knn = ids(selector.transform_documents(documents, method="knn"))
     assert knn == ["ada", "babbage", "cern", "curie"]  # KET-RAG's KNN PageRank, best half
     assert ids(selector.transform_documents(documents)) == ["ada", "hopper", "web", "curie"]
-    with pytest.raises(ValueError, match="method must be one of concept, knn, random"):
+    with pytest.raises(ValueError, match="method must be one of concept, coverage, knn, random"):
         CoreChunkSelector(embeddings, method="pagerank")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="method must be one of concept, knn, random, got 'x'"):
+    with pytest.raises(ValueError,
+                       match="method must be one of concept, coverage, knn, random, got 'x'"):
         selector.transform_documents(documents, method="x")

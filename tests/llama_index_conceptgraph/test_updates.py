@@ -158,5 +158,5 @@ def test_selector_method_is_the_cores(embed_model: CoreEmbedding, method: str) -
 
 
 def test_selector_rejects_an_unknown_method() -> None:
-    with pytest.raises(ValueError, match="method must be one of concept, knn, random"):
+    with pytest.raises(ValueError, match="method must be one of concept, coverage, knn, random"):
         CoreChunkSelector(method="pagerank", embed_model=CoreEmbedding(HashingEmbedder()))  # type: ignore[arg-type]

@@ -151,7 +151,7 @@ def test_every_batch_is_told_when_the_graph_has_no_edges(shim: Shim) -> None:
 
 
 def test_an_unknown_method_is_refused_before_anything_is_embedded(shim: Shim) -> None:
-    with pytest.raises(ValueError, match="method must be one of concept, knn, random"):
+    with pytest.raises(ValueError, match="method must be one of concept, coverage, knn, random"):
         shim.selector(CFG, 0.5, "pagerank")
 
 
