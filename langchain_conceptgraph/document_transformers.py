@@ -105,7 +105,8 @@ class CoreChunkSelector(BaseDocumentTransformer):
 
         ``prompt_tokens_per_chunk`` is the extractor's prompt size, so the cost
         report estimates the extractor's real input; ``kappa`` defaults to the
-        config's (0.8); ``method`` is ``"concept"`` (G2ConS), ``"coverage"``, ``"knn"`` or ``"random"``.
+        config's (0.8); ``method`` is ``"concept"`` (G2ConS), ``"coverage"``, ``"knn"``
+        or ``"random"``.
         """
         if (embeddings is None) == (index is None):
             raise ValueError("CoreChunkSelector needs exactly one of embeddings or index")

@@ -510,11 +510,18 @@ class ConceptGraphIndex:
 
     @property
     def edges(self) -> list[tuple[str, str, int, float, float]]:
-        """(concept, concept, Co, cosine, Dice) for every edge."""
+        """(concept, concept, Co, cosine, Dice) for every edge.
+
+        Cosines are not stored with the graph: they are recomputed here, each the
+        same float32 the derivation compared with theta_sem.
+        """
+        from .graph.edges import pair_cosines
+
         graph = self._state.graph
         e = graph.edges
+        cosine = pair_cosines(graph.vectors, e.source, e.target)
         return [(graph.concepts[a], graph.concepts[b], int(c), float(s), float(d))
-                for a, b, c, s, d in zip(e.source, e.target, e.cooccurrence, e.cosine, e.dice,
+                for a, b, c, s, d in zip(e.source, e.target, e.cooccurrence, cosine, e.dice,
                                          strict=True)]
 
     def concept_pagerank(self) -> dict[str, float]:
@@ -528,7 +535,9 @@ class ConceptGraphIndex:
         every concept the same PageRank and nothing to expand along, so that is said,
         with the knob and value that would give edges.
         """
-        from .graph.edges import concept_edges
+        import scipy.sparse as sp
+
+        from .graph.edges import cooccurrence, pair_cosines
 
         state = self._state
         graph, corpus, cfg = state.graph, state.corpus, state.config
@@ -537,17 +546,18 @@ class ConceptGraphIndex:
         warnings: list[str] = []
         if n_concepts >= 2 and len(graph.edges) == 0:
             # every pair sharing a chunk, whatever its cosine: which threshold removed them
-            pairs = concept_edges(graph.links, graph.vectors, 1, float("-inf"))
-            close = pairs.cosine >= cfg.theta_sem
-            strong = pairs.cooccurrence >= cfg.theta_co
-            if not len(pairs):
+            shared = sp.triu(cooccurrence(graph.links), k=1).tocoo()
+            cosine = pair_cosines(graph.vectors, shared.row, shared.col)
+            close = cosine >= cfg.theta_sem
+            strong = shared.data >= cfg.theta_co
+            if not len(cosine):
                 fix = "no two concepts share a chunk: raise concepts_per_chunk"
             elif close.any():
                 fix = (f"lower theta_co: theta_co=1 gives {int(close.sum())} edges "
                        "(index.reconfigured(theta_co=1), or conceptgraph build --set "
                        "theta_co=1)")
             else:
-                best = float(pairs.cosine[strong].max() if strong.any() else pairs.cosine.max())
+                best = float(cosine[strong].max() if strong.any() else cosine.max())
                 sem = f"--set theta_sem={np.floor(best * 100) / 100:g}"
                 fix = (f"lower theta_sem: the closest concepts sharing a chunk have cosine "
                        f"{best:.2f} (conceptgraph build {sem})" if strong.any() else

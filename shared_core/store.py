@@ -19,17 +19,19 @@ before anything is built from the data. Token counts are not stored at all: they
 are recounted from the texts, so no edit can make a context overrun its budget.
 Checksums in the manifest catch accidents; the rules catch deliberate edits.
 A violation raises :class:`CorruptIndexError` naming the file and the rule. The
-one exception is the saved graph's co-occurrence counts (``graph_edge_*.npy``):
-a load checks every edge against the re-derived concepts, vectors and
-thresholds, but does not recount which chunks each pair shares, since that is
-the cost a saved graph exists to avoid (``state/saved.py``).
+one exception is the saved graph's co-occurrence counts (``graph_pair_*.npy``):
+a load checks every pair against the re-derived concepts and thresholds and
+recomputes its cosine, but does not recount which chunks each pair shares, since
+that is the cost a saved graph exists to avoid (``state/saved.py``).
 
 Embeddings are memory-mapped on load (format version 3): the OS pages in what
 queries touch, and a loaded index holds no second copy. Version 3 also saves the
 HNSW index (``ann.faiss``, with ``ann_rows.npy``: each row's vector, -1 once its
-chunk is deleted) when the index uses one, and the derived graph's edges and
-PageRank (``graph_*.npy``), so that a load restores the graph instead of finding
-its edges again. Saves of version 3 without these still load. Indexes saved in format
+chunk is deleted) when the index uses one, and the derived graph's strong pairs
+(every concept pair passing theta_co, with its count) and PageRank
+(``graph_*.npy``), so that a load restores the graph instead of counting
+co-occurrences again. Saves of version 3 without these, or with only the edges
+(``graph_edge_*.npy``, written before strong pairs were kept), still load. Indexes saved in format
 versions 1 (one flat folder) and 2 still load; the next save writes version 3.
 """
 
@@ -81,9 +83,14 @@ ARRAYS = {
 }
 # written only for chunk_similarity="direct"
 OPTIONAL_ARRAYS = {"unit_vectors": (VECTOR_DTYPE, 2)}
-# the derived graph's expensive part, checked on load (``state.saved``); absent in older saves
-GRAPH_ARRAYS = {"graph_edge_source": (np.int64, 1), "graph_edge_target": (np.int64, 1),
-                "graph_edge_cooccurrence": (np.int64, 1), "graph_rank": (np.float64, 1)}
+# the derived graph's expensive part, checked on load (``state.saved``): the strong pairs
+# and PageRank; absent in older saves
+GRAPH_ARRAYS = {"graph_pair_source": (np.int32, 1), "graph_pair_target": (np.int32, 1),
+                "graph_pair_count": (np.int32, 1), "graph_rank": (np.float64, 1)}
+# what saves before strong pairs kept instead of them: the edges alone (still read)
+LEGACY_GRAPH_ARRAYS = {"graph_edge_source": (np.int64, 1), "graph_edge_target": (np.int64, 1),
+                       "graph_edge_cooccurrence": (np.int64, 1),
+                       "graph_rank": (np.float64, 1)}
 _V2_VECTOR_DTYPE = np.float32  # what versions 1 and 2 stored embeddings as
 # version 1 also wrote token counts; they are checksummed but recounted
 _V1_ONLY = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
@@ -118,8 +125,8 @@ def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: Conce
 
     ``ann``, the approximate vector index derived from it (an HNSW index and
     its row map), is saved beside it so that a load maps it instead of
-    rebuilding it; ``graph``, the derived graph's edges and PageRank, so that a
-    load checks them instead of finding the edges again.
+    rebuilding it; ``graph``, the derived graph's strong pairs and PageRank, so
+    that a load checks them instead of counting co-occurrences again.
     """
     target = Path(os.path.realpath(path))  # a symlinked path writes where it points
     if target.exists() and not target.is_dir():
@@ -166,9 +173,10 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
             raise ValueError("chunk_similarity='direct' but the chunks hold no unit vectors")
         arrays["unit_vectors"] = corpus.unit_vectors
     if graph is not None:
-        arrays.update({"graph_edge_source": graph.source, "graph_edge_target": graph.target,
-                       "graph_edge_cooccurrence": graph.cooccurrence, "graph_rank": graph.rank})
-    kinds = {**ARRAYS, **OPTIONAL_ARRAYS, **GRAPH_ARRAYS}
+        arrays.update(zip(_graph_files(graph.strong),
+                          (graph.source, graph.target, graph.cooccurrence, graph.rank),
+                          strict=True))
+    kinds = {**ARRAYS, **OPTIONAL_ARRAYS, **LEGACY_GRAPH_ARRAYS, **GRAPH_ARRAYS}
     digests: dict[str, str] = {}
     for key, array in arrays.items():
         with _new_file(folder / f"{key}.npy", file_mode) as fh:
@@ -205,7 +213,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     if ann is not None:
         manifest["ann"] = {"file": ANN_FILE, "rows": len(ann.rows), "row_map": ANN_ROWS_FILE}
     if graph is not None:
-        manifest["graph"] = {"concepts": len(graph.rank), "edges": len(graph.source)}
+        manifest["graph"] = {"concepts": len(graph.rank),
+                             "pairs" if graph.strong else "edges": len(graph.source)}
     _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
 
 
@@ -395,24 +404,33 @@ def _load_folder(folder: Path, model_id: str,
                       _read_graph(folder, manifest))
 
 
+def _graph_files(strong: bool) -> list[str]:
+    """The saved graph's array names: source, target, count, PageRank."""
+    return list(GRAPH_ARRAYS if strong else LEGACY_GRAPH_ARRAYS)
+
+
 def _read_graph(folder: Path, manifest: dict[str, Any]) -> SavedGraph | None:
-    """The saved edges and PageRank, shapes checked; their content is checked on restore."""
+    """The saved pairs (or, in older saves, edges) and PageRank, shapes checked; their
+    content is checked on restore."""
     entry = manifest.get("graph")
     if entry is None:
         return None
-    sizes = entry if isinstance(entry, dict) and set(entry) == {"concepts", "edges"} else {}
+    strong = isinstance(entry, dict) and set(entry) == {"concepts", "pairs"}
+    sizes = entry if strong or (isinstance(entry, dict)
+                                and set(entry) == {"concepts", "edges"}) else {}
+    kind = "pairs" if strong else "edges"
     if not all(isinstance(sizes.get(k), int) and not isinstance(sizes.get(k), bool)
-               and sizes[k] >= 0 for k in ("concepts", "edges")):
+               and sizes[k] >= 0 for k in ("concepts", kind)):
         raise CorruptIndexError(f"{folder}/manifest.json: 'graph' must be "
-                                f"{{'concepts': <count>, 'edges': <count>}}, got {entry!r}")
-    _check_checksums(folder, manifest, [f"{name}.npy" for name in GRAPH_ARRAYS])
-    edges = (sizes["edges"],)
-    return SavedGraph(
-        source=_read_npy(folder / "graph_edge_source.npy", np.int64, edges),
-        target=_read_npy(folder / "graph_edge_target.npy", np.int64, edges),
-        cooccurrence=_read_npy(folder / "graph_edge_cooccurrence.npy", np.int64, edges),
-        rank=_read_npy(folder / "graph_rank.npy", np.float64, (sizes["concepts"],)),
-    )
+                                f"{{'concepts': <count>, 'pairs': <count>}}, got {entry!r}")
+    names = _graph_files(strong)
+    kinds = GRAPH_ARRAYS if strong else LEGACY_GRAPH_ARRAYS
+    _check_checksums(folder, manifest, [f"{name}.npy" for name in names])
+    pairs = (sizes[kind],)
+    source, target, count = (_read_npy(folder / f"{name}.npy", kinds[name][0], pairs)
+                             for name in names[:3])
+    rank = _read_npy(folder / f"{names[3]}.npy", np.float64, (sizes["concepts"],))
+    return SavedGraph(source, target, count, rank, strong=strong)
 
 
 def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,

@@ -4,11 +4,17 @@ G2ConS §3.2: an edge joins concepts w_i, w_j iff Co(w_i, w_j) >= theta_co (chun
 in which both occur) and cos(Vector(w_i), Vector(w_j)) >= theta_sem, weighted by
 the Dice coefficient 2·Co / (|T_i| + |T_j|). Every step is sparse linear algebra;
 cosines are computed only for pairs that pass the co-occurrence threshold.
+
+The graph keeps every pair passing ``theta_co`` (:class:`StrongPairs`), not only
+the edges: with each pair's count and how far its cosine was from ``theta_sem``,
+a refresh updates counts by the changed chunks alone and recomputes a cosine
+only when its concepts' vectors moved far enough to possibly cross the threshold
+(:func:`recertified`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,6 +24,14 @@ from ..embeddings.base import sparse_times_vectors
 # Pairs whose cosines are taken at a time. The gathered rows stay in cache: blocks of
 # 2^18 pairs (800 MB of gathered rows) ran 3.6x slower here (benchmarks/RESULTS.md).
 PAIR_BLOCK = 2048
+# Slack of a cosine certificate per vector dimension, in units of float32's unit roundoff
+# u = 2^-24 (see :func:`certificate_slack`).
+SLACK_ROUNDOFFS_PER_DIM = 8
+# Concepts :func:`pair_counts` marks per pass: one bit each in a float64 sum of distinct
+# powers of two, exact below 2^53.
+MASK_BITS = 52
+# Pairs whose cosine decisions :func:`rechecked` takes at a time (temporaries of 8 MB).
+RECHECK_BLOCK = 1 << 20
 
 
 def concept_vectors(
@@ -30,13 +44,23 @@ def concept_vectors(
     similarity 0 to everything), never a chunk-level stand-in: the paper's ablation
     shows chunk-level vectors collapse retrieval.
     """
-    incidence = sp.csc_matrix(sentence_concepts, dtype=np.float32)
+    # kept row-major: its transpose is the column-major (concepts x sentences) matrix the
+    # product wants, without a conversion (each sum runs over sentences in order either way)
+    incidence = sp.csr_matrix(sentence_concepts, dtype=np.float64, copy=True)
     incidence.data[:] = 1.0
-    counts = np.asarray(incidence.sum(axis=0)).ravel().astype(np.int64)
+    counts = np.bincount(incidence.indices, minlength=incidence.shape[1]).astype(np.int64)
     sums = np.asarray(sparse_times_vectors(incidence.T, sentence_embeddings), dtype=np.float32)
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
     vectors = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
     return np.ascontiguousarray(vectors, dtype=np.float32), counts
+
+
+def presence(links: sp.spmatrix, dtype: type = np.int32) -> sp.csr_matrix:
+    """``links`` as a 0/1 matrix: a link of any weight is one chunk."""
+    out = sp.csr_matrix(links, dtype=dtype, copy=True)
+    out.eliminate_zeros()
+    out.data[:] = 1
+    return out
 
 
 def cooccurrence(chunk_links: sp.csr_matrix) -> sp.csr_matrix:
@@ -51,16 +75,75 @@ def cooccurrence(chunk_links: sp.csr_matrix) -> sp.csr_matrix:
 
 @dataclass(frozen=True)
 class ConceptEdges:
-    """Undirected edges, one row per pair with source < target."""
+    """Undirected edges, one row per pair with source < target.
+
+    An edge's cosine is not kept: it is ``pair_cosines(vectors, source, target)``,
+    the same bits whenever it is computed.
+    """
 
     source: np.ndarray
     target: np.ndarray
     cooccurrence: np.ndarray
-    cosine: np.ndarray
     dice: np.ndarray
 
     def __len__(self) -> int:
         return len(self.source)
+
+
+@dataclass(frozen=True, eq=False)
+class StrongPairs:
+    """Every concept pair passing ``theta_co``, sorted by (source, target), source < target.
+
+    ``edge`` is the pair's cosine decision (cos >= theta_sem, as the float32 cosine
+    compares); ``margin`` the cosine minus theta_sem at its last exact computation,
+    its magnitude since shrunk by how far the pair's vectors moved, so it is a lower
+    bound of the distance to the threshold. ``edge`` is kept apart: a shrunk margin
+    near 0 must not flip the recorded decision. Margins depend on the update history;
+    ``source``, ``target``, ``count`` and ``edge`` do not.
+    """
+
+    source: np.ndarray  # int32
+    target: np.ndarray  # int32
+    count: np.ndarray  # int32
+    edge: np.ndarray  # bool
+    margin: np.ndarray  # float32
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, f.name).nbytes for f in fields(self))
+
+    def keys(self, n_concepts: int) -> np.ndarray:
+        """source·n + target as int64: ascending, one per pair."""
+        keys = self.source.astype(np.int64)
+        keys *= n_concepts
+        keys += self.target
+        return keys
+
+    def taken(self, keep: np.ndarray) -> StrongPairs:
+        """The pairs at ``keep`` (a mask or sorted positions)."""
+        return StrongPairs(*(getattr(self, f.name)[keep] for f in fields(self)))
+
+
+def strong_pairs_of(source: np.ndarray, target: np.ndarray, count: np.ndarray,
+                    vectors: np.ndarray, theta_sem: float) -> StrongPairs:
+    """Pairs given in (source, target) order, with their cosine decisions computed exactly."""
+    edge, margin = cosine_decisions(vectors, source, target, theta_sem)
+    return StrongPairs(source.astype(np.int32), target.astype(np.int32),
+                       count.astype(np.int32), edge, margin)
+
+
+def strong_pairs(chunk_links: sp.csr_matrix, vectors: np.ndarray, theta_co: int,
+                 theta_sem: float) -> StrongPairs:
+    """Every pair of concepts sharing at least ``theta_co`` chunks, with its cosine decision."""
+    co = cooccurrence(chunk_links)
+    co.sort_indices()  # then the upper triangle comes out in (source, target) order
+    upper = sp.triu(co, k=1).tocoo()
+    strong = upper.data >= theta_co
+    return strong_pairs_of(upper.row[strong], upper.col[strong], upper.data[strong], vectors,
+                           theta_sem)
 
 
 def concept_edges(
@@ -70,10 +153,17 @@ def concept_edges(
     theta_sem: float,
 ) -> ConceptEdges:
     """The semantically filtered co-occurrence edges with their Dice weights."""
-    co = sp.triu(cooccurrence(chunk_links), k=1).tocoo()
-    strong = co.data >= theta_co
-    return _filtered(co.row[strong], co.col[strong], co.data[strong], vectors, theta_sem,
-                     chunk_counts(chunk_links))
+    return edges_of(strong_pairs(chunk_links, vectors, theta_co, theta_sem),
+                    chunk_counts(chunk_links))
+
+
+def edges_of(pairs: StrongPairs, chunk_count: np.ndarray) -> ConceptEdges:
+    """The pairs whose cosine passed, Dice-weighted by ``chunk_count`` (:func:`chunk_counts`)."""
+    src = pairs.source[pairs.edge].astype(np.int64)
+    dst = pairs.target[pairs.edge].astype(np.int64)
+    counts = pairs.count[pairs.edge].astype(np.int64)
+    dice = 2.0 * counts / (chunk_count[src] + chunk_count[dst])
+    return ConceptEdges(source=src, target=dst, cooccurrence=counts, dice=dice)
 
 
 def chunk_counts(chunk_links: sp.spmatrix) -> np.ndarray:
@@ -90,9 +180,8 @@ def edges_touching(
 ) -> ConceptEdges:
     """The edges :func:`concept_edges` gives that have an endpoint in ``concepts``.
 
-    An incremental refresh recomputes only these: co-occurrence counts, cosines
-    and Dice weights of every other pair depend on columns that did not change.
-    The cost is the co-occurrence rows of ``concepts`` alone.
+    Their counts, cosines and Dice weights depend on the columns of ``concepts``
+    (and their partners') alone; the cost is the co-occurrence rows of ``concepts``.
     """
     links = sp.csc_matrix(chunk_links_csc, dtype=np.int32)
     links.data[:] = 1
@@ -106,17 +195,9 @@ def edges_touching(
     once = (other != own) & (~chosen[other] | (own < other))
     src = np.minimum(own, other)[once]
     dst = np.maximum(own, other)[once]
-    return _filtered(src, dst, counts[once], vectors, theta_sem, chunk_counts(links))
-
-
-def _filtered(src: np.ndarray, dst: np.ndarray, counts: np.ndarray, vectors: np.ndarray,
-              theta_sem: float, chunk_count: np.ndarray) -> ConceptEdges:
-    """Pairs (src < dst) that passed theta_co, kept by theta_sem, weighted and sorted."""
-    cos = pair_cosines(vectors, src, dst)
-    keep = cos >= theta_sem
-    src, dst, counts, cos = src[keep], dst[keep], counts[keep], cos[keep]
-    dice = 2.0 * counts / (chunk_count[src] + chunk_count[dst])
-    return _sorted_edges(src, dst, counts, cos, dice)
+    order = np.argsort(src.astype(np.int64) * links.shape[1] + dst, kind="stable")
+    pairs = strong_pairs_of(src[order], dst[order], counts[once][order], vectors, theta_sem)
+    return edges_of(pairs, chunk_counts(links))
 
 
 def pair_cosines(vectors: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -132,44 +213,175 @@ def pair_cosines(vectors: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.nd
     return cos
 
 
-def _sorted_edges(src: np.ndarray, dst: np.ndarray, counts: np.ndarray, cos: np.ndarray,
-                  dice: np.ndarray) -> ConceptEdges:
-    order = np.lexsort((dst, src))
-    return ConceptEdges(
-        source=src[order].astype(np.int64),
-        target=dst[order].astype(np.int64),
-        cooccurrence=counts[order].astype(np.int64),
-        cosine=cos[order].astype(np.float32),
-        dice=dice[order].astype(np.float64),
-    )
+def cosine_decisions(vectors: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                     theta_sem: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair's decision ``cos >= theta_sem`` (exactly as a derivation compares) and margin.
 
-
-def joined_edges(parts: list[ConceptEdges]) -> ConceptEdges:
-    """Edge lists over disjoint pairs as one, in the canonical (source, target) order."""
-    return _sorted_edges(*(np.concatenate([getattr(p, name) for p in parts]) for name in
-                           ("source", "target", "cooccurrence", "cosine", "dice")))
-
-
-def kept_edges(edges: ConceptEdges, new_position: np.ndarray,
-               changed: np.ndarray) -> ConceptEdges:
-    """The edges between unchanged concepts, renumbered (``new_position``: old -> new).
-
-    Concepts keep their (term) order, so a renumbered pair stays source < target.
+    The margin, cos - theta_sem, is rounded toward zero to float32, so its magnitude
+    never overstates the distance to the threshold.
     """
-    keep = ~(changed[edges.source] | changed[edges.target])
-    return ConceptEdges(
-        source=new_position[edges.source[keep]],
-        target=new_position[edges.target[keep]],
-        cooccurrence=edges.cooccurrence[keep],
-        cosine=edges.cosine[keep],
-        dice=edges.dice[keep],
-    )
+    cos = pair_cosines(vectors, src, dst)
+    return cos >= theta_sem, _toward_zero(cos.astype(np.float64) - float(theta_sem))
+
+
+def _toward_zero(values: np.ndarray) -> np.ndarray:
+    """float64 ``values`` as float32, none larger in magnitude than it was.
+
+    Scaled down by 2^-23 first: rounding to nearest float32 then moves a value by
+    at most 2^-24 of it, so it cannot come back up (below float32's normal range,
+    around 1e-38, no margin certifies anything anyway).
+    """
+    return (values * (1.0 - 2.0**-23)).astype(np.float32)
+
+
+def certificate_slack(dim: int) -> float:
+    """How much two float32 cosine computations may disagree beyond the vectors' movement.
+
+    For vectors of norm <= 1 + d, |a'·b' - a·b| <= (1 + d)(|a' - a| + |b' - b|) (triangle
+    and Cauchy-Schwarz), so an exact cosine moves by at most the summed drift and d
+    times it. A float32 dot product of ``dim`` terms is within dim·u of the exact one
+    (u = 2^-24, any summation order, Σ|a_i b_i| <= 1 + d), once for the old and once
+    for the new computation: 2·dim·u. The rows are unit norm to float32 rounding,
+    d <= (dim + 2)·u, and a margin and drift sum are below 4, so d·4 <= 4·(dim + 2)·u.
+    theta_sem compared as float32 or float64 differs by u. Drifts are float64, exact
+    to 1e-15. Total under 7·dim·u + 9u; ``SLACK_ROUNDOFFS_PER_DIM``·dim·u (1.8e-4 at
+    384 dimensions) bounds it with room.
+    """
+    return SLACK_ROUNDOFFS_PER_DIM * max(dim, 2) * 2.0**-24
+
+
+def recertified(margin: np.ndarray, drift: np.ndarray,
+                slack: float) -> tuple[np.ndarray, np.ndarray]:
+    """Which recorded cosine decisions still hold after their vectors moved, and new margins.
+
+    ``drift`` is each pair's summed endpoint movement |v' - v| since the margin was
+    recorded. A decision holds when |margin| - drift > ``slack``
+    (:func:`certificate_slack`): the recomputed cosine would then fall on the same
+    side of theta_sem. The returned margins keep their sign with magnitude
+    |margin| - drift (meaningful only where the decision holds).
+    """
+    room = np.abs(margin).astype(np.float64) - drift
+    holds = room > slack
+    np.maximum(room, 0.0, out=room)
+    return holds, _toward_zero(np.copysign(room, margin, out=room))
+
+
+def rechecked(pairs: StrongPairs, vectors: np.ndarray, drift: np.ndarray,
+              theta_sem: float) -> tuple[StrongPairs, np.ndarray]:
+    """``pairs`` with their cosine decisions brought up to date, and which were recomputed.
+
+    ``drift`` is each concept's movement since the pairs' margins were recorded
+    (0: unmoved, inf: no old vector). Pairs of unmoved concepts are untouched;
+    a moved pair keeps its decision while :func:`recertified` vouches for it and has
+    its cosine recomputed otherwise. Returns the positions recomputed. Runs
+    ``RECHECK_BLOCK`` pairs at a time, so its temporaries stay small.
+    """
+    slack = certificate_slack(vectors.shape[1])
+    edge, margin = pairs.edge.copy(), pairs.margin.copy()
+    redo = [np.zeros(0, dtype=np.int64)]
+    for start in range(0, len(pairs), RECHECK_BLOCK):
+        block = slice(start, start + RECHECK_BLOCK)
+        moved = drift[pairs.source[block]]
+        moved += drift[pairs.target[block]]
+        touched = np.flatnonzero(moved)
+        holds, shrunk = recertified(margin[block][touched], moved[touched], slack)
+        margin[start + touched] = shrunk
+        redo.append(start + touched[~holds])
+    again = np.concatenate(redo)
+    edge[again], margin[again] = cosine_decisions(vectors, pairs.source[again],
+                                                  pairs.target[again], theta_sem)
+    return StrongPairs(pairs.source, pairs.target, pairs.count, edge, margin), again
+
+
+def cooccurrence_change(kept: sp.csr_matrix, added: sp.csr_matrix,
+                        removed: sp.csr_matrix) -> sp.coo_matrix:
+    """Co_new - Co_old for pairs a < b, from the changed chunks' links alone.
+
+    Row r of the three 0/1 matrices is one changed chunk: ``kept`` its links present
+    before and after, ``added`` those only after, ``removed`` those only before (an
+    added chunk has only ``added``, a deleted one only ``removed``). Chunk r adds
+    (K+A)ᵀ(K+A) - (K+R)ᵀ(K+R) = KᵀA + AᵀK + AᵀA - KᵀR - RᵀK - RᵀR to the counts,
+    so the kept links' own pairs, unchanged, cost nothing. Entries in (row, column)
+    order; zero changes dropped.
+    """
+    cross = sp.csr_matrix(kept.T @ (added - removed))
+    change = sp.csr_matrix(cross + cross.T + added.T @ added - removed.T @ removed)
+    change.eliminate_zeros()
+    change.sort_indices()
+    return sp.triu(change, k=1).tocoo()
+
+
+def pair_counts(links_csc: sp.csc_matrix, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Co(src[i], dst[i]) for the given pairs, from the two concepts' columns alone.
+
+    ``links_csc`` is 0/1 (chunks x concepts) with sorted indices. Pairs are grouped by
+    their longer column, ``MASK_BITS`` distinct ones at a time: each chunk gets a bit
+    mask of which of those concepts it links (one array the size of the chunk count,
+    in cache), and each chunk of a pair's shorter column is looked up in it. Costs the
+    shorter columns' lengths, not the co-occurrence rows a matrix product computes.
+    """
+    indptr = links_csc.indptr.astype(np.int64)
+    length = np.diff(indptr)
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    flip = length[src] > length[dst]
+    short, long = np.where(flip, dst, src), np.where(flip, src, dst)
+    counts = np.zeros(len(src), dtype=np.int64)
+    some = np.flatnonzero(length[short] > 0)  # an empty column shares nothing
+    order = some[np.argsort(long[some], kind="stable")]
+    short, long = short[order], long[order]
+    distinct, first = np.unique(long, return_index=True)
+    first = np.append(first, len(long))
+    bits = 2.0 ** np.arange(MASK_BITS)
+    for low in range(0, len(distinct), MASK_BITS):
+        block = distinct[low:low + MASK_BITS]
+        chunks, owner = _column_entries(links_csc, indptr, block)
+        mask = np.bincount(chunks, weights=bits[owner],
+                           minlength=links_csc.shape[0]).astype(np.int64)
+        pairs = slice(first[low], first[min(low + MASK_BITS, len(distinct))])
+        chunks, owner = _column_entries(links_csc, indptr, short[pairs])
+        shift = np.searchsorted(block, long[pairs])[owner]
+        linked = (mask[chunks] >> shift) & 1
+        counts[order[pairs]] = np.add.reduceat(linked, np.cumsum(length[short[pairs]])
+                                               - length[short[pairs]])
+    return counts
+
+
+def _column_entries(links_csc: sp.csc_matrix, indptr: np.ndarray,
+                    columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row (chunk) of every entry of ``columns``, and which of them it is from."""
+    reps = indptr[columns + 1] - indptr[columns]
+    owner = np.repeat(np.arange(len(columns)), reps)
+    position = np.repeat(indptr[columns] - (np.cumsum(reps) - reps), reps) + np.arange(len(owner))
+    return links_csc.indices[position], owner
 
 
 def adjacency(edges: ConceptEdges, n_concepts: int, weighted: bool = True) -> sp.csr_matrix:
-    """Symmetric adjacency matrix, Dice-weighted or 0/1."""
+    """Symmetric adjacency matrix, Dice-weighted or 0/1, in canonical CSR form.
+
+    Edges come sorted by (source, target), so each row is assembled in place: its
+    lower neighbours (the transpose's row), then its upper ones (the edges' row),
+    both ascending. That is what a COO build gives after sorting, without the sort.
+    """
     weights = edges.dice if weighted else np.ones(len(edges))
-    rows = np.concatenate([edges.source, edges.target])
-    cols = np.concatenate([edges.target, edges.source])
-    data = np.concatenate([weights, weights]).astype(np.float64)
-    return sp.csr_matrix((data, (rows, cols)), shape=(n_concepts, n_concepts))
+    src, dst = np.asarray(edges.source, dtype=np.int64), np.asarray(edges.target, dtype=np.int64)
+    keys = src * n_concepts + dst
+    if len(keys) and not (np.all(src < dst) and np.all(keys[1:] > keys[:-1])):
+        rows, cols = np.concatenate([src, dst]), np.concatenate([dst, src])
+        data = np.concatenate([weights, weights]).astype(np.float64)
+        return sp.csr_matrix((data, (rows, cols)), shape=(n_concepts, n_concepts))
+    index = np.int32 if 2 * len(src) < 2**31 and n_concepts < 2**31 else np.int64
+    upper = sp.csr_matrix((np.asarray(weights, dtype=np.float64), dst.astype(index),
+                           np.concatenate([[0], np.cumsum(np.bincount(
+                               src, minlength=n_concepts))]).astype(index)),
+                          shape=(n_concepts, n_concepts))
+    lower = upper.T.tocsr()  # a counting transpose: rows come out sorted
+    per_row = np.diff(upper.indptr) + np.diff(lower.indptr)
+    indptr = np.concatenate([[0], np.cumsum(per_row)]).astype(index)
+    indices = np.empty(int(indptr[-1]), dtype=index)
+    data = np.empty(len(indices), dtype=np.float64)
+    row_start = indptr[:-1].astype(np.int64)
+    for part, shift in ((lower, row_start - lower.indptr[:-1]),
+                        (upper, row_start + np.diff(lower.indptr) - upper.indptr[:-1])):
+        at = np.arange(part.nnz) + np.repeat(shift, np.diff(part.indptr))
+        indices[at], data[at] = part.indices, part.data
+    return sp.csr_matrix((data, indices, indptr), shape=(n_concepts, n_concepts))

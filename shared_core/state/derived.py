@@ -17,7 +17,15 @@ import scipy.sparse as sp
 from ..config import ConceptGraphConfig
 from ..embeddings.base import sparse_times_vectors, unit_norm_rows
 from ..graph.concepts import extract_concepts
-from ..graph.edges import ConceptEdges, adjacency, concept_edges, concept_vectors
+from ..graph.edges import (
+    ConceptEdges,
+    StrongPairs,
+    adjacency,
+    chunk_counts,
+    concept_vectors,
+    edges_of,
+    strong_pairs,
+)
 from ..graph.pagerank import pagerank
 from ..search.bm25 import BM25Scorer
 from ..search.fused import inverse_document_frequency
@@ -31,7 +39,12 @@ ANN_MIN_ROWS = 200_000  # vector_index="auto": below this many vectors, an exact
 
 @dataclass(frozen=True, eq=False)
 class DerivedGraph:
-    """The concept graph and the retrieval units' views of it, for one corpus state."""
+    """The concept graph and the retrieval units' views of it, for one corpus state.
+
+    ``pairs`` holds every concept pair passing theta_co (``edges`` are those whose
+    cosine passed too), so that a refresh updates counts instead of recounting;
+    None for a graph loaded from a save that kept only the edges.
+    """
 
     concepts: tuple[str, ...]
     concept_terms: np.ndarray
@@ -40,6 +53,7 @@ class DerivedGraph:
     vectors: np.ndarray
     sentence_counts: np.ndarray
     edges: ConceptEdges
+    pairs: StrongPairs | None
     adjacency: sp.csr_matrix
     rank: np.ndarray
     unit_offsets: np.ndarray
@@ -121,11 +135,13 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
     """
     found = link_concepts(corpus, config)
     vectors, sentence_counts = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
-    edges = concept_edges(found.links, vectors, config.theta_co, config.theta_sem)
+    pairs = strong_pairs(found.links, vectors, config.theta_co, config.theta_sem)
+    links_csc = found.links.tocsc()
+    edges = edges_of(pairs, chunk_counts(links_csc))
     unit_vectors = unit_vectors_of(corpus, config)
     search = vector_search_index(config, corpus, unit_vectors, ann)
-    return assemble_graph(corpus, config, found, vectors, sentence_counts, edges,
-                          unit_vectors, search)
+    return assemble_graph(corpus, config, found, vectors, sentence_counts, edges, pairs,
+                          unit_vectors, search, links_csc=links_csc)
 
 
 def unit_vectors_of(corpus: CorpusState, config: ConceptGraphConfig) -> np.ndarray | None:
@@ -152,10 +168,12 @@ class VectorSearch:
 
 def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: ConceptLinks,
                    vectors: np.ndarray, sentence_counts: np.ndarray, edges: ConceptEdges,
-                   unit_vectors: np.ndarray | None, search: VectorSearch | None,
-                   rank: np.ndarray | None = None) -> DerivedGraph:
+                   pairs: StrongPairs | None, unit_vectors: np.ndarray | None,
+                   search: VectorSearch | None, rank: np.ndarray | None = None,
+                   links_csc: sp.csc_matrix | None = None) -> DerivedGraph:
     """The graph from its concepts, vectors and edges: adjacency, PageRank (unless
-    given, e.g. a checked saved one), unit views."""
+    given, e.g. a checked saved one), unit views. ``links_csc``: ``found.links``
+    column-major, when the caller has it already."""
     cfg = config
     n_sent = len(corpus.sentence_spans)
     links, concept_terms = found.links, found.concept_terms
@@ -172,8 +190,9 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
     else:
         unit_links, unit_tokens, unit_terms = links, corpus.tokens, found.chunk_terms
     names = corpus.terms
-    links_csc = links.tocsc()
-    unit_csc = unit_links.tocsc()
+    if links_csc is None:
+        links_csc = links.tocsc()
+    unit_csc = links_csc if unit_links is links else unit_links.tocsc()
     concepts = tuple(names[t] for t in concept_terms.tolist())
     unit_chunk = corpus.sentence_chunk()[unit_offsets[:-1]]
     return DerivedGraph(
@@ -184,6 +203,7 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         vectors=vectors,
         sentence_counts=sentence_counts,
         edges=edges,
+        pairs=pairs,
         adjacency=adj,
         rank=pagerank(rank_adj, cfg.pagerank_damping) if rank is None else rank,
         unit_offsets=unit_offsets,

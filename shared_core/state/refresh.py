@@ -1,28 +1,44 @@
 """Incremental refresh: the graph after a small add or delete, without deriving it all again.
 
 A full derivation spends most of its time on the concept edges: co-occurrence
-counts and a cosine for every pair of concepts that share chunks. After an
-update only the concepts whose chunk column changed (new concepts, and those
-linked by an added or deleted chunk) can have a new vector, new counts or new
-edges; every other edge is carried over, renumbered. PageRank restarts from the
-previous vector. Concept extraction itself is recomputed whole, because one new
-chunk moves every idf; it is a few sparse passes.
+counts for every pair of concepts that share chunks, and a cosine for every pair
+sharing ``theta_co`` of them. A refresh instead updates the previous graph's
+strong pairs (:class:`~shared_core.graph.edges.StrongPairs`): counts change by
+what the changed chunks (added, deleted, and kept chunks whose concept links
+changed) contribute, and a pair not strong before is counted exactly only when
+that change could lift it over ``theta_co``. A strong pair's cosine decision is
+kept while its concepts' vectors moved too little to cross ``theta_sem``
+(:func:`~shared_core.graph.edges.recertified`), and recomputed otherwise. Only
+concepts whose chunk column changed get new vectors. Concept extraction itself
+is recomputed whole, because one new chunk moves every idf; it is a few sparse
+passes.
 
 The result equals :func:`~shared_core.state.derived.derive_graph` on the new
-corpus: the same concepts, links, vectors and edges bit for bit, PageRank within
-its tolerance. ``tests/shared_core/state/test_refresh.py`` checks this on random
+corpus: the same concepts, links, vectors, strong pairs, decisions and edges bit
+for bit, PageRank within its tolerance (only the margins depend on the history).
+``tests/shared_core/state/test_refresh.py`` checks this on random sequences of
 updates.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..config import ConceptGraphConfig
-from ..graph.edges import concept_vectors, edges_touching, joined_edges, kept_edges
+from ..graph.edges import (
+    StrongPairs,
+    chunk_counts,
+    concept_vectors,
+    cooccurrence_change,
+    edges_of,
+    pair_counts,
+    presence,
+    rechecked,
+    strong_pairs_of,
+)
 from .corpus import VECTOR_DTYPE, CorpusState
 from .derived import (
     ConceptLinks,
@@ -84,35 +100,28 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
     """``derive_graph(after, config)``, computed from ``graph`` (derived from ``before``).
 
     ``graph`` must have been derived under the same graph knobs. A full
-    derivation runs instead when either side is empty or more than
-    ``max_changed`` of ``after``'s chunks were added or deleted.
+    derivation runs instead when either side is empty, when more than
+    ``max_changed`` of ``after``'s chunks were added or deleted, or when ``graph``
+    has no strong pairs: one restored from a save that kept only its edges (made
+    before strong pairs were saved) lacks the counts of the pairs below
+    theta_sem, so its first refresh derives the graph whole.
     """
     moves = chunk_moves(before, after)
     changed_chunks = moves.added_chunks + int((moves.chunk < 0).sum())
-    if not len(before) or not len(after) or changed_chunks > max_changed * len(after):
+    if (graph.pairs is None or not len(before) or not len(after)
+            or changed_chunks > max_changed * len(after)):
         return derive_graph(after, config)
     found = link_concepts(after, config)
     concepts = _concept_changes(graph, after, found, moves)
-    vectors = np.zeros((len(found.concept_terms), after.dim), dtype=np.float32)
-    counts = np.zeros(len(found.concept_terms), dtype=np.int64)
-    same = concepts.old >= 0
-    same[concepts.changed] = False
-    vectors[same] = graph.vectors[concepts.old[same]]
-    counts[same] = graph.sentence_counts[concepts.old[same]]
-    changed_vectors, changed_counts = concept_vectors(
-        found.sentence_concepts[:, concepts.changed], after.sentence_vectors)
-    vectors[concepts.changed] = changed_vectors
-    counts[concepts.changed] = changed_counts
-    old_changed = np.ones(len(graph.concepts), dtype=bool)
-    old_changed[concepts.old[same]] = False
-    edges = joined_edges([
-        kept_edges(graph.edges, concepts.new_of_old, old_changed),
-        edges_touching(found.links.tocsc(), vectors, config.theta_co, config.theta_sem,
-                       concepts.changed),
-    ])
+    vectors, counts, drift = _refreshed_vectors(graph, after, found, concepts)
+    links_csc = found.links.tocsc()
+    pairs, _ = refreshed_pairs(graph.pairs, concepts, _link_changes(found.links, concepts),
+                               links_csc, graph.concept_chunk_counts, vectors, drift, config)
+    edges = edges_of(pairs, chunk_counts(links_csc))
     unit_vectors = _refreshed_unit_vectors(graph, after, config, moves)
     search = _refreshed_search(graph, after, config, unit_vectors, moves)
-    return assemble_graph(after, config, found, vectors, counts, edges, unit_vectors, search)
+    return assemble_graph(after, config, found, vectors, counts, edges, pairs, unit_vectors,
+                          search, links_csc=links_csc)
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,12 +130,18 @@ class ConceptChanges:
 
     ``old`` is each new concept's old index (-1: new), ``new_of_old`` each old
     concept's new index (-1: gone), ``changed`` the new indices (sorted) whose
-    vector, chunk count and edges must be recomputed.
+    vector, chunk count and edges must be recomputed. ``carried`` holds the old
+    links of the kept chunks in the new numbering (concepts gone dropped),
+    ``changed_rows`` the new chunks whose links differ from them (added chunks
+    among them), ``deleted`` the old links of the deleted chunks, one row each.
     """
 
     old: np.ndarray
     new_of_old: np.ndarray
     changed: np.ndarray
+    carried: sp.csr_matrix
+    changed_rows: np.ndarray
+    deleted: sp.csr_matrix
 
 
 def _concept_changes(graph: DerivedGraph, after: CorpusState,
@@ -148,9 +163,167 @@ def _concept_changes(graph: DerivedGraph, after: CorpusState,
     difference.eliminate_zeros()
     changed = np.zeros(len(new_names), dtype=bool)
     changed[difference.indices] = True
-    changed[col[(row < 0) & (col >= 0)]] = True  # linked by a deleted chunk
+    gone = (row < 0) & (col >= 0)  # links of deleted chunks
+    changed[col[gone]] = True
     changed[old < 0] = True
-    return ConceptChanges(old, new_of_old, np.flatnonzero(changed))
+    deleted_chunks = np.flatnonzero(moves.chunk < 0)
+    deleted = sp.csr_matrix(
+        (np.ones(int(gone.sum()), dtype=np.int32),
+         (np.searchsorted(deleted_chunks, links.row[gone]), col[gone])),
+        shape=(len(deleted_chunks), len(new_names)))
+    return ConceptChanges(old, new_of_old, np.flatnonzero(changed), carried,
+                          np.flatnonzero(np.diff(difference.indptr) > 0), deleted)
+
+
+def _link_changes(links: sp.csr_matrix, concepts: ConceptChanges
+                  ) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
+    """The changed chunks' links split into kept, added and removed, one row per chunk.
+
+    Rows: the new chunks whose links changed, then the deleted chunks (only removed
+    links). The input of :func:`~shared_core.graph.edges.cooccurrence_change`.
+    """
+    new = presence(links[concepts.changed_rows])
+    old = presence(concepts.carried[concepts.changed_rows])
+    kept = presence(new.multiply(old))
+    added = presence(new - kept)
+    removed = presence(old - kept)
+    gone = presence(concepts.deleted)
+    blank = sp.csr_matrix(gone.shape, dtype=np.int32)
+    return (sp.csr_matrix(sp.vstack([kept, blank])), sp.csr_matrix(sp.vstack([added, blank])),
+            sp.csr_matrix(sp.vstack([removed, gone])))
+
+
+def _refreshed_vectors(graph: DerivedGraph, after: CorpusState, found: ConceptLinks,
+                       concepts: ConceptChanges) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concept vectors and sentence counts (recomputed for changed concepts only), and drift.
+
+    ``drift`` is how far each concept's vector moved, |v_new - v_old| in float64:
+    0 for unchanged concepts, infinite for new ones (no old vector).
+    """
+    if len(graph.concepts):
+        was = np.maximum(concepts.old, 0)  # new concepts' rows are overwritten below
+        vectors, counts = graph.vectors[was], graph.sentence_counts[was]
+    else:
+        vectors = np.zeros((len(concepts.old), after.dim), dtype=np.float32)
+        counts = np.zeros(len(concepts.old), dtype=np.int64)
+    changed_vectors, changed_counts = concept_vectors(
+        found.sentence_concepts[:, concepts.changed], after.sentence_vectors)
+    vectors[concepts.changed] = changed_vectors
+    counts[concepts.changed] = changed_counts
+    before = concepts.old[concepts.changed]
+    moved = np.linalg.norm(changed_vectors.astype(np.float64)
+                           - graph.vectors[np.maximum(before, 0)].astype(np.float64), axis=1)
+    drift = np.zeros(len(vectors), dtype=np.float64)
+    drift[concepts.changed] = np.where(before >= 0, moved, np.inf)
+    return vectors, counts, drift
+
+
+@dataclass(frozen=True)
+class PairWork:
+    """What refreshing the strong pairs computed (``benchmarks.refresh_share`` reports it)."""
+
+    carried: int  # old strong pairs whose concepts both remain
+    counts_changed: int  # of them, those whose count the changed chunks moved
+    recounted: int  # pairs not strong before, counted exactly from their columns
+    new: int  # pairs strong now and not before
+    cosines: int  # exact cosines computed: carried pairs not certified, and new pairs
+
+
+def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
+                    changes: tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix],
+                    links_csc: sp.csc_matrix, old_chunk_counts: np.ndarray,
+                    vectors: np.ndarray, drift: np.ndarray,
+                    config: ConceptGraphConfig) -> tuple[StrongPairs, PairWork]:
+    """The strong pairs after an update, from the old ones and the changed chunks' links.
+
+    Old pairs are renumbered (concepts keep their term order, so they stay sorted)
+    and their counts moved by the change; pairs the change created or lifted are
+    counted exactly and get exact cosines; old pairs' decisions are rechecked by
+    drift (:func:`~shared_core.graph.edges.rechecked`).
+    """
+    n = len(vectors)
+    carried, keys = _renumbered(pairs, concepts.new_of_old, n)
+    change = cooccurrence_change(*changes)
+    change_keys = change.row.astype(np.int64) * n + change.col
+    at = np.minimum(np.searchsorted(keys, change_keys), max(len(keys) - 1, 0))
+    known = (keys[at] == change_keys) if len(keys) else np.zeros(len(change_keys), dtype=bool)
+    carried.count[at[known]] += change.data[known].astype(np.int32)  # keys are unique
+    still = carried.count >= config.theta_co
+    if not still.all():
+        carried, keys = carried.taken(still), keys[still]
+    carried, recomputed = rechecked(carried, vectors, drift, config.theta_sem)
+    src, dst, count, recounted = _newly_strong(change.row[~known], change.col[~known],
+                                               change.data[~known], concepts.old, links_csc,
+                                               old_chunk_counts, config.theta_co)
+    fresh = strong_pairs_of(src, dst, count, vectors, config.theta_sem)
+    work = PairWork(len(still), int(known.sum()), recounted, len(fresh),
+                    len(recomputed) + len(fresh))
+    return _merged(carried, keys, fresh, n), work
+
+
+def _renumbered(pairs: StrongPairs, new_of_old: np.ndarray,
+                n: int) -> tuple[StrongPairs, np.ndarray]:
+    """The old pairs whose concepts both remain, in the new numbering, and their keys.
+
+    Concepts keep their (term) order, so the pairs stay sorted; they are re-sorted
+    only if that ever fails. The counts are a fresh array (the update adds to them).
+    """
+    table = new_of_old.astype(np.int32)
+    source, target = table[pairs.source], table[pairs.target]
+    alive = (source >= 0) & (target >= 0)
+    if alive.all():
+        carried = StrongPairs(source, target, pairs.count.copy(), pairs.edge, pairs.margin)
+    else:
+        carried = StrongPairs(source[alive], target[alive], pairs.count[alive],
+                              pairs.edge[alive], pairs.margin[alive])
+    keys = carried.keys(n)
+    if len(keys) > 1 and not np.all(keys[1:] > keys[:-1]):
+        order = np.argsort(keys, kind="stable")
+        keys, carried = keys[order], carried.taken(order)
+    return carried, keys
+
+
+def _newly_strong(src: np.ndarray, dst: np.ndarray, change: np.ndarray, old: np.ndarray,
+                  links_csc: sp.csc_matrix, old_chunk_counts: np.ndarray,
+                  theta_co: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Pairs that were not strong whose count changed: those that now pass theta_co
+    (pairs, counts, and how many were counted exactly).
+
+    A pair with a new concept has its whole count in the change (the new column is
+    non-zero only in changed chunks). A pair of old concepts had an unknown count
+    below theta_co (and at most either chunk count): it is counted exactly only
+    when the change and its chunk counts leave theta_co in reach (with nothing
+    below theta_co but 0, the change is the count).
+    """
+    rising = change > 0
+    src, dst, change = src[rising], dst[rising], change[rising].astype(np.int64)
+    old_src, old_dst = old[src], old[dst]
+    both_old = (old_src >= 0) & (old_dst >= 0)
+    was_at_most = np.minimum(theta_co - 1, np.minimum(old_chunk_counts[np.maximum(old_src, 0)],
+                                                      old_chunk_counts[np.maximum(old_dst, 0)]))
+    count = np.where(both_old & (was_at_most > 0), 0, change)
+    linked = np.diff(links_csc.indptr)
+    reach = (both_old & (was_at_most > 0) & (was_at_most + change >= theta_co)
+             & (np.minimum(linked[src], linked[dst]) >= theta_co))
+    count[reach] = pair_counts(links_csc, src[reach], dst[reach])
+    strong = count >= theta_co
+    return src[strong], dst[strong], count[strong], int(reach.sum())
+
+
+def _merged(pairs: StrongPairs, keys: np.ndarray, fresh: StrongPairs, n: int) -> StrongPairs:
+    """``fresh`` (sorted, disjoint from ``pairs``) inserted into ``pairs`` in key order."""
+    if not len(fresh):
+        return pairs
+    slots = np.searchsorted(keys, fresh.keys(n)) + np.arange(len(fresh))
+    kept = np.ones(len(pairs) + len(fresh), dtype=bool)
+    kept[slots] = False
+    merged = []
+    for name in (f.name for f in fields(StrongPairs)):
+        old, new = getattr(pairs, name), getattr(fresh, name)
+        out = np.empty(len(kept), dtype=old.dtype)
+        out[kept], out[slots] = old, new
+        merged.append(out)
+    return StrongPairs(*merged)
 
 
 def _refreshed_unit_vectors(graph: DerivedGraph, after: CorpusState,

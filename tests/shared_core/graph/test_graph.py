@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from shared_core.graph import (
+    ConceptEdges,
     adjacency,
     bfs_hops,
     concept_edges,
@@ -18,6 +19,19 @@ from shared_core.graph import (
     edges_touching,
     pagerank,
     power_iteration,
+)
+from shared_core.graph import edges as edges_module
+from shared_core.graph.edges import (
+    certificate_slack,
+    chunk_counts,
+    cooccurrence_change,
+    edges_of,
+    pair_cosines,
+    pair_counts,
+    recertified,
+    rechecked,
+    strong_pairs,
+    strong_pairs_of,
 )
 
 A, B, C, D, E = range(5)
@@ -92,7 +106,8 @@ def test_edge_arrays_weights_and_order() -> None:
     np.testing.assert_allclose(edges.dice, [DICE[p] for p in pairs], rtol=1e-12)
     cos = {(A, B): 0.5, (A, C): 0.0, (A, D): math.sqrt(3) / 2, (B, C): math.sqrt(3) / 2,
            (B, D): math.sqrt(3) / 2, (C, D): 0.5, (D, E): math.cos(math.radians(15))}
-    np.testing.assert_allclose(edges.cosine, [cos[p] for p in pairs], atol=1e-6)
+    np.testing.assert_allclose(pair_cosines(VECTORS, edges.source, edges.target),
+                               [cos[p] for p in pairs], atol=1e-6)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -106,8 +121,109 @@ def test_edges_touching_a_set_are_those_of_the_full_graph(seed: int) -> None:
     near = np.isin(full.source, chosen) | np.isin(full.target, chosen)
     part = edges_touching(links.tocsc(), vectors, 2, 0.0, chosen)
     assert 0 < len(part) < len(full)
-    for name in ("source", "target", "cooccurrence", "cosine", "dice"):
+    for name in ("source", "target", "cooccurrence", "dice"):
         np.testing.assert_array_equal(getattr(part, name), getattr(full, name)[near], name)
+
+
+def test_strong_pairs_keep_every_pair_passing_theta_co_with_its_decision() -> None:
+    """Co >= 2: AB, AC, AD, BC; theta_sem .6 cuts AB (.5) and AC (0), keeps AD, BC (.866)."""
+    pairs = strong_pairs(LINKS, VECTORS, 2, 0.6)
+    assert list(zip(pairs.source.tolist(), pairs.target.tolist(), strict=True)) == [
+        (A, B), (A, C), (A, D), (B, C)]
+    assert pairs.count.tolist() == [3, 3, 2, 2]
+    assert pairs.edge.tolist() == [False, False, True, True]
+    np.testing.assert_allclose(pairs.margin, [0.5 - 0.6, 0.0 - 0.6, math.sqrt(3) / 2 - 0.6,
+                                              math.sqrt(3) / 2 - 0.6], atol=1e-6)
+    edges = edges_of(pairs, chunk_counts(LINKS))
+    assert list(zip(edges.source.tolist(), edges.target.tolist(), strict=True)) == [
+        (A, D), (B, C)]
+    np.testing.assert_allclose(edges.dice, [DICE[(A, D)], DICE[(B, C)]], rtol=1e-12)
+
+
+def test_pair_counts_count_only_the_pairs_asked_for() -> None:
+    """The hand counts above, one pair at a time, either order, zero for AE, BE, CE."""
+    asked = [(A, B), (C, A), (A, D), (B, C), (D, B), (C, D), (D, E), (A, E), (E, B), (C, E)]
+    src, dst = np.array(asked).T
+    expected = [CO.get((min(p), max(p)), 0) for p in asked]
+    assert pair_counts(LINKS.tocsc(), src, dst).tolist() == expected
+    assert pair_counts(LINKS.tocsc(), src[:0], dst[:0]).tolist() == []
+
+
+@pytest.mark.parametrize("bits", [1, 3, 52])
+def test_pair_counts_in_any_mask_width_equal_the_full_count(
+        bits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(edges_module, "MASK_BITS", bits)
+    rng = np.random.default_rng(3)
+    dense = rng.random((40, 30)) < 0.3
+    dense[:, 7] = False  # a concept in no chunk
+    links = sp.csr_matrix(dense.astype(np.float32))
+    src, dst = np.triu_indices(30, k=1)
+    co = cooccurrence(links).toarray()
+    np.testing.assert_array_equal(pair_counts(links.tocsc(), src, dst), co[src, dst])
+    np.testing.assert_array_equal(pair_counts(links.tocsc(), dst, src), co[src, dst])
+
+
+def test_a_count_change_worked_by_hand() -> None:
+    """Three changed chunks over concepts 0..4, Co_new - Co_old for a < b:
+    chunk 0 kept {0, 1}, gained 2, lost 3:  +02 +12 -03 -13 (01 unchanged, costs nothing)
+    chunk 1 added {2, 4}:                   +24
+    chunk 2 deleted {0, 1}:                 -01
+    """
+    kept = sp.csr_matrix(np.array([[1, 1, 0, 0, 0], [0] * 5, [0] * 5], dtype=np.int32))
+    added = sp.csr_matrix(np.array([[0, 0, 1, 0, 0], [0, 0, 1, 0, 1], [0] * 5],
+                                   dtype=np.int32))
+    removed = sp.csr_matrix(np.array([[0, 0, 0, 1, 0], [0] * 5, [1, 1, 0, 0, 0]],
+                                     dtype=np.int32))
+    change = cooccurrence_change(kept, added, removed)
+    got = list(zip(change.row.tolist(), change.col.tolist(), change.data.tolist(), strict=True))
+    assert got == [(0, 1, -1), (0, 2, 1), (0, 3, -1), (1, 2, 1), (1, 3, -1), (2, 4, 1)]
+
+
+def test_the_drift_certificate_worked_by_hand() -> None:
+    """theta_sem = cos 45°. A at 0°, B at 10°, C at 48°: AB an edge with margin
+    cos 10° - cos 45° = .2777, AC not, margin cos 48° - cos 45° = -.0380. A turns to 5°:
+    it moves |v' - v| = 2 sin 2.5° = .0872. AB keeps its decision without a cosine
+    (.2777 - .0872 = .1905 left); AC's margin is used up, so its cosine is recomputed:
+    cos 43° = .7314 passes, and AC becomes an edge."""
+    theta = math.cos(math.radians(45))
+    before = _at_angles([0.0, 10.0, 48.0])
+    pairs = strong_pairs_of(np.array([A, A]), np.array([B, C]), np.array([3, 3]), before, theta)
+    assert pairs.edge.tolist() == [True, False]
+    after = _at_angles([5.0, 10.0, 48.0])
+    moved = 2 * math.sin(math.radians(2.5))
+    drift = np.array([np.linalg.norm(after[0].astype(np.float64) - before[0]), 0.0, 0.0])
+    assert drift[0] == pytest.approx(moved, abs=1e-6)
+    holds, shrunk = recertified(pairs.margin, drift[[A, A]] + drift[[B, C]],
+                                certificate_slack(2))
+    assert holds.tolist() == [True, False]
+    refreshed, recomputed = rechecked(pairs, after, drift, theta)
+    assert recomputed.tolist() == [1]  # AC only
+    assert refreshed.edge.tolist() == [True, True]
+    cos = {p: math.cos(math.radians(d)) for p, d in [("AB", 10), ("AC", 48), ("AC'", 43)]}
+    assert refreshed.margin[0] == shrunk[0]
+    assert refreshed.margin[0] == pytest.approx(cos["AB"] - theta - moved, abs=1e-6)
+    assert refreshed.margin[1] == pytest.approx(cos["AC'"] - theta, abs=1e-6)
+    # the decisions are the ones a fresh computation takes
+    fresh = strong_pairs_of(pairs.source, pairs.target, pairs.count, after, theta)
+    assert fresh.edge.tolist() == refreshed.edge.tolist()
+
+
+def test_a_certificate_holds_only_beyond_the_slack() -> None:
+    """|margin| - drift must exceed the slack; a kept margin shrinks toward zero, sign kept."""
+    margin = np.array([0.3, -0.25, 0.01, -0.002, 0.0], dtype=np.float32)
+    drift = np.array([0.1, 0.05, 0.02, 0.0, 0.0])
+    holds, shrunk = recertified(margin, drift, 1e-3)
+    assert holds.tolist() == [True, True, False, True, False]
+    np.testing.assert_allclose(shrunk[:2], [0.2, -0.2], atol=1e-7)
+    room = np.abs(margin.astype(np.float64)) - drift
+    assert np.all(np.abs(shrunk[holds]) <= room[holds])  # rounded toward zero, never up
+    assert shrunk[2] == 0.0  # used up
+    assert certificate_slack(384) == pytest.approx(384 * 8 * 2.0**-24)
+
+
+def _at_angles(degrees: list[float]) -> np.ndarray:
+    angles = np.radians(degrees)
+    return np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
 
 
 def test_no_edges_on_empty_links() -> None:
@@ -127,6 +243,26 @@ def test_adjacency_symmetric_dice_or_binary() -> None:
     np.testing.assert_array_equal(adjacency(edges, 5, weighted=False).toarray(), expected > 0)
 
 
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("weighted", [True, False])
+def test_adjacency_is_built_as_a_sorted_coo_build_gives_it(seed: int, weighted: bool) -> None:
+    """The in-place CSR assembly gives the very arrays of a COO build (then sorted)."""
+    rng = np.random.default_rng(seed)
+    links = sp.csr_matrix((rng.random((40, 30)) < 0.2).astype(np.float32))
+    edges = concept_edges(links, np.eye(30, dtype=np.float32) + 0.1, 1, 0.0)
+    assert len(edges) > 20
+    built = adjacency(edges, 31, weighted)  # a last concept without edges
+    weights = edges.dice if weighted else np.ones(len(edges))
+    reference = sp.csr_matrix((np.concatenate([weights, weights]),
+                               (np.concatenate([edges.source, edges.target]),
+                                np.concatenate([edges.target, edges.source]))), shape=(31, 31))
+    for name in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(built, name), getattr(reference, name), name)
+    unsorted = ConceptEdges(edges.source[::-1], edges.target[::-1], edges.cooccurrence[::-1],
+                            edges.dice[::-1])
+    assert (adjacency(unsorted, 31, weighted) != built).nnz == 0
+
+
 def test_concept_vectors_are_normalised_means_of_exactly_their_sentences() -> None:
     # sentences x concepts (raw counts; a count of 3 must weigh like 1):
     #   s0: A(x3)   s1: A, B   s2: B   s3: -   ; concept C appears in no sentence
@@ -141,6 +277,33 @@ def test_concept_vectors_are_normalised_means_of_exactly_their_sentences() -> No
     np.testing.assert_array_equal(vectors[2], np.zeros(3))  # no sentence: zero, not a stand-in
     assert counts.tolist() == [2, 2, 0]
     assert vectors.dtype == np.float32
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_concept_vectors_are_the_same_bits_however_rows_are_converted(
+        in_place: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sums run per VECTOR_BLOCK, each added to the total; within a block, converting
+    ROW_BLOCK rows at a time (or the public product, without the in-place kernel) must
+    give exactly the bits of the block converted whole."""
+    from shared_core.embeddings import base
+
+    rng = np.random.default_rng(11)
+    incidence = sp.csr_matrix((rng.random((300, 12)) < 0.3).astype(np.float32))
+    emb = rng.normal(size=(300, 8)).astype(np.float32)
+    monkeypatch.setattr(base, "VECTOR_BLOCK", 64)
+    columns = sp.csc_matrix(incidence.T, dtype=np.float64)
+    expected = np.zeros((12, 8))
+    for start in range(0, 300, 64):  # the reference: each block whole, then added
+        expected += columns[:, start:start + 64] @ emb[start:start + 64].astype(np.float64)
+    monkeypatch.setattr(base, "ROW_BLOCK", 5)
+    if not in_place:
+        monkeypatch.setattr(base, "_csc_matvecs", None)
+    got = base.sparse_times_vectors(incidence.T, emb)
+    assert got.tobytes() == expected.tobytes()
+    vectors, _ = concept_vectors(incidence, emb)
+    sums = expected.astype(np.float32)
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    assert vectors.tobytes() == (sums / norms).astype(np.float32).tobytes()
 
 
 def test_concept_vectors_of_random_incidence_match_manual_means() -> None:

@@ -9,10 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+from shared_core.graph.edges import certificate_slack, cooccurrence_change
 from shared_core.state import derive_graph, merge_many, refresh_graph, take
 from shared_core.state.corpus import CorpusState
 from shared_core.state.derived import DerivedGraph, link_concepts
-from shared_core.state.refresh import _concept_changes, chunk_moves
+from shared_core.state.refresh import _concept_changes, _link_changes, chunk_moves
 from tests.shared_core.test_index_state import CONFIGS, POOL
 
 DIM = 64
@@ -35,9 +36,10 @@ def assert_equal_graphs(refreshed: DerivedGraph, derived: DerivedGraph) -> None:
     for name in ("concept_terms", "vectors", "sentence_counts", "unit_offsets", "unit_tokens",
                  "unit_chunk", "unit_linked_concepts", "unit_idf", "concept_chunk_counts"):
         np.testing.assert_array_equal(getattr(refreshed, name), getattr(derived, name), name)
-    for name in ("source", "target", "cooccurrence", "cosine", "dice"):
+    for name in ("source", "target", "cooccurrence", "dice"):
         np.testing.assert_array_equal(getattr(refreshed.edges, name),
                                       getattr(derived.edges, name), f"edges.{name}")
+    assert_equal_pairs(refreshed, derived)
     for name in ("links", "adjacency", "unit_links_csr"):
         a, b = getattr(refreshed, name), getattr(derived, name)
         assert (a != b).nnz == 0 and a.shape == b.shape, name
@@ -50,26 +52,57 @@ def assert_equal_graphs(refreshed: DerivedGraph, derived: DerivedGraph) -> None:
     assert (a != b).nnz == 0 and a.shape == b.shape, "unit_bm25"
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def assert_equal_pairs(refreshed: DerivedGraph, derived: DerivedGraph) -> None:
+    """The same strong pairs, counts and cosine decisions (margins depend on the history)."""
+    assert refreshed.pairs is not None and derived.pairs is not None
+    for name in ("source", "target", "count", "edge"):
+        np.testing.assert_array_equal(getattr(refreshed.pairs, name),
+                                      getattr(derived.pairs, name), f"pairs.{name}")
+    keys = refreshed.pairs.keys(len(refreshed.concepts))
+    assert np.all(np.diff(keys) > 0) and np.all(refreshed.pairs.source < refreshed.pairs.target)
+    # a kept margin is a lower bound of the distance to theta_sem, up to float32 rounding
+    slack = certificate_slack(refreshed.vectors.shape[1])
+    assert np.all(np.abs(refreshed.pairs.margin) <= np.abs(derived.pairs.margin) + slack)
+
+
+def with_thresholds(config: ConceptGraphConfig, theta_co: int,
+                    theta_sem: float) -> ConceptGraphConfig:
+    return ConceptGraphConfig.from_dict(config.to_dict() | {"theta_co": theta_co,
+                                                            "theta_sem": theta_sem})
+
+
+# (theta_co, theta_sem): every pair an edge; some cosines cut; counts and cosines both cut
+# (theta_co 2 and 3: pairs below it whose count rises are recounted)
+THRESHOLDS = [(1, 0.0), (1, 0.3), (2, 0.15), (3, 0.2)]
+STEP = st.tuples(st.lists(st.integers(0, len(CHUNKS) - 1), max_size=4, unique=True),
+                 st.lists(st.integers(0, 63), max_size=3, unique=True))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(sorted(CONFIGS)),
+    thresholds=st.sampled_from(THRESHOLDS),
     held=st.lists(st.integers(0, len(CHUNKS) - 1), min_size=4, max_size=30, unique=True),
-    added=st.lists(st.integers(0, len(CHUNKS) - 1), max_size=4, unique=True),
-    deleted=st.integers(0, 3),
+    steps=st.lists(STEP, min_size=1, max_size=4),
 )
-def test_a_refresh_equals_a_full_derivation(name: str, held: list[int], added: list[int],
-                                            deleted: int) -> None:
-    """Property: after any small add and delete, every derived array equals a fresh one."""
-    config = CONFIGS[name]
+def test_a_sequence_of_refreshes_equals_a_full_derivation(
+        name: str, thresholds: tuple[int, float], held: list[int],
+        steps: list[tuple[list[int], list[int]]]) -> None:
+    """Property: after every step of any sequence of small adds and deletes, each refreshed
+    from the previous refresh (so margins shrink across steps and get re-certified), every
+    derived array equals a fresh derivation's."""
+    config = with_thresholds(CONFIGS[name], *thresholds)
     before = corpus_of(held, config)
     graph = derive_graph(before, config)
-    new = [i for i in added if i not in held]
-    keep = np.arange(deleted, len(before))  # the first chunks (by id) go
-    after = take(before, keep)
-    if new:
-        after = merge_many([after, corpus_of(new, config)])
-    refreshed = refresh_graph(before, graph, after, config, max_changed=1.0)
-    assert_equal_graphs(refreshed, derive_graph(after, config))
+    for added, deleted in steps:
+        gone = {i % len(before) for i in deleted} if len(before) > 1 else set()
+        after = take(before, np.array([i for i in range(len(before)) if i not in gone]))
+        new = [i for i in added if f"c{i:02d}" not in after.position]
+        if new:
+            after = merge_many([after, corpus_of(new, config)])
+        graph = refresh_graph(before, graph, after, config, max_changed=1.0)
+        assert_equal_graphs(graph, derive_graph(after, config))
+        before = after
 
 
 def test_only_the_concepts_of_changed_chunks_are_recomputed() -> None:
@@ -102,6 +135,52 @@ def test_only_the_concepts_of_changed_chunks_are_recomputed() -> None:
     assert names == ["banana", "cherry", "damson", "elder"]
     assert [names[i] for i in changes.changed] == ["banana"]
     assert changes.new_of_old.tolist() == [-1, 0, 1, 2, 3]
+
+
+def test_counts_by_delta_equal_a_full_recount_worked_by_hand() -> None:
+    """Chunks a-f, every term a concept linking every chunk that contains it, theta_co 2.
+
+    before  a: apple banana cherry   b: apple banana   c: banana cherry   d: cherry damson
+            Co: apple-banana 2, banana-cherry 2 (strong); apple-cherry 1, cherry-damson 1
+    delete b, add e: apple cherry damson, f: cherry damson elder
+            change: b -apple-banana; e +apple-cherry +apple-damson +cherry-damson;
+                    f +cherry-damson +cherry-elder +damson-elder
+    after   apple-banana 2-1 = 1 (drops out), banana-cherry 2 (carried as is),
+            apple-cherry 1+1 = 2 and cherry-damson 1+2 = 3 (not strong before: recounted)
+    """
+    config = ConceptGraphConfig(concepts_per_chunk=3, theta_co=2, theta_sem=-1.0)
+    texts = {"a": "apple banana cherry.", "b": "apple banana.", "c": "banana cherry.",
+             "d": "cherry damson.", "e": "apple cherry damson.", "f": "cherry damson elder."}
+
+    def state(ids: list[str]) -> CorpusState:
+        return ConceptGraphIndex.from_texts([texts[i] for i in ids], ids=ids,
+                                            embedder=HashingEmbedder(DIM),
+                                            config=config).state.corpus
+
+    before, after = state(["a", "b", "c", "d"]), state(["a", "c", "d", "e", "f"])
+    graph = derive_graph(before, config)
+    assert graph.pairs is not None
+    names = graph.concepts
+    assert names == ("apple", "banana", "cherry", "damson")
+    assert _named_pairs(graph) == [("apple", "banana", 2), ("banana", "cherry", 2)]
+    found = link_concepts(after, config)
+    changes = _concept_changes(graph, after, found, chunk_moves(before, after))
+    change = cooccurrence_change(*_link_changes(found.links, changes))
+    new_names = [after.terms[t] for t in found.concept_terms]
+    assert [(new_names[a], new_names[b], int(d)) for a, b, d in
+            zip(change.row, change.col, change.data, strict=True)] == [
+        ("apple", "banana", -1), ("apple", "cherry", 1), ("apple", "damson", 1),
+        ("cherry", "damson", 2), ("cherry", "elder", 1), ("damson", "elder", 1)]
+    refreshed = refresh_graph(before, graph, after, config, max_changed=1.0)
+    expected = [("apple", "cherry", 2), ("banana", "cherry", 2), ("cherry", "damson", 3)]
+    assert _named_pairs(refreshed) == expected
+    assert _named_pairs(derive_graph(after, config)) == expected
+
+
+def _named_pairs(graph: DerivedGraph) -> list[tuple[str, str, int]]:
+    assert graph.pairs is not None
+    return [(graph.concepts[a], graph.concepts[b], int(c)) for a, b, c in
+            zip(graph.pairs.source, graph.pairs.target, graph.pairs.count, strict=True)]
 
 
 def test_chunk_moves_follow_ids_through_sentences_and_units() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -9,9 +10,9 @@ import pytest
 import scipy.sparse as sp
 
 from benchmarks.faults import rehash
-from shared_core import ConceptGraphIndex, HashingEmbedder
+from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.graph import edges as edges_module
-from shared_core.state import derive_graph
+from shared_core.state import DerivedGraph, derive_graph
 from shared_core.store import CorruptIndexError, index_folder, read_manifest
 from tests.shared_core.state.test_refresh import CHUNKS, assert_equal_graphs
 from tests.shared_core.test_index_state import CONFIGS
@@ -31,17 +32,12 @@ def test_a_loaded_graph_equals_the_derived_one_without_finding_edges(
         tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     index, _ = saved_index(tmp_path, name)
     manifest = read_manifest(tmp_path / "idx")
+    pairs = index.state.graph.pairs
+    assert pairs is not None and len(pairs) >= len(index.state.graph.edges)
     assert manifest["graph"] == {"concepts": len(index.state.graph.concepts),
-                                 "edges": len(index.state.graph.edges)}
+                                 "pairs": len(pairs)}
 
-    count = edges_module.cooccurrence
-
-    def no_edges(links: sp.csr_matrix) -> sp.csr_matrix:
-        if links.shape[0]:  # an empty index is derived first, then replaced
-            raise AssertionError("a load with a saved graph must not count co-occurrences")
-        return count(links)
-
-    monkeypatch.setattr(edges_module, "cooccurrence", no_edges)
+    monkeypatch.setattr(edges_module, "cooccurrence", _no_count)
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     monkeypatch.undo()
     assert_equal_graphs(loaded.state.graph, derive_graph(loaded.state.corpus, CONFIGS[name]))
@@ -61,13 +57,29 @@ def _raise_first(a: np.ndarray) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize(("name", "change", "message"), [
-    ("graph_edge_target", _raise_first, "join two of the"),
-    ("graph_edge_source", lambda a: a[::-1].copy(), "sorted"),
-    ("graph_edge_cooccurrence", _raise_first, "exceeds the chunks"),
-    ("graph_edge_cooccurrence", lambda a: a * 0, "below theta_co"),
+def _duplicate_second(a: np.ndarray) -> np.ndarray:
+    out = a.copy()
+    out[1] = out[0]
+    return out
+
+
+TAMPERING = [
+    ("target", _raise_first, "join two of the"),
+    ("source", lambda a: a[::-1].copy(), "sorted"),
+    ("source", lambda a: np.delete(a, 0), "differ in length|shape"),
+    ("count", _raise_first, "exceeds the chunks"),
+    ("count", lambda a: a * 0, "below theta_co"),
+]
+RANK_TAMPERING = [
     ("graph_rank", lambda a: np.roll(a, 1), "PageRank"),
     ("graph_rank", lambda a: -a, "PageRank"),
+]
+
+
+@pytest.mark.parametrize(("name", "change", "message"), [
+    *((f"graph_pair_{part}", change, message) for part, change, message in TAMPERING),
+    ("graph_pair_target", _duplicate_second, "each pair once|join two"),
+    *RANK_TAMPERING,
 ])
 def test_a_saved_graph_that_disagrees_with_its_chunks_is_refused(
         tmp_path: Path, name: str, change: object, message: str) -> None:
@@ -77,19 +89,87 @@ def test_a_saved_graph_that_disagrees_with_its_chunks_is_refused(
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
 
 
-def test_an_edge_moved_to_a_dissimilar_pair_fails_theta_sem(tmp_path: Path) -> None:
-    """theta_sem 0.3: retarget an edge to a pair whose recomputed cosine is below it."""
-    config = CONFIGS["default"].to_dict() | {"theta_sem": 0.3}
-    from shared_core import ConceptGraphConfig
+def as_saved_before_strong_pairs(folder: Path, graph: DerivedGraph) -> None:
+    """Rewrite a save as saves before strong pairs wrote it: the edges alone."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for part in ("source", "target", "count"):
+        (folder / f"graph_pair_{part}.npy").unlink()
+        del manifest["files"][f"graph_pair_{part}.npy"]
+    edges = graph.edges
+    for part, array in (("source", edges.source), ("target", edges.target),
+                        ("cooccurrence", edges.cooccurrence)):
+        np.save(folder / f"graph_edge_{part}.npy", array.astype(np.int64), allow_pickle=False)
+    manifest["graph"] = {"concepts": len(graph.concepts), "edges": len(edges)}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    for part in ("source", "target", "cooccurrence"):
+        rehash(folder, f"graph_edge_{part}.npy")
 
+
+@pytest.mark.parametrize("name", ["default", "units"])
+def test_a_save_of_edges_alone_loads_and_its_first_refresh_derives_the_graph(
+        tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    index, folder = saved_index(tmp_path, name)
+    as_saved_before_strong_pairs(folder, index.state.graph)
+    monkeypatch.setattr(edges_module, "cooccurrence", _no_count)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    monkeypatch.undo()
+    graph = loaded.state.graph
+    assert graph.pairs is None  # the counts below theta_sem were never saved
+    for part in ("source", "target", "cooccurrence", "dice"):
+        np.testing.assert_array_equal(getattr(graph.edges, part),
+                                      getattr(index.state.graph.edges, part), part)
+    np.testing.assert_array_equal(graph.rank, index.state.graph.rank)
+    loaded.save(str(tmp_path / "again"))  # still without strong pairs: the edges again
+    assert read_manifest(tmp_path / "again")["graph"] == read_manifest(tmp_path / "idx")["graph"]
+    loaded.add(CHUNKS[20:21], ids=["c20"])
+    assert loaded.state.graph.pairs is not None
+    assert_equal_graphs(loaded.state.graph, derive_graph(loaded.state.corpus, CONFIGS[name]))
+    loaded.save(str(tmp_path / "refreshed"))
+    assert set(read_manifest(tmp_path / "refreshed")["graph"]) == {"concepts", "pairs"}
+
+
+_COUNT = edges_module.cooccurrence
+
+
+def _no_count(links: sp.csr_matrix) -> sp.csr_matrix:
+    if links.shape[0]:  # an empty index is derived first, then replaced
+        raise AssertionError("a load with a saved graph must not count co-occurrences")
+    return _COUNT(links)
+
+
+@pytest.mark.parametrize(("name", "change", "message"), [
+    *((f"graph_edge_{'cooccurrence' if part == 'count' else part}", change, message)
+      for part, change, message in TAMPERING),
+    *RANK_TAMPERING,
+])
+def test_a_save_of_edges_alone_that_disagrees_with_its_chunks_is_refused(
+        tmp_path: Path, name: str, change: object, message: str) -> None:
+    index, folder = saved_index(tmp_path)
+    as_saved_before_strong_pairs(folder, index.state.graph)
+    _tamper(folder, name, change)
+    with pytest.raises(CorruptIndexError, match=message):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def _dissimilar_config_index() -> tuple[ConceptGraphIndex, int, np.ndarray]:
+    """theta_sem 0.3; concept 0's first strong pair and a concept it is not similar to."""
+    config = CONFIGS["default"].to_dict() | {"theta_sem": 0.3}
     index = ConceptGraphIndex.from_texts(CHUNKS[:20], ids=[f"c{i:02d}" for i in range(20)],
                                          embedder=HashingEmbedder(DIM),
                                          config=ConceptGraphConfig.from_dict(config))
     graph = index.state.graph
     cos = graph.vectors[0] @ graph.vectors.T
     far = int(np.flatnonzero(cos[1:] < 0.3)[-1]) + 1  # concept 0 and ``far`` are not similar
+    return index, far, cos
+
+
+def test_an_edge_moved_to_a_dissimilar_pair_fails_theta_sem(tmp_path: Path) -> None:
+    """A save of edges alone: retarget an edge to a pair whose recomputed cosine fails."""
+    index, far, _ = _dissimilar_config_index()
+    graph = index.state.graph
     index.save(str(tmp_path / "idx"))
     folder = index_folder(tmp_path / "idx")
+    as_saved_before_strong_pairs(folder, graph)
     first_from_0 = int(np.flatnonzero(graph.edges.source == 0)[0])
     assert graph.edges.target[first_from_0] != far
 
@@ -103,20 +183,60 @@ def test_an_edge_moved_to_a_dissimilar_pair_fails_theta_sem(tmp_path: Path) -> N
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
 
 
+def test_a_pair_moved_to_a_dissimilar_pair_is_no_edge(tmp_path: Path) -> None:
+    """Strong pairs carry no decision on disk: a non-edge pair moved to another dissimilar
+    pair loads (counts are not recounted) with its decision taken from the vectors."""
+    index, _, _ = _dissimilar_config_index()
+    graph = index.state.graph
+    pairs = graph.pairs
+    assert pairs is not None
+    position, far = _movable_non_edge(graph)
+    index.save(str(tmp_path / "idx"))
+    folder = index_folder(tmp_path / "idx")
+
+    def retarget(a: np.ndarray) -> np.ndarray:
+        out = a.copy()
+        out[position] = far
+        return out
+
+    _tamper(folder, "graph_pair_target", retarget)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    moved = loaded.state.graph.pairs
+    assert moved is not None and moved.target[position] == far
+    assert not moved.edge[position]
+    assert loaded.edges == index.edges
+
+
+def _movable_non_edge(graph: DerivedGraph) -> tuple[int, int]:
+    """A non-edge pair (a, b) and a concept c, (a, c) no pair, that (a, c) can replace it
+    in sorted order and keep its count, with cos(a, c) below theta_sem 0.3."""
+    pairs = graph.pairs
+    assert pairs is not None
+    n = len(graph.concepts)
+    keys = pairs.keys(n).tolist()
+    linked = graph.concept_chunk_counts
+    for i in np.flatnonzero(~pairs.edge).tolist():
+        a = int(pairs.source[i])
+        low = keys[i - 1] if i else -1
+        high = keys[i + 1] if i + 1 < len(keys) else n * n
+        for c in range(a + 1, n):
+            if (low < a * n + c < high and c != pairs.target[i]
+                    and float(graph.vectors[a] @ graph.vectors[c]) < 0.3
+                    and pairs.count[i] <= min(linked[a], linked[c])):
+                return i, c
+    raise AssertionError("no movable pair in this corpus")
+
+
 def test_a_graph_entry_of_the_wrong_shape_is_refused(tmp_path: Path) -> None:
     _, folder = saved_index(tmp_path)
-    import json
-
     manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["graph"]["edges"] += 1
+    manifest["graph"]["pairs"] += 1
     (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(CorruptIndexError, match="shape"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
 
 
 def test_an_index_saved_without_a_graph_derives_it(tmp_path: Path) -> None:
-    import json
-
     index, folder = saved_index(tmp_path)
     manifest = json.loads((folder / "manifest.json").read_text())
     del manifest["graph"]  # as saves before this change wrote it
