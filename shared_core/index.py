@@ -834,7 +834,10 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     """One retrieval, on one state: nothing here reads the index object."""
     corpus, graph = state.corpus, state.graph
     hits: list[Hit]
-    exact = _exact_seeds(graph, analyzer, query) if cfg.exact_match_seeds else None
+    walks_from_terms = bool(cfg.walk_hops) and cfg.walk_seeds == "exact"
+    query_concepts = (_exact_seeds(graph, analyzer, query)
+                      if cfg.exact_match_seeds or walks_from_terms else None)
+    exact = query_concepts if cfg.exact_match_seeds else None
     if not len(corpus):
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
@@ -864,7 +867,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             candidates=None if graph.ann is None else cfg.candidates,
             unit_links_csc=graph.unit_links_csc,
             walk=graph.walk if cfg.walk_nodes == "sentences" else None,
-            walk_seeds=_exact_seeds(graph, analyzer, query) if cfg.walk_seeds == "exact" else None,
+            walk_seeds=query_concepts if walks_from_terms else None,
             walk_hops=cfg.walk_hops,
         )
     else:

@@ -7,7 +7,6 @@ from .edges import (
     concept_edges,
     concept_vectors,
     cooccurrence,
-    edges_touching,
 )
 from .pagerank import bfs_hops, pagerank, power_iteration
 
@@ -18,7 +17,6 @@ __all__ = [
     "concept_edges",
     "concept_vectors",
     "cooccurrence",
-    "edges_touching",
     "extract_concepts",
     "pagerank",
     "power_iteration",

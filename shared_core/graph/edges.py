@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..embeddings.base import sparse_times_vectors
+from .entries import compressed_entries
 
 # Pairs whose cosines are taken at a time. The gathered rows stay in cache: blocks of
 # 2^18 pairs (800 MB of gathered rows) ran 3.6x slower here (benchmarks/RESULTS.md).
@@ -65,8 +66,7 @@ def presence(links: sp.spmatrix, dtype: type = np.int32) -> sp.csr_matrix:
 
 def cooccurrence(chunk_links: sp.csr_matrix) -> sp.csr_matrix:
     """Co(w_i, w_j): the number of chunks linked to both concepts (diagonal removed)."""
-    links = sp.csr_matrix(chunk_links, dtype=np.int32)
-    links.data[:] = 1
+    links = presence(chunk_links)
     co = sp.csr_matrix(links.T @ links)
     co.setdiag(0)
     co.eliminate_zeros()
@@ -169,35 +169,6 @@ def edges_of(pairs: StrongPairs, chunk_count: np.ndarray) -> ConceptEdges:
 def chunk_counts(chunk_links: sp.spmatrix) -> np.ndarray:
     """|T_w|: how many chunks each concept links (the Dice denominators), float64."""
     return np.asarray((sp.csc_matrix(chunk_links) != 0).sum(axis=0)).ravel().astype(np.float64)
-
-
-def edges_touching(
-    chunk_links_csc: sp.csc_matrix,
-    vectors: np.ndarray,
-    theta_co: int,
-    theta_sem: float,
-    concepts: np.ndarray,
-) -> ConceptEdges:
-    """The edges :func:`concept_edges` gives that have an endpoint in ``concepts``.
-
-    Their counts, cosines and Dice weights depend on the columns of ``concepts``
-    (and their partners') alone; the cost is the co-occurrence rows of ``concepts``.
-    """
-    links = sp.csc_matrix(chunk_links_csc, dtype=np.int32)
-    links.data[:] = 1
-    concepts = np.asarray(concepts, dtype=np.int64)
-    co = sp.csr_matrix(links[:, concepts].T @ links.tocsr()).tocoo()
-    strong = co.data >= theta_co  # most pairs fail it: drop them before anything else
-    own, other, counts = concepts[co.row[strong]], co.col[strong], co.data[strong]
-    chosen = np.zeros(links.shape[1], dtype=bool)
-    chosen[concepts] = True
-    # a pair inside ``concepts`` appears twice: keep it from its lower end
-    once = (other != own) & (~chosen[other] | (own < other))
-    src = np.minimum(own, other)[once]
-    dst = np.maximum(own, other)[once]
-    order = np.argsort(src.astype(np.int64) * links.shape[1] + dst, kind="stable")
-    pairs = strong_pairs_of(src[order], dst[order], counts[once][order], vectors, theta_sem)
-    return edges_of(pairs, chunk_counts(links))
 
 
 def pair_cosines(vectors: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -320,8 +291,7 @@ def pair_counts(links_csc: sp.csc_matrix, src: np.ndarray, dst: np.ndarray) -> n
     in cache), and each chunk of a pair's shorter column is looked up in it. Costs the
     shorter columns' lengths, not the co-occurrence rows a matrix product computes.
     """
-    indptr = links_csc.indptr.astype(np.int64)
-    length = np.diff(indptr)
+    length = np.diff(links_csc.indptr).astype(np.int64)
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     flip = length[src] > length[dst]
     short, long = np.where(flip, dst, src), np.where(flip, src, dst)
@@ -334,25 +304,16 @@ def pair_counts(links_csc: sp.csc_matrix, src: np.ndarray, dst: np.ndarray) -> n
     bits = 2.0 ** np.arange(MASK_BITS)
     for low in range(0, len(distinct), MASK_BITS):
         block = distinct[low:low + MASK_BITS]
-        chunks, owner = _column_entries(links_csc, indptr, block)
+        chunks, owner = compressed_entries(links_csc, block)
         mask = np.bincount(chunks, weights=bits[owner],
                            minlength=links_csc.shape[0]).astype(np.int64)
         pairs = slice(first[low], first[min(low + MASK_BITS, len(distinct))])
-        chunks, owner = _column_entries(links_csc, indptr, short[pairs])
+        chunks, owner = compressed_entries(links_csc, short[pairs])
         shift = np.searchsorted(block, long[pairs])[owner]
         linked = (mask[chunks] >> shift) & 1
         counts[order[pairs]] = np.add.reduceat(linked, np.cumsum(length[short[pairs]])
                                                - length[short[pairs]])
     return counts
-
-
-def _column_entries(links_csc: sp.csc_matrix, indptr: np.ndarray,
-                    columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The row (chunk) of every entry of ``columns``, and which of them it is from."""
-    reps = indptr[columns + 1] - indptr[columns]
-    owner = np.repeat(np.arange(len(columns)), reps)
-    position = np.repeat(indptr[columns] - (np.cumsum(reps) - reps), reps) + np.arange(len(owner))
-    return links_csc.indices[position], owner
 
 
 def adjacency(edges: ConceptEdges, n_concepts: int, weighted: bool = True) -> sp.csr_matrix:

@@ -133,7 +133,7 @@ def fused_search(
     if lexical is not None:
         views.append(PositiveView(np.asarray(lexical, dtype=np.float64)))
     if walk_hops:
-        graph = walk or WalkGraph(sp.csr_matrix(unit_links), links_csc)
+        graph = walk or WalkGraph(sp.csr_matrix(unit_links), given_csc=links_csc)
         if walk_seeds is None:
             seed_mass = np.where(hop_of == 0, concept_value, 0.0)
         else:

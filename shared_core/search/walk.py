@@ -20,10 +20,12 @@ bounded neighbourhood, never the whole graph.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..graph.entries import compressed_entries
 from .vector_index import top_k_indices
 
 
@@ -31,7 +33,9 @@ from .vector_index import top_k_indices
 class WalkGraph:
     """The nodes a walk moves through (sentences or units) and the units they belong to.
 
-    ``links_*`` is the (nodes x concepts) incidence; ``node_unit`` each node's
+    ``links_csr`` is the (nodes x concepts) incidence, ``given_csc`` the same as
+    CSC when the caller already has it (else it is built on the first walk, so an
+    index whose queries never walk never pays for it); ``node_unit`` each node's
     retrieval unit, or None when the nodes are the units. Sentences make the walk
     sharper than long units do: a 1,200-token chunk links a hundred concepts, so
     a walk through it spreads over all of them, while the sentence that names a
@@ -39,8 +43,12 @@ class WalkGraph:
     """
 
     links_csr: sp.csr_matrix
-    links_csc: sp.csc_matrix
     node_unit: np.ndarray | None = None
+    given_csc: sp.csc_matrix | None = None
+
+    @cached_property
+    def links_csc(self) -> sp.csc_matrix:
+        return self.links_csr.tocsc() if self.given_csc is None else self.given_csc
 
     def unit_scores(self, seed_mass: np.ndarray, n_units: int, *, hops: int,
                     width: int = 200) -> np.ndarray:
@@ -100,16 +108,11 @@ def walk_scores(
     return scores
 
 
-def _spread(matrix: sp.spmatrix, sources: np.ndarray, share: np.ndarray, n_out: int) -> np.ndarray:
+def _spread(matrix: sp.csr_matrix | sp.csc_matrix, sources: np.ndarray, share: np.ndarray,
+            n_out: int) -> np.ndarray:
     """Sum of ``share[i]`` over the entries of compressed rows/columns ``sources[i]``."""
-    if not len(sources):
-        return np.zeros(n_out, dtype=np.float64)
-    indptr = matrix.indptr
-    lengths = indptr[sources + 1] - indptr[sources]
-    starts = np.repeat(indptr[sources] - np.cumsum(lengths) + lengths, lengths)
-    entries = starts + np.arange(int(lengths.sum()))
-    return np.bincount(matrix.indices[entries], weights=np.repeat(share, lengths),
-                       minlength=n_out)
+    targets, owner = compressed_entries(matrix, sources)
+    return np.bincount(targets, weights=share[owner], minlength=n_out).astype(np.float64)
 
 
 def _widest(per_entry: np.ndarray, width: int) -> np.ndarray:

@@ -20,6 +20,8 @@ import heapq
 import numpy as np
 import scipy.sparse as sp
 
+from .scores import chunk_scores
+
 
 def coverage_order(chunk_links: sp.csr_matrix, concept_weight: np.ndarray,
                    cost: np.ndarray, *, repeat: float = 0.0) -> np.ndarray:
@@ -39,7 +41,7 @@ def coverage_order(chunk_links: sp.csr_matrix, concept_weight: np.ndarray,
     cost = np.maximum(np.asarray(cost, dtype=np.float64), 1e-12)
     n = links.shape[0]
     indptr, indices = links.indptr, links.indices
-    full = _row_sums(links, weight) / cost
+    full = chunk_scores(links, weight, "sum") / cost
     # counted[c]: the factor a concept still counts with (1, then repeat, repeat**2 ...)
     counted = np.ones(len(weight), dtype=np.float64)
     heap = [(-gain, i) for i, gain in enumerate(full.tolist())]
@@ -69,7 +71,3 @@ def order_scores(order: np.ndarray) -> np.ndarray:
     scores[order] = np.arange(len(order), 0, -1, dtype=np.float64)
     return scores
 
-
-def _row_sums(links: sp.csr_matrix, weight: np.ndarray) -> np.ndarray:
-    ones = sp.csr_matrix((np.ones(links.nnz), links.indices, links.indptr), shape=links.shape)
-    return np.asarray(ones @ weight, dtype=np.float64).ravel()

@@ -217,7 +217,7 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         unit_vectors=unit_vectors,
         concept_position={c: i for i, c in enumerate(concepts)},
         concept_chunk_counts=np.diff(links_csc.indptr),
-        walk=WalkGraph(found.sentence_concepts, found.sentence_concepts.tocsc(),
+        walk=WalkGraph(found.sentence_concepts,
                        np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets))),
         ann=None if search is None else search.index,
         ann_rows=None if search is None else search.rows,

@@ -7,13 +7,13 @@ section and plot after the other dev sets, with the missing protocol explained.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from benchmarks.__main__ import main
 from benchmarks.data import corpus_for, load_dataset
+from tests.benchmarks.dev_sets import write_dev_set
 
 LINES = [
     "Harrison And Barrison is a 1917 film directed by Alf Goulding.",
@@ -39,22 +39,14 @@ MUSIQUE_QUESTIONS = [
 ]  # fmt: skip
 
 
-def _write(
-    root: Path, corpus: Sequence[Mapping[str, object]], questions: Sequence[Mapping[str, object]]
-) -> Path:
-    root.mkdir(parents=True)
-    for name, rows in (("corpus.jsonl", corpus), ("questions.jsonl", questions)):
-        (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return root
-
 
 @pytest.fixture
 def data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A stand-in for ``../shared/data`` with tiny ``2wiki`` and ``musique`` sets."""
     root = tmp_path / "shared" / "data"
     lines = [{"id": f"tw-{i:05d}", "title": "", "text": t} for i, t in enumerate(LINES)]
-    _write(root / "2wiki", lines, TWO_WIKI_QUESTIONS)
-    _write(root / "musique", MUSIQUE_PASSAGES, MUSIQUE_QUESTIONS)
+    write_dev_set(root / "2wiki", lines, TWO_WIKI_QUESTIONS)
+    write_dev_set(root / "musique", MUSIQUE_PASSAGES, MUSIQUE_QUESTIONS)
     monkeypatch.setattr("benchmarks.__main__.DATA_ROOT", root)
     return root
 

@@ -13,6 +13,7 @@ from benchmarks.coverage import answer_chunks, coverage_of, random_selector, ran
 from benchmarks.data import build_corpus, load_dataset, passage_text
 from benchmarks.metrics import normalize_answer, passage_membership
 from benchmarks.run import evaluate
+from tests.benchmarks.dev_sets import write_dev_set
 
 PASSAGES = [
     {"id": "p1", "title": "Alice", "text": "Alice Moreau was born in Lyon in 1950."},
@@ -33,11 +34,7 @@ QUESTIONS = [
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "tiny"
-    root.mkdir()
-    for name, rows in (("corpus.jsonl", PASSAGES), ("questions.jsonl", QUESTIONS)):
-        (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return root
+    return write_dev_set(tmp_path / "tiny", PASSAGES, QUESTIONS)
 
 
 def test_load_and_passage_protocol(data_dir: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from benchmarks.__main__ import main
 from benchmarks.methods import METHODS, BuildInputs
 from benchmarks.run import write_json_atomic
+from tests.benchmarks.dev_sets import write_dev_set
 
 PASSAGES = [
     {"id": "p1", "title": "Alice", "text": "Alice Moreau was born in Lyon in 1950."},
@@ -42,11 +43,7 @@ def _interrupted(inputs: BuildInputs, options: dict[str, Any]) -> _BrokenRetriev
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "tiny"
-    root.mkdir()
-    for name, rows in (("corpus.jsonl", PASSAGES), ("questions.jsonl", QUESTIONS)):
-        (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return root
+    return write_dev_set(tmp_path / "tiny", PASSAGES, QUESTIONS)
 
 
 def _argv(data_dir: Path, methods: str, out: Path) -> list[str]:

@@ -25,6 +25,7 @@ from shared_core.index import (
     RetrievalResult,
     RetrievedChunk,
 )
+from tests.benchmarks.dev_sets import write_dev_set
 
 HARNESS_IDS = ["c0", "c1", "c2", "c3"]
 HARNESS_TOKENS = np.array([40, 30, 20, 50])
@@ -138,10 +139,7 @@ def _tiny_data(root: Path) -> Path:
         {"id": "q3", "question": "What did Carla Rossi paint?", "answers": ["mosaics"],
          "supporting_ids": [], "hops": 1},
     ]  # fmt: skip
-    root.mkdir()
-    for name, rows in (("corpus.jsonl", passages), ("questions.jsonl", questions)):
-        (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return root
+    return write_dev_set(root, passages, questions)
 
 
 def test_chunk1200_run_with_unit_tokens(tmp_path: Path) -> None:

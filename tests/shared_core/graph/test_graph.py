@@ -16,7 +16,6 @@ from shared_core.graph import (
     concept_edges,
     concept_vectors,
     cooccurrence,
-    edges_touching,
     pagerank,
     power_iteration,
 )
@@ -108,21 +107,6 @@ def test_edge_arrays_weights_and_order() -> None:
            (B, D): math.sqrt(3) / 2, (C, D): 0.5, (D, E): math.cos(math.radians(15))}
     np.testing.assert_allclose(pair_cosines(VECTORS, edges.source, edges.target),
                                [cos[p] for p in pairs], atol=1e-6)
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_edges_touching_a_set_are_those_of_the_full_graph(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    links = sp.csr_matrix((rng.random((30, 25)) < 0.3).astype(np.float32))
-    vectors = rng.standard_normal((25, 8)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    chosen = np.sort(rng.choice(25, size=6, replace=False))
-    full = concept_edges(links, vectors, 2, 0.0)
-    near = np.isin(full.source, chosen) | np.isin(full.target, chosen)
-    part = edges_touching(links.tocsc(), vectors, 2, 0.0, chosen)
-    assert 0 < len(part) < len(full)
-    for name in ("source", "target", "cooccurrence", "dice"):
-        np.testing.assert_array_equal(getattr(part, name), getattr(full, name)[near], name)
 
 
 def test_strong_pairs_keep_every_pair_passing_theta_co_with_its_decision() -> None:

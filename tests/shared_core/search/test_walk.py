@@ -65,7 +65,7 @@ def test_no_seed_mass_reaches_nothing_and_bad_hops_raise() -> None:
 
 def test_sentence_nodes_sum_into_their_units() -> None:
     # the chain's four rows as sentences, two per unit: unit masses are the sums
-    graph = WalkGraph(CHAIN, CHAIN.tocsc(), np.array([0, 0, 1, 1]))
+    graph = WalkGraph(CHAIN, np.array([0, 0, 1, 1]))
     np.testing.assert_allclose(graph.unit_scores(np.array([1.0, 0, 0, 0]), 2, hops=3),
                                [1.2265625 + 0.08203125, 0.00390625])
 
