@@ -1,5 +1,6 @@
 """Embedders: the protocols, the models, and the content-hash cache."""
 
+from ..openai_endpoint import OPENAI_PLACEHOLDER_KEY
 from .base import (
     EMBED_BATCH,
     Embedder,
@@ -20,7 +21,6 @@ from .cache import (
 from .models import (
     MINILM_MODEL_ID,
     OPENAI_DEFAULT_MODEL,
-    OPENAI_PLACEHOLDER_KEY,
     FunctionEmbedder,
     HashingEmbedder,
     OpenAIEmbedder,

@@ -7,10 +7,10 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import numpy as np
 
+from ..openai_endpoint import openai_options
 from .base import check_texts, normalise_rows
 
 MINILM_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -200,7 +200,10 @@ class OpenAIEmbedder:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         if client is None:
-            client = _openai_client(api_key, base_url, timeout, max_retries)
+            from openai import OpenAI
+
+            client = OpenAI(**openai_options(api_key, base_url, timeout, max_retries,
+                                             who="OpenAIEmbedder"))
         elif any(v is not None for v in (api_key, base_url, timeout, max_retries)):
             raise ValueError("pass either client= or api_key/base_url/timeout/max_retries, "
                              "not both: a given client is used as it is")
@@ -245,56 +248,6 @@ class OpenAIEmbedder:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
         return normalise_rows(rows, len(texts), self._dim, self.model_id)
-
-
-# what OpenAIEmbedder sends as the key to a server that needs none (vLLM's documented value)
-OPENAI_PLACEHOLDER_KEY = "EMPTY"
-
-
-def _needs_key(host: str) -> bool:
-    """OpenAI's own API and Azure OpenAI reject unkeyed calls; anything else may not."""
-    return host == "api.openai.com" or host.endswith(".azure.com")
-
-
-def _openai_client(api_key: str | None, base_url: str | None, timeout: float | None,
-                   max_retries: int | None) -> Any:
-    """The ``openai`` client for ``base_url`` (else ``$OPENAI_BASE_URL``, else OpenAI's API).
-
-    Every argument is checked here, so a typo fails when the embedder is made,
-    not halfway through indexing.
-    """
-    from_env = base_url is None
-    url = (os.environ.get("OPENAI_BASE_URL") or None) if from_env else base_url
-    host = "api.openai.com"
-    if url is not None:
-        parts = urlsplit(url) if isinstance(url, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(
-                f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}"
-                + (" (from OPENAI_BASE_URL)" if from_env else ""))
-        host = parts.hostname.lower()
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or not 0 < timeout < float("inf")):
-        raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
-    if max_retries is not None and (isinstance(max_retries, bool)
-                                    or not isinstance(max_retries, int) or max_retries < 0):
-        raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
-    key = api_key or os.environ.get("OPENAI_API_KEY")
-    if not key:
-        if _needs_key(host):
-            raise ValueError(
-                f"OpenAIEmbedder needs an API key for {host}: pass api_key= or set "
-                "OPENAI_API_KEY (a server of your own, given by base_url= or OPENAI_BASE_URL, "
-                "needs none)")
-        key = OPENAI_PLACEHOLDER_KEY
-    from openai import OpenAI
-
-    options: dict[str, Any] = {"api_key": key, "base_url": url}
-    if timeout is not None:
-        options["timeout"] = float(timeout)
-    if max_retries is not None:
-        options["max_retries"] = max_retries
-    return OpenAI(**options)
 
 
 class FunctionEmbedder:

@@ -1,0 +1,47 @@
+"""The LLM layer: one protocol for any chat model, and the policy every call runs under.
+
+- :class:`ChatModel`, :class:`Message`, :class:`Completion`: the protocol;
+- :class:`OpenAIChat`: any OpenAI-compatible server through the ``openai`` client;
+- :class:`LLMRunner`, :class:`RetryPolicy`: retries, timeouts, concurrency, progress;
+- :class:`TokenLedger`: tokens per stage, server-reported or counted;
+- :func:`estimate_cost`, :class:`ModelPrice`: the cost before, checked after.
+"""
+
+from .ledger import StageUsage, TokenLedger
+from .messages import BadOutput, ChatModel, Completion, LLMError, Message, reply_text
+from .openai_chat import OpenAIChat
+from .pricing import (
+    DEFAULT_OUTPUT_RATIO,
+    PRICES,
+    CostEstimate,
+    EstimateCheck,
+    ModelPrice,
+    estimate_cost,
+    price_for,
+)
+from .runner import LLMRunner, Outcome, RequestFailed, RetryPolicy, is_transient, run_sync
+
+__all__ = [
+    "DEFAULT_OUTPUT_RATIO",
+    "PRICES",
+    "BadOutput",
+    "ChatModel",
+    "Completion",
+    "CostEstimate",
+    "EstimateCheck",
+    "LLMError",
+    "LLMRunner",
+    "Message",
+    "ModelPrice",
+    "OpenAIChat",
+    "Outcome",
+    "RequestFailed",
+    "RetryPolicy",
+    "StageUsage",
+    "TokenLedger",
+    "estimate_cost",
+    "is_transient",
+    "price_for",
+    "reply_text",
+    "run_sync",
+]

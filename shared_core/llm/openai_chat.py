@@ -1,0 +1,99 @@
+"""The ``openai`` client as a :class:`~.messages.ChatModel`: OpenAI, vLLM, Ollama, llama.cpp.
+
+Configured by ``model``, ``base_url`` and ``api_key``, each falling back to
+``$OPENAI_MODEL``, ``$OPENAI_BASE_URL`` and ``$OPENAI_API_KEY``. The client's
+own retries are off: :class:`~.runner.LLMRunner` retries, so one policy and one
+ledger cover every model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ..openai_endpoint import check_timeout, openai_options
+from ..text.tokens import count_tokens
+from .messages import Completion, Message, check_messages
+
+# OpenAI's documented chat overhead: tokens per message around its content, and the
+# reply's priming; used only when a server reports no usage.
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_REPLY = 3
+
+
+def counted_input_tokens(messages: Sequence[Message]) -> int:
+    """Prompt tokens by tiktoken (cl100k_base), for servers that report no usage."""
+    return sum(count_tokens(m.content) + TOKENS_PER_MESSAGE for m in messages) + TOKENS_PER_REPLY
+
+
+class OpenAIChat:
+    """Chat completions from any OpenAI-compatible server.
+
+    >>> llm = OpenAIChat("gpt-4o-mini")                              # doctest: +SKIP
+    >>> llm = OpenAIChat("smollm2", base_url="http://127.0.0.1:8080/v1")  # doctest: +SKIP
+    >>> llm.complete([Message("user", "Say hi")]).text               # doctest: +SKIP
+    """
+
+    def __init__(self, model: str | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, timeout: float = 120.0,
+                 extra_body: dict[str, Any] | None = None) -> None:
+        model = model or os.environ.get("OPENAI_MODEL") or None
+        if not model or not isinstance(model, str):
+            raise ValueError("OpenAIChat needs a model name: pass model= or set OPENAI_MODEL")
+        check_timeout(timeout)
+        from openai import AsyncOpenAI, OpenAI
+
+        options = openai_options(api_key, base_url, timeout, 0, who="OpenAIChat")
+        self._model = model
+        self._sync = OpenAI(**options)
+        self._async = AsyncOpenAI(**options)
+        self._extra_body = dict(extra_body or {})
+        self.base_url = str(self._sync.base_url)
+
+    @property
+    def model_name(self) -> str:
+        return self._model
+
+    def _request(self, messages: Sequence[Message], max_tokens: int | None,
+                 temperature: float) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self._model,
+            "messages": [{"role": m.role, "content": m.content} for m in check_messages(messages)],
+            "temperature": temperature,
+        }
+        if max_tokens is not None:
+            request["max_tokens"] = max_tokens
+        if self._extra_body:
+            request["extra_body"] = self._extra_body
+        return request
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                 temperature: float = 0.0) -> Completion:
+        response = self._sync.chat.completions.create(
+            **self._request(messages, max_tokens, temperature))
+        return completion_from_response(response, messages)
+
+    async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                        temperature: float = 0.0) -> Completion:
+        response = await self._async.chat.completions.create(
+            **self._request(messages, max_tokens, temperature))
+        return completion_from_response(response, messages)
+
+
+def completion_from_response(response: Any, messages: Sequence[Message]) -> Completion:
+    """A :class:`Completion` from an ``openai`` ChatCompletion, usage counted when absent."""
+    choices = getattr(response, "choices", None) or []
+    message = choices[0].message if choices else None
+    text = (getattr(message, "content", None) or "") if message is not None else ""
+    refusal = getattr(message, "refusal", None) if message is not None else None
+    finish = choices[0].finish_reason if choices else None
+    usage = getattr(response, "usage", None)
+    if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = getattr(details, "cached_tokens", None) or 0
+        return Completion(text, int(usage.prompt_tokens), int(usage.completion_tokens or 0),
+                          int(cached), "server", finish, refusal,
+                          getattr(response, "model", "") or "")
+    return Completion(text, counted_input_tokens(messages), count_tokens(text), 0, "tiktoken",
+                      finish, refusal, getattr(response, "model", "") or "")

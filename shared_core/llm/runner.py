@@ -1,0 +1,268 @@
+"""Calling a chat model many times, well: retries, timeouts, concurrency, progress, ledger.
+
+Written once over the :class:`~.messages.ChatModel` protocol, so a LlamaIndex or
+LangChain model gets the same policy as the ``openai`` client. Two kinds of
+failure are retried separately:
+
+- *transport*: HTTP 408/409/429/5xx, connection errors, timeouts; retried with
+  exponential backoff (the server's ``Retry-After`` wins when it sends one);
+- *output*: a reply the caller's ``parse`` rejects with :class:`~.messages.BadOutput`
+  (empty, refusal, garbage); counted by kind in the ledger and asked again.
+
+Anything else (a 400, a bad key) is a bug to show at once, not to retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from .ledger import TokenLedger
+from .messages import BadOutput, ChatModel, Completion, LLMError, Message, check_messages
+
+T = TypeVar("T")
+X = TypeVar("X")
+R = TypeVar("R")
+
+TRANSIENT_STATUS = frozenset({408, 409, 429})
+
+
+class RequestFailed(LLMError):
+    """One request failed after every retry; ``kind`` is the last failure's label."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often to try again, and how long to wait.
+
+    ``attempts`` bounds transport failures per call, ``output_attempts`` bad
+    replies per call. The wait before retry ``k`` (1-based) is
+    ``min(max_delay, base_delay * 2**(k-1))`` with up to 25 % jitter, unless the
+    server said how long to wait.
+    """
+
+    attempts: int = 4
+    output_attempts: int = 2
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    jitter: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("attempts", "output_attempts"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for name in ("base_delay", "max_delay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(self.max_delay, max(0.0, retry_after))
+        wait = min(self.max_delay, self.base_delay * 2 ** (retry - 1))
+        return wait * (1 + 0.25 * random.random()) if self.jitter else wait
+
+
+def status_code(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    if code is None:
+        code = getattr(getattr(exc, "response", None), "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether another try may succeed: rate limits, server errors, lost connections, timeouts."""
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    code = status_code(exc)
+    if code is not None:
+        return code in TRANSIENT_STATUS or code >= 500
+    try:
+        import httpx
+        import openai
+    except ImportError:  # pragma: no cover - openai is a core dependency
+        return False
+    return isinstance(exc, (openai.APIConnectionError, httpx.TransportError))
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The server's ``retry-after-ms`` or ``retry-after`` (seconds) header, when it sent one."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return float(value) * scale
+            except ValueError:
+                return None
+    return None
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[T]):
+    """One item's result, or why it failed after every retry (``error``, ``kind``)."""
+
+    index: int
+    value: T | None = None
+    error: str | None = None
+    kind: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class LLMRunner:
+    """Calls one chat model under one policy, and books every call in one ledger.
+
+    ``concurrency`` bounds calls in flight; ``timeout`` (seconds) bounds each
+    call whatever the model object's own setting; ``progress`` shows a tqdm bar
+    with throughput and ETA in :meth:`map`.
+    """
+
+    def __init__(self, model: ChatModel, *, ledger: TokenLedger | None = None,
+                 retry: RetryPolicy | None = None, concurrency: int = 4,
+                 timeout: float | None = 120.0, progress: bool = False,
+                 temperature: float = 0.0,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        if not isinstance(model, ChatModel):
+            raise TypeError("model must implement ChatModel (model_name, complete, acomplete); "
+                            f"got {type(model).__name__}: wrap framework models with "
+                            "the adapters' chat_model()")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if timeout is not None and (isinstance(timeout, bool)
+                                    or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ValueError(f"timeout must be seconds > 0 or None, got {timeout!r}")
+        self.model = model
+        self.ledger = ledger if ledger is not None else TokenLedger()
+        self.retry = retry or RetryPolicy()
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.progress = progress
+        self.temperature = temperature
+        self._sleep = sleep
+
+    async def acall(self, stage: str, messages: Sequence[Message],
+                    parse: Callable[[Completion], T], *, max_tokens: int | None = None) -> T:
+        """One call, retried per the policy; ``parse``'s value, or :class:`RequestFailed`."""
+        messages = check_messages(messages)
+        transport_tries = output_tries = 0
+        while True:
+            try:
+                call = self.model.acomplete(messages, max_tokens=max_tokens,
+                                            temperature=self.temperature)
+                completion = await (asyncio.wait_for(call, self.timeout) if self.timeout
+                                    else call)
+            except Exception as exc:  # classified below; anything not transient re-raises
+                if not is_transient(exc):
+                    raise
+                transport_tries += 1
+                kind = "timeout" if isinstance(exc, TimeoutError) else (
+                    f"http_{status_code(exc)}" if status_code(exc) else "connection")
+                if transport_tries >= self.retry.attempts:
+                    self.ledger.record_failure(stage)
+                    raise RequestFailed(kind, f"{type(exc).__name__}: {exc} "
+                                        f"(after {transport_tries} attempts)") from exc
+                self.ledger.record_retry(stage)
+                await self._sleep(self.retry.delay(transport_tries, retry_after_seconds(exc)))
+                continue
+            self.ledger.record(stage, completion)
+            try:
+                return parse(completion)
+            except BadOutput as bad:
+                self.ledger.record_bad_output(stage, bad.kind)
+                output_tries += 1
+                if output_tries >= self.retry.output_attempts:
+                    self.ledger.record_failure(stage)
+                    raise RequestFailed(bad.kind, f"{bad.detail} (after {output_tries} "
+                                        "replies)") from bad
+                self.ledger.record_retry(stage)
+
+    def call(self, stage: str, messages: Sequence[Message], parse: Callable[[Completion], T],
+             *, max_tokens: int | None = None) -> T:
+        """:meth:`acall` from synchronous code."""
+        return run_sync(self.acall(stage, messages, parse, max_tokens=max_tokens))
+
+    async def amap(self, items: Sequence[X], work: Callable[[X], Awaitable[R]], *,
+                   desc: str = "LLM calls",
+                   on_outcome: Callable[[X, Outcome[R]], None] | None = None,
+                   ) -> list[Outcome[R]]:
+        """``work`` on every item, at most ``concurrency`` at a time, in input order.
+
+        A :class:`RequestFailed` becomes a failed :class:`Outcome` (the others go
+        on); any other exception stops the map. ``on_outcome`` sees each outcome
+        as it lands, so a caller can persist progress for resumption.
+        """
+        from tqdm.auto import tqdm
+
+        gate = asyncio.Semaphore(self.concurrency)
+        bar = tqdm(total=len(items), desc=desc, unit="item", disable=not self.progress,
+                   dynamic_ncols=True)
+
+        async def one(i: int, item: X) -> Outcome[R]:
+            async with gate:
+                try:
+                    outcome: Outcome[R] = Outcome(i, value=await work(item))
+                except RequestFailed as failed:
+                    outcome = Outcome(i, error=str(failed), kind=failed.kind)
+            if on_outcome is not None:
+                on_outcome(item, outcome)
+            bar.update(1)
+            return outcome
+
+        try:
+            tasks = [asyncio.ensure_future(one(i, item)) for i, item in enumerate(items)]
+            try:
+                return list(await asyncio.gather(*tasks))
+            except BaseException:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+        finally:
+            bar.close()
+
+    def map(self, items: Sequence[X], work: Callable[[X], Awaitable[R]], *,
+            desc: str = "LLM calls",
+            on_outcome: Callable[[X, Outcome[R]], None] | None = None) -> list[Outcome[R]]:
+        """:meth:`amap` from synchronous code."""
+        return run_sync(self.amap(items, work, desc=desc, on_outcome=on_outcome))
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, even inside a running loop (Jupyter).
+
+    Inside a loop it runs on a fresh loop in a worker thread, since the running
+    loop cannot be re-entered.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coroutine)
+        except BaseException as exc:  # handed to the caller's thread below
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="conceptgraph-llm")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
