@@ -1,0 +1,67 @@
+"""A scripted chat model for unit tests: replies come from a list or a function, in order.
+
+It is a stand-in for the *LLM* (not for any of our code): it implements the
+:class:`~shared_core.llm.ChatModel` protocol, records every call, and books
+tokens the way a server without usage would be counted (tiktoken), so ledger
+figures in tests can be worked out by hand from the prompts and replies.
+
+A script entry is a reply text, a :class:`~shared_core.llm.Completion` (to set
+usage, ``finish_reason`` or a refusal exactly), or an exception instance to raise.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from shared_core.llm import Completion, Message
+from shared_core.llm.openai_chat import counted_input_tokens
+from shared_core.text import count_tokens
+
+Reply = str | Completion | BaseException
+
+
+@dataclass
+class ScriptedChat:
+    """``ScriptedChat(["reply 1", TimeoutError(), "reply 2"])`` or ``ScriptedChat(fn)``.
+
+    With a list, call ``k`` gets entry ``k`` (running past the end is a test bug
+    and raises). With a function, every call gets ``fn(messages)``.
+    """
+
+    script: Sequence[Reply] | Callable[[Sequence[Message]], Reply]
+    name: str = "scripted"
+    calls: list[tuple[Message, ...]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        return self.name
+
+    def _next(self, messages: Sequence[Message]) -> Reply:
+        with self._lock:
+            self.calls.append(tuple(messages))
+            if callable(self.script):
+                return self.script(messages)
+            k = len(self.calls) - 1
+            if k >= len(self.script):
+                raise AssertionError(f"ScriptedChat: call {k + 1} but only "
+                                     f"{len(self.script)} replies scripted")
+            return self.script[k]
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                 temperature: float = 0.0) -> Completion:
+        reply = self._next(messages)
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, Completion):
+            return reply
+        return Completion(reply, counted_input_tokens(messages), count_tokens(reply), 0,
+                          "tiktoken", "stop", None, self.name)
+
+    async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                        temperature: float = 0.0) -> Completion:
+        return self.complete(messages, max_tokens=max_tokens, temperature=temperature)
