@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -81,3 +82,24 @@ def share(flags: Sequence[bool]) -> float | None:
 
 def percentile_ms(seconds: Sequence[float], q: float) -> float | None:
     return None if len(seconds) == 0 else float(np.percentile(np.asarray(seconds) * 1e3, q))
+
+
+def exact_match(prediction: str, answers: Iterable[str]) -> bool:
+    """SQuAD exact match: the normalised prediction equals a normalised alias."""
+    pred = normalize_answer(prediction)
+    return any(pred == normalize_answer(a) for a in answers if normalize_answer(a))
+
+
+def token_f1(prediction: str, answers: Iterable[str]) -> float:
+    """SQuAD token F1 against the best alias (bag-of-tokens overlap of normalised texts)."""
+    pred = normalize_answer(prediction).split()
+    best = 0.0
+    for answer in answers:
+        gold = normalize_answer(answer).split()
+        if not gold or not pred:
+            continue
+        overlap = sum((Counter(pred) & Counter(gold)).values())
+        if overlap:
+            precision, recall = overlap / len(pred), overlap / len(gold)
+            best = max(best, 2 * precision * recall / (precision + recall))
+    return best

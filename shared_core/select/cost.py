@@ -6,10 +6,12 @@ any LLM is called.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..config import SelectBy
+from ..llm.pricing import DEFAULT_OUTPUT_RATIO, CostEstimate, ModelPrice, estimate_cost
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,18 @@ class CostReport:
                     "and the ranking uses no graph structure: lower theta_co, e.g. theta_co=1 "
                     "(index.reconfigured(theta_co=1), or conceptgraph build --set theta_co=1)",)
         return ()
+
+    def extraction_estimate(self, model: str, *, all_chunks: bool = False,
+                            output_ratio: float = DEFAULT_OUTPUT_RATIO,
+                            prices: Mapping[str, ModelPrice] | None = None) -> CostEstimate:
+        """What extracting a KG from the core chunks (or, ``all_chunks``, from every
+        chunk) would cost with ``model``: one call per chunk reading the prompt and
+        the chunk, and ``output_ratio`` output tokens per input token.
+        """
+        chunks, tokens = ((self.chunks_total, self.extraction_input_tokens_all) if all_chunks
+                          else (self.chunks_kept, self.extraction_input_tokens))
+        return estimate_cost("extract", model, calls=chunks, input_tokens=tokens,
+                             output_ratio=output_ratio, prices=prices)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

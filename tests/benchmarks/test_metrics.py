@@ -8,6 +8,7 @@ import pytest
 from benchmarks.baselines import fill_budget, rrf_scores
 from benchmarks.metrics import (
     answer_in_context,
+    exact_match,
     merge_spans,
     normalize_answer,
     passage_membership,
@@ -15,6 +16,7 @@ from benchmarks.metrics import (
     share,
     span_covered,
     supports_in_context,
+    token_f1,
 )
 
 
@@ -80,3 +82,22 @@ def test_share_and_percentiles() -> None:
     assert share([True, False, True, True]) == 0.75
     assert share([]) is None
     assert percentile_ms([0.001, 0.003], 50) == pytest.approx(2.0)
+
+
+def test_exact_match_is_normalised_and_takes_any_alias() -> None:
+    assert exact_match("The Beatles.", ["beatles", "Fab Four"])
+    assert exact_match("fab four", ["beatles", "Fab Four"])
+    assert not exact_match("the beatles band", ["beatles"])
+    assert not exact_match("", ["beatles"])
+    assert not exact_match("anything", ["", "the"])  # aliases that normalise to nothing
+
+
+def test_token_f1_by_hand() -> None:
+    # pred "john lennon smith" vs gold "john lennon": overlap 2, P 2/3, R 1 -> F1 0.8
+    assert token_f1("John Lennon Smith", ["John Lennon"]) == pytest.approx(0.8)
+    # the best alias wins: "lennon" vs ["paul", "lennon john"] -> P 1, R 1/2 -> 2/3
+    assert token_f1("Lennon", ["paul", "Lennon, John"]) == pytest.approx(2 / 3)
+    # repeated tokens count once per match: pred "x y y" gold "y" -> overlap 1, P 1/3, R 1
+    assert token_f1("x y y", ["y"]) == pytest.approx(0.5)
+    assert token_f1("", ["y"]) == 0.0
+    assert token_f1("z", ["y"]) == 0.0

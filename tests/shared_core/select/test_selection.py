@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from shared_core.llm import ModelPrice
 from shared_core.select import (
     CostReport,
     chunk_scores,
@@ -147,6 +148,22 @@ def test_cost_report_without_prompt_and_empty() -> None:
     assert r.extraction_input_tokens == 300
     assert r.cost_reduction == pytest.approx(0.7)  # 1 - 300/1000
     assert CostReport(0.5, 0, 0, 0, 0).cost_reduction == 0.0  # no division by zero
+
+
+def test_cost_report_prices_the_extraction_before_any_call() -> None:
+    # 2 of 10 chunks, 300 of 1000 tokens, a 100-token prompt per chunk:
+    # core input 300 + 2*100 = 500, all 1000 + 10*100 = 2000; output ratio 0.5
+    r = CostReport(kappa=0.2, chunks_total=10, chunks_kept=2, tokens_total=1000,
+                   tokens_kept=300, prompt_tokens_per_chunk=100)
+    core = r.extraction_estimate("gpt-4o-mini-2024-07-18", output_ratio=0.5)
+    assert (core.calls, core.input_tokens, core.output_tokens) == (2, 500, 250)
+    # gpt-4o-mini list price $0.15 in / $0.60 out per 1M tokens
+    assert core.usd == pytest.approx((500 * 0.15 + 250 * 0.60) / 1e6)
+    full = r.extraction_estimate("mine", all_chunks=True, output_ratio=0.5,
+                                 prices={"mine": ModelPrice(1.0, 2.0)})
+    assert (full.calls, full.input_tokens, full.output_tokens) == (10, 2000, 1000)
+    assert full.usd == pytest.approx((2000 * 1.0 + 1000 * 2.0) / 1e6)
+    assert r.extraction_estimate("unknown-model").usd is None  # no price, no made-up figure
 
 
 def test_select_all_ties_is_deterministic() -> None:
