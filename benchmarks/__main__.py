@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from .answers import LLMSettings
 from .data import DATA_ROOT, DATASETS
 from .run import CACHE_PATH, RunConfig, run
 
@@ -30,6 +32,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--trace-memory", action="store_true",
                    help="tracemalloc peak per build (exact, but slows builds several-fold)")
     r.add_argument("--cache", default=str(CACHE_PATH), help="SQLite embedding cache")
+    r.add_argument("--llm-model", default=os.environ.get("OPENAI_MODEL"),
+                   help="an LLM for answer EM/F1 (default $OPENAI_MODEL); without one those "
+                        "figures are reported as not measured")
+    r.add_argument("--llm-base-url", default=os.environ.get("OPENAI_BASE_URL"),
+                   help="its OpenAI-compatible server (default $OPENAI_BASE_URL)")
+    r.add_argument("--llm-questions", type=int, default=50,
+                   help="questions answered per method (each is one LLM call)")
     rep = sub.add_parser("report", help="write RESULTS.md and plots from result JSONs")
     rep.add_argument("--results", default="benchmarks/results")
     rep.add_argument("--out", default="benchmarks/RESULTS.md")
@@ -49,11 +58,17 @@ def main(argv: list[str] | None = None) -> int:
             out=args.out, embedder=args.embedder, limit_questions=args.limit_questions,
             seed=args.seed, coverage=not args.no_coverage, trace_memory=args.trace_memory,
             cache_path=args.cache,
+            llm=(LLMSettings(args.llm_model, args.llm_base_url, args.llm_questions)
+                 if args.llm_model else None),
         )
         result = run(config, argv)
         for name, m in result["methods"].items():
             sr = "-" if m["sr"] is None else f"{m['sr']:.3f}"
-            print(f"{name:20s} CR={m['cr']:.3f} SR={sr} tokens={m['context_tokens_mean']:.0f}")
+            answers = m.get("answers")
+            em = ("" if not answers or answers["em"] is None
+                  else f" EM={answers['em']:.3f} F1={answers['f1']:.3f}")
+            print(f"{name:20s} CR={m['cr']:.3f} SR={sr} tokens={m['context_tokens_mean']:.0f}"
+                  f"{em}")
         for name, error in result["failed"].items():
             print(f"{name:20s} FAILED {error['type']}: {error['message']}")
         return 1 if result["failed"] else 0

@@ -17,7 +17,7 @@ import time
 import traceback
 import tracemalloc
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import numpy as np
 from shared_core.embeddings import resolve_embedder
 from shared_core.text import count_tokens
 
+from .answers import NOT_MEASURED, LLMSettings, answer_scores
 from .baselines import embed_batched
 from .coverage import core_coverage
 from .data import Corpus, Question, corpus_for, load_dataset
@@ -54,6 +55,7 @@ class RunConfig:
     coverage: bool = True
     trace_memory: bool = False
     cache_path: str = str(CACHE_PATH)
+    llm: LLMSettings | None = None
 
 
 def _max_rss_mb() -> float:
@@ -70,8 +72,12 @@ def _git_commit() -> str | None:
 
 
 def evaluate(retriever: Any, corpus: Corpus, questions: list[Question], qvecs: np.ndarray,
-             budget: int, normalized_units: list[str]) -> dict[str, Any]:
-    """Query every question; CR, SR, tokens and latency. Raises if a method breaks the budget."""
+             budget: int, normalized_units: list[str],
+             contexts: list[list[int]] | None = None) -> dict[str, Any]:
+    """Query every question; CR, SR, tokens and latency. Raises if a method breaks the budget.
+
+    ``contexts``, when given, receives each question's unit positions (for answers).
+    """
     units = corpus.units
     pindex = corpus.passage_index()
     cr_flags: list[bool] = []
@@ -87,6 +93,8 @@ def evaluate(retriever: Any, corpus: Corpus, questions: list[Question], qvecs: n
         if len(set(positions)) != len(positions) or any(
                 not 0 <= p < len(units) for p in positions):
             raise AssertionError(f"invalid unit positions for question {q.id}")
+        if contexts is not None:
+            contexts.append(positions)
         used = int(units.tokens[positions].sum()) if positions else 0
         assert used <= budget, f"{q.id}: {used} context tokens over the budget {budget}"
         tokens_used.append(used)
@@ -155,8 +163,16 @@ def run_method(spec: str, config: RunConfig, inputs: BuildInputs, questions: lis
         build_time = time.perf_counter() - t0
         peak = tracemalloc.get_traced_memory()[1] if tracemalloc.is_tracing() else None
         tracemalloc.stop()
+    contexts: list[list[int]] = []
     result = evaluate(retriever, inputs.corpus, questions, qvecs, config.budget,
-                      normalized_units)
+                      normalized_units, contexts)
+    if config.llm is not None:
+        n = min(config.llm.questions, len(questions))
+        texts = inputs.corpus.units.texts
+        result["answers"] = answer_scores(
+            config.llm.runner(), "answer", [q.question for q in questions[:n]],
+            ["\n\n".join(texts[p] for p in positions) for positions in contexts[:n]],
+            [q.answers for q in questions[:n]], config.llm.max_answer_tokens)
     if questions:
         _check_context_tokens(retriever, inputs.corpus, questions[0], qvecs[0], config.budget)
     result.update(build_time_s=build_time,
@@ -192,7 +208,7 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
         "protocol": config.protocol,
         "budget": config.budget,
         "embedder": embedder.model_id,
-        "config": {**config.__dict__, "data": str(Path(config.data).resolve())},
+        "config": {**asdict(config), "data": str(Path(config.data).resolve())},
         "command": command,
         "git_commit": _git_commit(),
         "python": platform.python_version(),
@@ -213,6 +229,9 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
         "unavailable": unavailable,
         "failed": failed,
         "core_coverage": None,
+        "llm": ({"model": config.llm.model, "base_url": config.llm.base_url,
+                 "answer_questions": config.llm.questions}
+                if config.llm is not None else {"measured": False, "note": NOT_MEASURED}),
         "peak_rss_mb": 0.0,
         "complete": False,
     }
