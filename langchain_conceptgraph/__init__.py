@@ -6,11 +6,14 @@
 - :class:`FusedRetriever` — concept path + any KG retriever, λ ensemble.
 - :func:`graph_facts` — KG fact documents tied to their source chunks.
 - :class:`CoreEmbeddings` / :func:`to_core_embedder` — embeddings in both directions.
+- :class:`LangChainChat` / :func:`chat_model` — any LangChain chat model as the core's
+  ``ChatModel``.
 """
 
 from .document_transformers import CoreChunkSelector
 from .embeddings import CoreEmbeddings, to_core_embedder
 from .graph_facts import graph_facts
+from .llm import LangChainChat, chat_model
 from .retrievers import ConceptGraphRetriever, FusedRetriever
 
 __all__ = [
@@ -18,6 +21,8 @@ __all__ = [
     "CoreChunkSelector",
     "CoreEmbeddings",
     "FusedRetriever",
+    "LangChainChat",
+    "chat_model",
     "graph_facts",
     "to_core_embedder",
 ]

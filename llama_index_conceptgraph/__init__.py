@@ -5,6 +5,7 @@
 - :class:`ConceptGraphRetriever` — concept-graph retrieval with provenance.
 - :class:`ConceptGraphPostprocessor` — reorder/prune another retriever's nodes.
 - :class:`FusedConceptKGRetriever` — concept path + KG path in one token budget.
+- :class:`LlamaIndexChat` / :func:`chat_model` — any LlamaIndex ``LLM`` as the core's ``ChatModel``.
 """
 
 from .embeddings import CoreEmbedding, default_embed_model, to_core_embedder
@@ -15,6 +16,7 @@ from .fused import (
     relation_sourced_retriever,
     run_outside_event_loop,
 )
+from .llm import LlamaIndexChat, chat_model
 from .postprocessor import ConceptGraphPostprocessor
 from .retriever import ConceptGraphRetriever
 from .selector import CoreChunkSelector
@@ -25,8 +27,10 @@ __all__ = [
     "CoreChunkSelector",
     "CoreEmbedding",
     "FusedConceptKGRetriever",
+    "LlamaIndexChat",
     "RelationSourcedSynonymRetriever",
     "RelationSourcedVectorContextRetriever",
+    "chat_model",
     "default_embed_model",
     "relation_sourced_retriever",
     "run_outside_event_loop",

@@ -18,6 +18,14 @@ from typing import Any
 
 from .messages import Completion
 
+COUNT_FIELDS = ("calls", "input_tokens", "output_tokens", "cached_tokens",
+                "calls_counted_locally", "retries", "failures")
+
+
+def _check_count(stage: object, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"ledger stage {stage!r}: {name} must be an int >= 0, got {value!r}")
+
 
 @dataclass
 class StageUsage:
@@ -37,8 +45,7 @@ class StageUsage:
         return self.input_tokens + self.output_tokens
 
     def add(self, other: StageUsage) -> None:
-        for name in ("calls", "input_tokens", "output_tokens", "cached_tokens",
-                     "calls_counted_locally", "retries", "failures"):
+        for name in COUNT_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for kind, n in other.bad_outputs.items():
             self.bad_outputs[kind] = self.bad_outputs.get(kind, 0) + n
@@ -111,9 +118,16 @@ class TokenLedger:
             if not isinstance(usage, dict):
                 raise ValueError(f"ledger stage {stage!r} must be an object")
             try:
-                stages[str(stage)] = StageUsage(**usage)
+                entry = StageUsage(**usage)
             except TypeError as exc:
                 raise ValueError(f"ledger stage {stage!r}: {exc}") from None
+            for name in COUNT_FIELDS:
+                _check_count(stage, name, getattr(entry, name))
+            if not isinstance(entry.bad_outputs, dict):
+                raise ValueError(f"ledger stage {stage!r}: bad_outputs must be an object")
+            for kind, n in entry.bad_outputs.items():
+                _check_count(stage, f"bad_outputs[{kind!r}]", n)
+            stages[str(stage)] = entry
         return cls(stages)
 
     def save(self, path: str | Path) -> None:

@@ -8,13 +8,14 @@ ledger cover every model.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from ..openai_endpoint import check_timeout, openai_options
 from ..text.tokens import count_tokens
-from .messages import Completion, Message, check_messages
+from .messages import Completion, LLMError, Message, check_messages
 
 # OpenAI's documented chat overhead: tokens per message around its content, and the
 # reply's priming; used only when a server reports no usage.
@@ -30,9 +31,11 @@ def counted_input_tokens(messages: Sequence[Message]) -> int:
 class OpenAIChat:
     """Chat completions from any OpenAI-compatible server.
 
-    >>> llm = OpenAIChat("gpt-4o-mini")                              # doctest: +SKIP
-    >>> llm = OpenAIChat("smollm2", base_url="http://127.0.0.1:8080/v1")  # doctest: +SKIP
-    >>> llm.complete([Message("user", "Say hi")]).text               # doctest: +SKIP
+    ``OpenAIChat("gpt-4o-mini")`` reads ``$OPENAI_API_KEY``;
+    ``OpenAIChat("smollm2", base_url="http://127.0.0.1:8080/v1")`` talks to a local
+    llama.cpp server; ``llm.complete([Message("user", "Say hi")]).text`` is the reply.
+    A server that answers with something other than JSON (a wrong ``base_url``
+    pointing at a web page, say) raises :class:`~.messages.LLMError` saying so.
     """
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None,
@@ -70,15 +73,25 @@ class OpenAIChat:
 
     def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                  temperature: float = 0.0) -> Completion:
-        response = self._sync.chat.completions.create(
-            **self._request(messages, max_tokens, temperature))
+        try:
+            response = self._sync.chat.completions.create(
+                **self._request(messages, max_tokens, temperature))
+        except json.JSONDecodeError as exc:
+            raise self._not_json(exc) from exc
         return completion_from_response(response, messages)
 
     async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                         temperature: float = 0.0) -> Completion:
-        response = await self._async.chat.completions.create(
-            **self._request(messages, max_tokens, temperature))
+        try:
+            response = await self._async.chat.completions.create(
+                **self._request(messages, max_tokens, temperature))
+        except json.JSONDecodeError as exc:
+            raise self._not_json(exc) from exc
         return completion_from_response(response, messages)
+
+    def _not_json(self, exc: json.JSONDecodeError) -> LLMError:
+        return LLMError(f"the server at {self.base_url} did not answer with JSON ({exc}); "
+                        "is base_url the API root, such as http://127.0.0.1:8080/v1?")
 
 
 def completion_from_response(response: Any, messages: Sequence[Message]) -> Completion:

@@ -56,15 +56,14 @@ def price_for(model: str, prices: Mapping[str, ModelPrice] | None = None) -> Mod
     """The model's price: an exact entry, else the longest entry its name starts with.
 
     The prefix rule prices dated snapshots (``gpt-4o-mini-2024-07-18``) as their
-    family; the user's table is searched before :data:`PRICES`.
+    family. The user's entries override :data:`PRICES` name by name, and both are
+    searched as one table, so a user's ``gpt-4o`` never prices ``gpt-4o-mini``.
     """
-    for table in (prices or {}, PRICES):
-        if model in table:
-            return table[model]
-        family = [name for name in table if model.startswith(name + "-")]
-        if family:
-            return table[max(family, key=len)]
-    return None
+    table = {**PRICES, **(prices or {})}
+    if model in table:
+        return table[model]
+    family = [name for name in table if model.startswith(name + "-")]
+    return table[max(family, key=len)] if family else None
 
 
 @dataclass(frozen=True)

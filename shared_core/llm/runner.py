@@ -80,6 +80,32 @@ def status_code(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP stack's transport errors: openai's own, and httpx/httpx2 when importable.
+
+    Each import stands alone, so a missing one never hides the others.
+    """
+    found: list[type[BaseException]] = []
+    for module, name in (("openai", "APIConnectionError"), ("httpx", "TransportError"),
+                         ("httpx2", "TransportError")):
+        try:
+            found.append(getattr(__import__(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def _timeout_errors() -> tuple[type[BaseException], ...]:
+    found: list[type[BaseException]] = [TimeoutError]
+    for module, name in (("openai", "APITimeoutError"), ("httpx", "TimeoutException"),
+                         ("httpx2", "TimeoutException")):
+        try:
+            found.append(getattr(__import__(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether another try may succeed: rate limits, server errors, lost connections, timeouts."""
     if isinstance(exc, (TimeoutError, ConnectionError)):
@@ -87,12 +113,15 @@ def is_transient(exc: BaseException) -> bool:
     code = status_code(exc)
     if code is not None:
         return code in TRANSIENT_STATUS or code >= 500
-    try:
-        import httpx
-        import openai
-    except ImportError:  # pragma: no cover - openai is a core dependency
-        return False
-    return isinstance(exc, (openai.APIConnectionError, httpx.TransportError))
+    return isinstance(exc, _transport_errors())
+
+
+def failure_kind(exc: BaseException) -> str:
+    """The ledger's label for a transport failure: timeout, http_<status> or connection."""
+    if isinstance(exc, _timeout_errors()):
+        return "timeout"
+    code = status_code(exc)
+    return f"http_{code}" if code is not None else "connection"
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
@@ -170,8 +199,7 @@ class LLMRunner:
                 if not is_transient(exc):
                     raise
                 transport_tries += 1
-                kind = "timeout" if isinstance(exc, TimeoutError) else (
-                    f"http_{status_code(exc)}" if status_code(exc) else "connection")
+                kind = failure_kind(exc)
                 if transport_tries >= self.retry.attempts:
                     self.ledger.record_failure(stage)
                     raise RequestFailed(kind, f"{type(exc).__name__}: {exc} "
@@ -209,15 +237,22 @@ class LLMRunner:
         from tqdm.auto import tqdm
 
         gate = asyncio.Semaphore(self.concurrency)
+        stopped = False  # set when an error ends the map: no waiting item may start a call
         bar = tqdm(total=len(items), desc=desc, unit="item", disable=not self.progress,
                    dynamic_ncols=True)
 
         async def one(i: int, item: X) -> Outcome[R]:
+            nonlocal stopped
             async with gate:
+                if stopped:
+                    raise asyncio.CancelledError
                 try:
                     outcome: Outcome[R] = Outcome(i, value=await work(item))
                 except RequestFailed as failed:
                     outcome = Outcome(i, error=str(failed), kind=failed.kind)
+                except BaseException:
+                    stopped = True
+                    raise
             if on_outcome is not None:
                 on_outcome(item, outcome)
             bar.update(1)
@@ -242,27 +277,44 @@ class LLMRunner:
         return run_sync(self.amap(items, work, desc=desc, on_outcome=on_outcome))
 
 
+class _BackgroundLoop:
+    """One event loop on a daemon thread, for every synchronous call of the process.
+
+    Async HTTP clients (``AsyncOpenAI``, LangChain's cached clients) keep pooled
+    connections bound to the loop that opened them; a fresh loop per call
+    (``asyncio.run``) would leave the second call holding a dead loop's connection.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="conceptgraph-llm-loop",
+                                 daemon=True).start()
+                self._loop = loop
+            return self._loop
+
+
+_BACKGROUND = _BackgroundLoop()
+
+
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code, even inside a running loop (Jupyter).
 
-    Inside a loop it runs on a fresh loop in a worker thread, since the running
-    loop cannot be re-entered.
+    It runs on one long-lived loop in a daemon thread (:class:`_BackgroundLoop`),
+    so clients that pool connections per loop stay valid from call to call.
+    Calling it from that loop's own thread would deadlock, and raises instead.
     """
+    loop = _BACKGROUND.loop()
     try:
-        asyncio.get_running_loop()
+        running = asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coroutine)
-        except BaseException as exc:  # handed to the caller's thread below
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="conceptgraph-llm")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+        running = None
+    if running is loop:
+        coroutine.close()
+        raise RuntimeError("run_sync called from the LLM loop itself; await the coroutine")
+    return asyncio.run_coroutine_threadsafe(coroutine, loop).result()

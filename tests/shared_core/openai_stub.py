@@ -11,6 +11,11 @@ server's ``native_dim``. Rows come back in reverse order (each with its
 ``index``), as base64 float32 when the request asks for ``encoding_format:
 "base64"`` (the ``openai`` client's default), else as JSON floats.
 
+Chat replies can be scripted exactly: ``script`` is a queue the chat requests
+take from in order, one entry per request (a :class:`ChatReply`, an
+:class:`HTTPError` or a :class:`RawBody`, each with its own ``delay``); once it
+is empty, replies come from ``chat`` as before.
+
 Tests that use it need ``@pytest.mark.allow_hosts(["127.0.0.1"])``: pytest-socket
 then lets connections reach loopback only.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +44,57 @@ def stub_vector(text: str, width: int) -> list[float]:
     return out
 
 
+def usage(prompt_tokens: int, completion_tokens: int,
+          cached_tokens: int | None = None) -> dict[str, Any]:
+    """An OpenAI ``usage`` object; ``cached_tokens`` adds ``prompt_tokens_details``."""
+    out: dict[str, Any] = {"prompt_tokens": prompt_tokens,
+                           "completion_tokens": completion_tokens,
+                           "total_tokens": prompt_tokens + completion_tokens}
+    if cached_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return out
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """A chat completion, every field as given.
+
+    ``content`` ``None`` sends ``"content": null``; ``usage`` ``None`` leaves the
+    ``usage`` key out entirely (a server that reports none); ``model`` ``None``
+    echoes the request's model.
+    """
+
+    content: str | None = "stub reply"
+    finish_reason: str | None = "stop"
+    refusal: str | None = None
+    usage: dict[str, Any] | None = field(default_factory=lambda: usage(1, 1))
+    model: str | None = None
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class HTTPError:
+    """An HTTP error status with an OpenAI-style error body and optional headers
+    (``{"retry-after-ms": "250"}``, ``{"retry-after": "2"}``)."""
+
+    status: int
+    message: str = "stub: scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class RawBody:
+    """Bytes sent as they are, as JSON (``b'{"choices": ['``: a malformed body)."""
+
+    body: bytes
+    status: int = 200
+    delay: float = 0.0
+
+
+Scripted = ChatReply | HTTPError | RawBody
+
+
 @dataclass
 class Recorded:
     """One request: its path, headers (names lowercased) and JSON body."""
@@ -47,6 +104,15 @@ class Recorded:
     body: dict[str, Any]
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet about a client that hung up (a timeout test, a closed keep-alive connection)."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @dataclass
 class StubOpenAI:
     """Run as ``with StubOpenAI() as stub: ... stub.url ...``; ``stub.requests`` is the log.
@@ -54,7 +120,9 @@ class StubOpenAI:
     ``chat`` makes a chat completion's reply text from the request body.
     ``fail_first`` answers that many requests with HTTP 500 first (to count
     retries); ``delay`` sleeps that many seconds before every answer (to trip a
-    client timeout).
+    client timeout). ``script`` scripts chat replies one by one (see the module
+    docstring). ``keep_alive`` answers in HTTP/1.1 and keeps connections open for
+    the next request, as real servers do (the default closes each one, HTTP/1.0).
     """
 
     native_dim: int = 8
@@ -62,6 +130,8 @@ class StubOpenAI:
     fail_first: int = 0
     delay: float = 0.0
     requests: list[Recorded] = field(default_factory=list)
+    script: list[Scripted] = field(default_factory=list)
+    keep_alive: bool = False
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -78,29 +148,42 @@ class StubOpenAI:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if stub.keep_alive else "HTTP/1.0"
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                scripted: Scripted | None = None
                 with stub._lock:
                     headers = {k.lower(): v for k, v in self.headers.items()}
                     stub.requests.append(Recorded(self.path, headers, body))
                     failing = len(stub.requests) <= stub.fail_first
+                    if not failing and self.path == "/v1/chat/completions" and stub.script:
+                        scripted = stub.script.pop(0)
                 if stub.delay:
                     time.sleep(stub.delay)
+                if scripted is not None and scripted.delay:
+                    time.sleep(scripted.delay)
                 if failing:
                     self._send(500, {"error": {"message": "stub: failing on purpose",
                                                "type": "server_error"}},
                                {"retry-after-ms": "1"})
+                elif isinstance(scripted, HTTPError):
+                    self._send(scripted.status, {"error": {"message": scripted.message,
+                                                           "type": "stub_error"}},
+                               scripted.headers)
+                elif isinstance(scripted, RawBody):
+                    self._send(scripted.status, scripted.body)
                 elif self.path == "/v1/embeddings":
                     self._send(200, stub._embeddings(body))
                 elif self.path == "/v1/chat/completions":
-                    self._send(200, stub._chat(body))
+                    self._send(200, stub._chat(body, scripted))
                 else:
                     self._send(404, {"error": {"message": f"stub: no route {self.path}"}})
 
-            def _send(self, status: int, payload: dict[str, Any],
+            def _send(self, status: int, payload: dict[str, Any] | bytes,
                       headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
@@ -115,9 +198,8 @@ class StubOpenAI:
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet: the test output is for the test."""
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.005,),
                                         daemon=True)
         self._thread.start()
         return self
@@ -133,6 +215,11 @@ class StubOpenAI:
         with self._lock:
             return [r.path for r in self.requests]
 
+    def chat_bodies(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the chat completion requests, in arrival order."""
+        with self._lock:
+            return [r.body for r in self.requests if r.path == "/v1/chat/completions"]
+
     def _embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         width = int(body.get("dimensions") or self.native_dim)
@@ -147,11 +234,18 @@ class StubOpenAI:
         return {"object": "list", "data": rows[::-1], "model": body["model"],
                 "usage": {"prompt_tokens": n_chars, "total_tokens": n_chars}}
 
-    def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {
+    def _chat(self, body: dict[str, Any], reply: ChatReply | None = None) -> dict[str, Any]:
+        if reply is None:
+            reply = ChatReply(content=self.chat(body))
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.refusal is not None:
+            message["refusal"] = reply.refusal
+        out: dict[str, Any] = {
             "id": f"chatcmpl-stub-{len(self.requests)}", "object": "chat.completion",
-            "created": 0, "model": body.get("model", "stub"),
-            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                         "message": {"role": "assistant", "content": self.chat(body)}}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            "created": 0, "model": reply.model or body.get("model", "stub"),
+            "choices": [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": None,
+                         "message": message}],
         }
+        if reply.usage is not None:
+            out["usage"] = reply.usage
+        return out

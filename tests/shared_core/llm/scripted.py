@@ -27,12 +27,14 @@ class ScriptedChat:
     """``ScriptedChat(["reply 1", TimeoutError(), "reply 2"])`` or ``ScriptedChat(fn)``.
 
     With a list, call ``k`` gets entry ``k`` (running past the end is a test bug
-    and raises). With a function, every call gets ``fn(messages)``.
+    and raises). With a function, every call gets ``fn(messages)``. ``settings``
+    records each call's ``(max_tokens, temperature)``.
     """
 
     script: Sequence[Reply] | Callable[[Sequence[Message]], Reply]
     name: str = "scripted"
     calls: list[tuple[Message, ...]] = field(default_factory=list)
+    settings: list[tuple[int | None, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -54,6 +56,7 @@ class ScriptedChat:
 
     def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                  temperature: float = 0.0) -> Completion:
+        self.settings.append((max_tokens, temperature))
         reply = self._next(messages)
         if isinstance(reply, BaseException):
             raise reply
@@ -65,3 +68,13 @@ class ScriptedChat:
     async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                         temperature: float = 0.0) -> Completion:
         return self.complete(messages, max_tokens=max_tokens, temperature=temperature)
+
+
+class RecordedSleep:
+    """``LLMRunner(sleep=RecordedSleep())``: keeps every wait the runner asks for, sleeps none."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
