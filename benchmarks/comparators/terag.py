@@ -9,80 +9,56 @@ w(u) = s(u) / f(u) (Eq. 3-4), normalises the weights within the exact and the
 semantic group (Eq. 5), runs PPR with that restart vector and ranks passages by
 their PPR mass.
 
-Until an LLM entity extractor exists, concepts are each unit's top TF-IDF terms
+This comparator stays LLM-free: concepts are each unit's top TF-IDF terms
 (``shared_core.graph.concepts.extract_concepts``) and the query's "entities" are its
-own terms under the same analyzer.
+own terms under the same analyzer. The graph, seed weights and PPR are the shared
+ones of :mod:`shared_core.terag`, whose :class:`~shared_core.terag.TeragRetriever`
+is TERAG with its LLM extraction and query NER.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 
 from shared_core.config import ConceptLinks, Overflow
 from shared_core.embeddings import Embedder
-from shared_core.graph import concept_vectors, cooccurrence, extract_concepts, power_iteration
-from shared_core.search import fill_budget, top_k_indices
+from shared_core.graph import concept_vectors, extract_concepts
+from shared_core.search import fill_budget
 from shared_core.select import UnitCorpus
+from shared_core.terag import (
+    Seed,
+    SeedGroup,
+    SeedMode,
+    concept_passage_graph,
+    out_degree,
+    passage_mass,
+    personalized_pagerank,
+    ranked_passages,
+    select_seeds,
+    strongest_seed,
+    transition_transpose,
+)
 from shared_core.text import term_analyzer
 
 from .units import check_budget, check_query_vector
 
-SeedMode = Literal["fallback", "both"]
-SeedGroup = Literal["exact", "semantic"]
-
-
-def personalized_pagerank(
-    adjacency: sp.spmatrix,
-    personalization: np.ndarray,
-    damping: float = 0.85,
-    tol: float = 1e-8,
-    max_iter: int = 200,
-) -> tuple[np.ndarray, int]:
-    """PPR on a directed 0/1 or weighted graph (``adjacency[i, j]`` = edge i -> j).
-
-    networkx's definition with ``dangling=None``: a walker at a node without
-    out-edges restarts from ``personalization``. Power iteration until the L1
-    change is below ``tol``; returns the scores (summing to 1) and iterations.
-    """
-    adj = sp.csr_matrix(adjacency, dtype=np.float64)
-    n = adj.shape[0]
-    p = np.asarray(personalization, dtype=np.float64)
-    if adj.shape != (n, n) or p.shape != (n,):
-        raise ValueError(f"adjacency {adj.shape} and personalization {p.shape} do not match")
-    if (p < 0).any() or p.sum() <= 0:
-        raise ValueError("personalization must be non-negative with a positive sum")
-    if not 0.0 <= damping < 1.0:
-        raise ValueError(f"damping must be in [0, 1), got {damping!r}")
-    p = p / p.sum()
-    return power_iteration(transition_transpose(adj), out_degree(adj) == 0, p, damping,
-                           tol, max_iter)
-
-
-def out_degree(adj: sp.csr_matrix) -> np.ndarray:
-    return np.asarray(adj.sum(axis=1)).ravel()
-
-
-def transition_transpose(adj: sp.csr_matrix) -> sp.csr_matrix:
-    """Column-stochastic P^T (rows of dangling nodes stay zero), for x <- P^T x."""
-    degree = out_degree(adj)
-    inv = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
-    return sp.csr_matrix((sp.diags(inv) @ adj).T)
-
-
-@dataclass(frozen=True)
-class Seed:
-    """A restart node: its group, s(u), f(u) and normalised weight ŵ(u)."""
-
-    concept: str
-    group: SeedGroup
-    similarity: float
-    frequency: int
-    weight: float
+__all__ = [
+    "PprHit",
+    "PprSearch",
+    "Seed",
+    "SeedGroup",
+    "SeedMode",
+    "TeragPprRetriever",
+    "concept_passage_graph",
+    "out_degree",
+    "personalized_pagerank",
+    "terag_ppr",
+    "transition_transpose",
+]
 
 
 @dataclass(frozen=True)
@@ -223,26 +199,8 @@ class TeragPprRetriever:
         q = check_query_vector(query_vector, self.concept_vectors.shape[1])
         terms = dict.fromkeys(self.corpus.analyzer(query))
         exact = [self.concept_index[t] for t in terms if t in self.concept_index]
-        groups: list[tuple[SeedGroup, np.ndarray, np.ndarray]] = []
-        if exact:
-            groups.append(("exact", np.asarray(exact, dtype=np.int64), np.ones(len(exact))))
-        if not exact or self.seed_mode == "both":
-            sims = np.asarray(self.concept_vectors @ q, dtype=np.float64)
-            sims[exact] = -np.inf
-            candidates = np.flatnonzero(np.isfinite(sims))
-            top = candidates[top_k_indices(sims[candidates], self.semantic_top)]
-            if len(top):
-                groups.append(("semantic", top, sims[top]))
-        out: list[Seed] = []
-        for group, nodes, s in groups:
-            f = self.frequency[nodes].astype(np.float64)
-            w = np.maximum(s, 0.0) / f  # Eq. 3; a negative similarity gives no restart mass
-            if w.sum() <= 0:  # every match dissimilar: fall back to 1/f alone
-                w = 1.0 / f
-            w = w / w.sum()  # Eq. 5, within the group
-            out.extend(Seed(self.concepts[c], group, float(si), int(fi), float(wi))
-                       for c, si, fi, wi in zip(nodes, s, f, w, strict=True) if wi > 0)
-        return tuple(out)
+        return select_seeds(exact, lambda: self.concept_vectors @ q, self.frequency,
+                            self.concepts, semantic_top=self.semantic_top, mode=self.seed_mode)
 
     def search(self, query: str, query_vector: np.ndarray, budget: int) -> PprSearch:
         """PPR from the query's seeds; units by PPR mass until the budget is full."""
@@ -250,46 +208,19 @@ class TeragPprRetriever:
             raise TypeError(f"query must be str, got {type(query).__name__}")
         budget = check_budget(budget)
         seeds = self.seeds(query, query_vector)
-        p = np.zeros(self.adjacency.shape[0], dtype=np.float64)
-        for seed in seeds:
-            p[self.n_units + self.concept_index[seed.concept]] += seed.weight
-        p /= p.sum()
-        rank, iterations = power_iteration(self.transition_t, self.dangling, p, self.damping,
-                                           self.tol, self.max_iter)
-        unit_rank = rank[: self.n_units]
-        reached = np.flatnonzero(unit_rank > 0)
-        order = reached[np.lexsort((reached, -unit_rank[reached]))]
-        chosen = fill_budget(order, self.corpus.tokens, budget, self.overflow)
-        weight = np.zeros(len(self.concepts))
-        for seed in seeds:
-            weight[self.concept_index[seed.concept]] = seed.weight
-        hits = []
-        for u in chosen.tolist():
-            linked = self.links.indices[self.links.indptr[u] : self.links.indptr[u + 1]]
-            linked = linked[weight[linked] > 0]
-            best = None
-            if len(linked):
-                best = self.concepts[int(linked[np.lexsort((linked, -weight[linked]))[0]])]
-            hits.append(PprHit(u, float(unit_rank[u]), int(self.corpus.tokens[u]), best))
+        unit_rank, iterations = passage_mass(self.transition_t, self.dangling, seeds,
+                                             self.n_units, damping=self.damping, tol=self.tol,
+                                             max_iter=self.max_iter)
+        chosen = fill_budget(ranked_passages(unit_rank), self.corpus.tokens, budget,
+                             self.overflow)
+        best = strongest_seed(self.links, chosen, seeds)
+        hits = [PprHit(u, float(unit_rank[u]), int(self.corpus.tokens[u]),
+                       self.concepts[b] if b >= 0 else None)
+                for u, b in zip(chosen.tolist(), best.tolist(), strict=True)]
         return PprSearch(tuple(hits), seeds, iterations, budget)
 
     def retrieve(self, query: str, query_vector: np.ndarray, budget: int) -> list[int]:
         return self.search(query, query_vector, budget).units
-
-
-def concept_passage_graph(links: sp.csr_matrix) -> sp.csr_matrix:
-    """TERAG's directed 0/1 graph: units first, then concepts.
-
-    concept -> unit for every link (has_passage), concept <-> concept when both
-    are linked to some unit (co_occurrence). Units have no out-edges.
-    """
-    links = sp.csr_matrix(links != 0, dtype=np.float64)
-    n_units, n_concepts = links.shape
-    co = cooccurrence(links)
-    co = sp.csr_matrix(co != 0, dtype=np.float64)
-    top = sp.csr_matrix((n_units, n_units + n_concepts), dtype=np.float64)
-    bottom = sp.hstack([sp.csr_matrix(links.T), co], format="csr")
-    return sp.csr_matrix(sp.vstack([top, bottom], format="csr"))
 
 
 def terag_ppr(
