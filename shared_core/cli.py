@@ -1,9 +1,18 @@
-"""``conceptgraph build | select | query | stats``: the concept graph from a shell.
+"""``conceptgraph build | select | extract | query | stats``: the concept graph from a shell.
 
     conceptgraph build examples/data/musique_sample/corpus.jsonl --out my_index
-    conceptgraph select my_index --kappa 0.8
+    conceptgraph select my_index --kappa 0.8 --model gpt-4o-mini
+    conceptgraph extract my_index --kappa 0.5 --model gpt-4o-mini
     conceptgraph query my_index "Who founded the record label?"
+    conceptgraph query my_index --kg "Who founded the record label?"
     conceptgraph stats my_index
+
+``extract`` prints what the KG extraction of the core chunks will cost, asks
+before it spends anything (``--yes`` skips the question), and writes the KG
+next to the index (``my_index/kg``); run it again after a crash and it resumes
+where it stopped. The LLM is any OpenAI-compatible server: ``--model`` and
+``--base-url``, else ``$OPENAI_MODEL`` and ``$OPENAI_BASE_URL``, key from
+``$OPENAI_API_KEY``.
 
 ``select``, ``query`` and ``stats`` take ``--json``: one JSON object on stdout
 (per question for ``query``). Warnings, such as a concept graph without edges,
@@ -15,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -24,7 +34,19 @@ from typing import Any
 from .config import ConceptGraphConfig
 from .corpus import Record, iter_corpus, window_chunks
 from .embeddings.cache import embedder_for_model_id, resolve_embedder
+from .fusion import FusedContext
 from .index import ConceptGraphIndex, RetrievalResult
+from .kg import (
+    ExtractionConfig,
+    FusedKGRetriever,
+    KGStore,
+    estimate_extraction,
+    extract_kg,
+    extraction_usage,
+    prompt_tokens,
+)
+from .llm import EstimateCheck, LLMError, LLMRunner, ModelPrice, OpenAIChat
+from .llm.pricing import DEFAULT_OUTPUT_RATIO
 from .pipeline import SELECTION_METHODS
 from .select.cost import CostReport
 from .store import read_manifest
@@ -151,12 +173,102 @@ def cmd_select(args: argparse.Namespace) -> int:
         print(cost_report_table(report))
         if args.out:
             print(f"wrote {len(selection.kept_ids):,} core chunks to {args.out}")
+    if args.model and not args.json:
+        prices = _prices(args, args.model)
+        for all_chunks, label in ((False, "core chunks"), (True, "every chunk")):
+            estimate = report.extraction_estimate(args.model, all_chunks=all_chunks,
+                                                  output_ratio=args.output_ratio,
+                                                  prices=prices)
+            print(f"{label}: {estimate.summary()}")
     _warn(report.warnings)
     return 0
 
 
+def _prices(args: argparse.Namespace, model: str) -> dict[str, ModelPrice] | None:
+    if args.price_in is None and args.price_out is None:
+        return None
+    if args.price_in is None or args.price_out is None:
+        raise ValueError("give both --price-in and --price-out (USD per 1M tokens)")
+    return {model: ModelPrice(args.price_in, args.price_out)}
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        raise ValueError("extract asks before it spends: pass --yes to run without asking")
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    index = _load(args.index, args.cache)
+    config = ExtractionConfig(max_gleanings=args.gleanings)
+    selection = index.select(args.kappa, method=args.method, by=args.by,
+                             prompt_tokens_per_chunk=prompt_tokens(config.entity_types),
+                             seed=args.seed)
+    llm = OpenAIChat(args.model, base_url=args.base_url, timeout=args.timeout)
+    kept = [(cid, index.get(cid).text) for cid in selection.kept_ids]
+    prices = _prices(args, llm.model_name)
+    estimate = estimate_extraction(kept, llm.model_name, config=config,
+                                   output_ratio=args.output_ratio, prices=prices)
+    everything = estimate_extraction([(cid, index.get(cid).text) for cid in index.chunk_ids],
+                                     llm.model_name, config=config,
+                                     output_ratio=args.output_ratio, prices=prices)
+    print(cost_report_table(selection.report))
+    print(f"core chunks: {estimate.summary()}")
+    print(f"every chunk: {everything.summary()}")
+    _warn(selection.report.warnings)
+    kg_dir = Path(args.kg_dir or Path(args.index) / "kg")
+    store = KGStore(kg_dir, restart=args.restart)
+    already = sum(1 for cid, _ in kept if cid in store)
+    if already:
+        print(f"{already:,} of {len(kept):,} core chunks are already extracted in {kg_dir} "
+              "and will not be paid for again")
+    if not args.yes and not _confirm(f"extract a KG from {len(kept):,} core chunks "
+                                     f"with {llm.model_name} at {llm.base_url}?"):
+        print("nothing extracted")
+        return 1
+    runner = LLMRunner(llm, concurrency=args.concurrency, timeout=args.timeout,
+                       progress=not args.quiet)
+    result = extract_kg(kept, runner, store, config=config)
+    print(result.summary())
+    print(result.run_ledger.table())
+    print(EstimateCheck(estimate, extraction_usage(result.run_ledger)).summary())
+    print(f"KG written to {kg_dir} (query it with: conceptgraph query {args.index} --kg ...)")
+    for failure in result.failed[:10]:
+        print(f"conceptgraph: failed chunk {failure.chunk_id}: {failure.kind}: {failure.error}",
+              file=sys.stderr)
+    return 1 if result.failed else 0
+
+
+def fused_table(fused: FusedContext, width: int = 90) -> str:
+    rows = []
+    for rank, f in enumerate(fused.items, start=1):
+        snippet = " ".join(f.item.text.split())
+        snippet = snippet if len(snippet) <= width else snippet[: width - 1] + "…"
+        rows.append((rank, f.path, f.item.chunk_id, f.item.tokens, snippet))
+    by_path = fused.tokens_by_path()
+    return (format_table(("#", "path", "chunk", "tokens", "text"), rows)
+            + f"\n{fused.tokens:,}/{fused.budget:,} tokens (both paths {by_path['both']:,}, "
+            f"concept only {by_path['concept']:,}, KG only {by_path['kg']:,}; lam={fused.lam:g})")
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     index = _load(args.index, args.cache)
+    if args.kg or args.kg_dir:
+        kg_dir = Path(args.kg_dir or Path(args.index) / "kg")
+        if not (kg_dir / "manifest.json").is_file():
+            raise FileNotFoundError(f"no KG in {kg_dir}: run conceptgraph extract {args.index} "
+                                    "first")
+        retriever = FusedKGRetriever(index, KGStore(kg_dir).graph(), budget=args.budget)
+        for question in args.question:
+            fused = retriever.fuse(question)
+            if args.json:
+                print(json.dumps({"query": question, "items": [
+                    {"id": f.item.chunk_id, "path": f.path, "tokens": f.item.tokens,
+                     "concept_rank": f.concept_rank, "kg_rank": f.kg_rank, "text": f.item.text}
+                    for f in fused.items]}, ensure_ascii=False))
+            else:
+                print(f"\nQ: {question}\n{fused_table(fused)}")
+        return 0
     for question in args.question:
         result = index.retrieve(question, top_k=args.top_k, hops=args.hops, budget=args.budget,
                                 min_score=args.min_score)
@@ -216,10 +328,34 @@ def build_parser() -> argparse.ArgumentParser:
                         help="kappa is a share of chunks or of tokens (default: the config's)")
     select.add_argument("--prompt-tokens", type=int, default=0,
                         help="the KG extractor's prompt tokens per chunk, for the estimate")
+    _llm_cost_arguments(select)
     select.add_argument("--out", help="write the core chunks as JSONL")
     select.add_argument("--json", action="store_true",
                         help="one JSON object: the cost report and the kept ids")
     select.set_defaults(func=cmd_select)
+
+    extract = sub.add_parser("extract", help="extract a KG from the core chunks with an LLM "
+                             "(prints the cost first, resumes after a crash)")
+    extract.add_argument("index")
+    extract.add_argument("--kappa", type=float, default=None,
+                         help="share of tokens (or chunks, with --by chunks) to extract from")
+    extract.add_argument("--method", choices=SELECTION_METHODS, default="concept")
+    extract.add_argument("--seed", type=int, default=0, help="seed of --method random")
+    extract.add_argument("--by", choices=("chunks", "tokens"), default=None)
+    _llm_cost_arguments(extract)
+    extract.add_argument("--base-url", default=None,
+                         help="OpenAI-compatible server (default $OPENAI_BASE_URL, else OpenAI)")
+    extract.add_argument("--gleanings", type=int, default=0,
+                         help="HuixiangDou2's loop-NER rounds: ask whether entities were "
+                         "missed, then for the missing ones (0 = off)")
+    extract.add_argument("--concurrency", type=int, default=4, help="LLM calls in flight")
+    extract.add_argument("--timeout", type=float, default=120.0, help="seconds per LLM call")
+    extract.add_argument("--kg-dir", default=None, help="where the KG goes (default INDEX/kg)")
+    extract.add_argument("--restart", action="store_true",
+                         help="discard what an earlier run stored in the KG directory")
+    extract.add_argument("--yes", action="store_true", help="do not ask before spending")
+    extract.add_argument("--quiet", action="store_true", help="no progress bar")
+    extract.set_defaults(func=cmd_extract)
 
     query = sub.add_parser("query", help="retrieve context with provenance")
     query.add_argument("index")
@@ -229,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--hops", type=int, default=None)
     query.add_argument("--min-score", type=float, default=None,
                        help="relevance floor: no unit less similar to the question than this")
+    query.add_argument("--kg", action="store_true",
+                       help="fuse the concept path with the KG of conceptgraph extract")
+    query.add_argument("--kg-dir", default=None, help="that KG's directory (default INDEX/kg)")
     query.add_argument("--json", action="store_true", help="one JSON object per question")
     query.set_defaults(func=cmd_query)
 
@@ -239,11 +378,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _llm_cost_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=os.environ.get("OPENAI_MODEL") or None,
+                        help="LLM for the KG extraction (default $OPENAI_MODEL): prices the "
+                        "extraction before any call")
+    parser.add_argument("--output-ratio", type=float, default=DEFAULT_OUTPUT_RATIO,
+                        help="expected output tokens per input token (the estimate's guess; "
+                        "extract reports the measured ratio afterwards)")
+    parser.add_argument("--price-in", type=float, default=None,
+                        help="USD per 1M input tokens (overrides the built-in price table)")
+    parser.add_argument("--price-out", type=float, default=None,
+                        help="USD per 1M output tokens")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, TypeError, KeyError, FileNotFoundError, FileExistsError) as exc:
+    except (ValueError, TypeError, KeyError, FileNotFoundError, FileExistsError,
+            LLMError) as exc:
         print(f"conceptgraph: error: {exc}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,159 @@
+"""The KG-extraction prompts: entities and relations as delimited records, plus gleaning.
+
+The output format is GraphRAG's plain-text one, which small models follow more
+reliably than JSON and which survives truncation record by record::
+
+    ("entity"<|>NAME<|>TYPE<|>DESCRIPTION)##
+    ("relationship"<|>SOURCE<|>TARGET<|>DESCRIPTION<|>STRENGTH)##
+    ...
+    <|COMPLETE|>
+
+The wording and the worked example are our own. The instructions go in the system
+message and the chunk's text, verbatim, is the whole user message: a call's
+input is then exactly :func:`prompt_tokens` plus the chunk's own tokens (under
+tiktoken counting), which is what makes :func:`~.extract.estimate_extraction`
+exact before any output is paid.
+
+Gleaning is HuixiangDou2's "trial" loop NER (its Algorithm 2): after the first
+reply the model is asked, in the same conversation, whether it missed entities
+(:data:`JUDGE_PROMPT`, answered YES or NO); only on YES is it asked for the
+missing records (:data:`CONTINUE_PROMPT`). Up to ``max_gleanings`` rounds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from ..llm.messages import Message
+from ..text.tokens import count_tokens
+
+TUPLE_DELIMITER = "<|>"
+RECORD_DELIMITER = "##"
+COMPLETION_MARKER = "<|COMPLETE|>"
+
+# The default entity types: a small general set that covers encyclopaedic and news
+# text. "work" is a creative or intellectual work (book, film, song, paper, law,
+# product line); "concept" is the catch-all for ideas, fields, technologies,
+# substances and diseases. Pass your own for a domain (e.g. ("gene", "protein", ...)).
+DEFAULT_ENTITY_TYPES: tuple[str, ...] = (
+    "person", "organization", "location", "event", "work", "date", "concept",
+)
+
+# OpenAI's chat overhead as the runner's tiktoken fallback counts it
+# (shared_core.llm.openai_chat.counted_input_tokens): per message, and the reply's priming.
+MESSAGE_OVERHEAD = 3
+REPLY_OVERHEAD = 3
+
+_SYSTEM = """\
+You turn text into a knowledge graph. The next message is the text. Write down the \
+entities it names and the relationships the text states between them.
+
+Entities. Only entities of these types: {types}. For each one write
+("entity"<|>NAME<|>TYPE<|>DESCRIPTION)
+- NAME: the entity's name as the text writes it (its fullest form in the text);
+- TYPE: one of the types above;
+- DESCRIPTION: one sentence on what the text says about it.
+
+Relationships. Only between entities you listed, and only when the text connects \
+them. For each one write
+("relationship"<|>SOURCE<|>TARGET<|>DESCRIPTION<|>STRENGTH)
+- SOURCE and TARGET: the two entities' NAMEs, written exactly as in their entity records;
+- DESCRIPTION: one sentence on how the text connects them;
+- STRENGTH: a whole number from 1 (a loose link) to 10 (a very close one).
+
+Rules. Entity records first, then relationship records. End every record with ## \
+and a new line. Write only records: no numbering, no commentary, no markdown. Keep \
+the names and descriptions in the language of the text. After the last record \
+write <|COMPLETE|> on its own line.
+
+An example (its types may differ from yours; use only the types listed above).
+Text:
+In 1928 the Scottish biologist Alexander Fleming saw a mould kill the bacteria in \
+a dish in his laboratory at St Mary's Hospital, London. His observation led to penicillin.
+Output:
+("entity"<|>Alexander Fleming<|>person<|>Scottish biologist who saw a mould kill \
+bacteria in 1928)##
+("entity"<|>St Mary's Hospital<|>organization<|>London hospital where Fleming had \
+his laboratory)##
+("entity"<|>London<|>location<|>City where St Mary's Hospital stands)##
+("entity"<|>penicillin<|>concept<|>Antibiotic that came out of Fleming's observation)##
+("entity"<|>1928<|>date<|>Year of Fleming's observation)##
+("relationship"<|>Alexander Fleming<|>St Mary's Hospital<|>Fleming worked in a \
+laboratory at the hospital<|>8)##
+("relationship"<|>St Mary's Hospital<|>London<|>The hospital is in London<|>6)##
+("relationship"<|>Alexander Fleming<|>penicillin<|>Fleming's observation led to \
+penicillin<|>9)##
+("relationship"<|>Alexander Fleming<|>1928<|>Fleming made the observation in 1928<|>5)##
+<|COMPLETE|>"""
+
+JUDGE_PROMPT = (
+    "Look at the text and your records again. Does the text name any entity of the "
+    "listed types that your records leave out? Answer with one word: YES or NO."
+)
+
+CONTINUE_PROMPT = (
+    "Write the records you left out now, in the same format: the missing entities, and "
+    "the relationships that involve them. Do not repeat records you already wrote. "
+    "End with <|COMPLETE|>."
+)
+
+
+def check_entity_types(entity_types: Iterable[str]) -> tuple[str, ...]:
+    """The types as the prompt and the store will use them: lower-case, unique, in order.
+
+    A type may not hold the record syntax (it would break the format it is written in).
+    """
+    if isinstance(entity_types, str):
+        raise TypeError("entity_types must be a sequence of str, not one str")
+    out: list[str] = []
+    for t in entity_types:
+        if not isinstance(t, str):
+            raise TypeError(f"entity types must be str, got {type(t).__name__}")
+        name = " ".join(t.split()).casefold()
+        if not name:
+            raise ValueError("entity types must be non-empty")
+        if any(s in name for s in (TUPLE_DELIMITER, RECORD_DELIMITER, "(", ")", ",")):
+            raise ValueError(f"entity type {t!r} holds record syntax (<|>, ##, brackets "
+                             "or a comma)")
+        if name in out:
+            raise ValueError(f"entity type {t!r} is given twice")
+        out.append(name)
+    if not out:
+        raise ValueError("entity_types must name at least one type")
+    return tuple(out)
+
+
+def system_prompt(entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES) -> str:
+    """The extraction instructions and worked example, for these entity types."""
+    return _SYSTEM.format(types=", ".join(check_entity_types(entity_types)))
+
+
+def extraction_messages(text: str, entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES,
+                        ) -> list[Message]:
+    """The first call's messages: the instructions, then the chunk's text verbatim."""
+    return [Message("system", system_prompt(entity_types)), Message("user", text)]
+
+
+def prompt_tokens(entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES) -> int:
+    """Input tokens of an extraction call beyond the chunk's own: the template's real size.
+
+    Counted with :func:`~shared_core.text.count_tokens`, plus the chat overhead
+    a server adds per message and for the reply, so that
+    ``prompt_tokens(types) + count_tokens(text)`` is the call's input exactly.
+    """
+    return count_tokens(system_prompt(entity_types)) + 2 * MESSAGE_OVERHEAD + REPLY_OVERHEAD
+
+
+def message_tokens(content: str) -> int:
+    """What one more message in a conversation adds to its input tokens."""
+    return count_tokens(content) + MESSAGE_OVERHEAD
+
+
+def prompt_hash(entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES) -> str:
+    """A short hash of every prompt a run sends, so a store can tell a changed prompt."""
+    digest = hashlib.sha256()
+    for part in (system_prompt(entity_types), JUDGE_PROMPT, CONTINUE_PROMPT):
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\x00")
+    return digest.hexdigest()[:16]

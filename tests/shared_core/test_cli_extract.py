@@ -1,0 +1,110 @@
+"""``conceptgraph extract`` and ``query --kg`` end to end, against a local OpenAI-compatible stub.
+
+The stub is a real HTTP server; the ``openai`` client, the runner, the store and
+the CLI all run as they would against vLLM or OpenAI. Its replies are records
+built from the chunk text in the request, so expected entities follow by hand.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared_core.cli import main
+from shared_core.kg import KGStore
+from tests.shared_core.openai_stub import StubOpenAI
+from tests.shared_core.test_cli import PASSAGES, build
+
+loopback = pytest.mark.allow_hosts(["127.0.0.1"])
+
+
+def records_for(body: dict[str, Any]) -> str:
+    """One entity per capitalised word pair of the chunk the request carries."""
+    text = body["messages"][-1]["content"]
+    names = re.findall(r"\b([A-Z][a-z]+ [A-Z][a-z]+)\b", text) or ["Engine"]
+    return "##".join(f'("entity"<|>{n}<|>concept<|>named in the text)' for n in names) \
+        + "<|COMPLETE|>"
+
+
+@pytest.fixture
+def index_dir(tmp_path: Path) -> Path:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps(p) for p in PASSAGES) + "\n")
+    out = tmp_path / "idx"
+    assert build(corpus, out, "--set", "theta_co=1") == 0
+    return out
+
+
+def extract(index_dir: Path, stub: StubOpenAI, *extra: str) -> int:
+    return main(["extract", str(index_dir), "--kappa", "0.5", "--by", "chunks",
+                 "--model", "stub-model", "--base-url", stub.url, "--quiet", *extra])
+
+
+@loopback
+def test_extract_prices_first_then_stores_every_core_chunk_and_resumes_free(
+        index_dir: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with StubOpenAI(chat=records_for) as stub:
+        assert extract(index_dir, stub, "--yes", "--price-in", "1", "--price-out", "2") == 0
+        out = capsys.readouterr().out
+        calls = len(stub.chat_bodies())
+        # ceil(0.5 * 4) = 2 core chunks: one call each (no gleaning)
+        assert calls == 2
+        assert "core chunks: extract with stub-model: 2 calls" in out
+        assert "every chunk: extract with stub-model: 4 calls" in out
+        assert "2 chunks extracted, 0 already done, 0 failed" in out
+        assert re.search(r"^extract\s+2\s", out, re.M)  # the ledger's row
+        assert "of the estimate" in out and "~$" in out
+        store = KGStore(index_dir / "kg")
+        assert len(store) == 2
+        assert store.load_ledger()["extract"].calls == 2
+        # again: nothing is paid twice
+        assert extract(index_dir, stub, "--yes") == 0
+        assert len(stub.chat_bodies()) == calls
+        assert "2 of 2 core chunks are already extracted" in capsys.readouterr().out
+
+
+@loopback
+def test_extract_asks_before_spending(index_dir: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    with StubOpenAI(chat=records_for) as stub:
+        monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+        assert extract(index_dir, stub) == 2  # not a terminal: refuse rather than guess
+        assert "pass --yes" in capsys.readouterr().err
+        monkeypatch.setattr("sys.stdin", _Tty("n\n"))
+        assert extract(index_dir, stub) == 1
+        assert "nothing extracted" in capsys.readouterr().out
+        assert stub.chat_bodies() == []  # the estimate cost nothing
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@loopback
+def test_query_fuses_the_concept_path_with_the_extracted_kg(
+        index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with StubOpenAI(chat=records_for) as stub:
+        assert main(["extract", str(index_dir), "--kappa", "1", "--by", "chunks", "--model",
+                     "stub-model", "--base-url", stub.url, "--quiet", "--yes"]) == 0
+    capsys.readouterr()
+    assert main(["query", str(index_dir), "--kg", "--json", "--budget", "200",
+                 "Who is Charles Babbage?"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    items = json.loads(line)["items"]
+    # "Charles Babbage" is an entity of p2 only, and p2 is the concept path's match too
+    assert items[0]["id"] == "p2" and items[0]["path"] == "both"
+    assert sum(i["tokens"] for i in items) <= 200
+
+
+def test_query_kg_without_an_extraction_says_what_to_run(
+        index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["query", str(index_dir), "--kg", "anything"]) == 2
+    assert "run conceptgraph extract" in capsys.readouterr().err
