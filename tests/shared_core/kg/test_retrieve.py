@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from shared_core import ConceptGraphIndex, HashingEmbedder
@@ -49,7 +50,8 @@ def test_an_empty_graph_retrieves_nothing_and_bad_arguments_are_clear() -> None:
     with pytest.raises(ValueError, match="top_entities"):
         KGRetriever(graph(), HashingEmbedder(), top_entities=0)
     with pytest.raises(ValueError, match="query_vector has shape"):
-        KGRetriever(graph(), HashingEmbedder(dim=8)).entities("x", query_vector=[1.0, 0.0])
+        KGRetriever(graph(), HashingEmbedder(dim=8)).entities(
+            "x", query_vector=np.array([1.0, 0.0]))
 
 
 def test_fused_retrieval_votes_for_the_chunk_both_paths_found() -> None:
