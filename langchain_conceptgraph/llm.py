@@ -34,13 +34,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from shared_core.llm import ChatModel, Completion, Message
 from shared_core.llm.messages import check_messages
-from shared_core.llm.openai_chat import counted_input_tokens
-from shared_core.text import count_tokens
+from shared_core.llm.usage import call_settings, completion_with_usage, finish_reason, token_count
 
 _MESSAGES: dict[str, type[BaseMessage]] = {"system": SystemMessage, "user": HumanMessage,
                                            "assistant": AIMessage}
-# what providers call "cut at max_tokens"; Completion.truncated knows OpenAI's "length"
-_TRUNCATED = frozenset({"length", "max_tokens", "MAX_TOKENS"})
 
 
 class LangChainChat:
@@ -83,12 +80,7 @@ class LangChainChat:
                 f"model_name={self._model_name!r})")
 
     def _kwargs(self, max_tokens: int | None, temperature: float) -> dict[str, Any]:
-        if not self.forward_settings:
-            return {}
-        kwargs: dict[str, Any] = {"temperature": temperature}
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
-        return kwargs
+        return call_settings(max_tokens, temperature) if self.forward_settings else {}
 
     def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                  temperature: float = 0.0) -> Completion:
@@ -110,11 +102,8 @@ class LangChainChat:
         refusal = refusal if isinstance(refusal, str) and refusal else None
         model = meta.get("model_name") or meta.get("model")
         model = model if isinstance(model, str) and model else self._model_name
-        usage = _usage(getattr(reply, "usage_metadata", None))
-        if usage is None:
-            return Completion(text, counted_input_tokens(messages), count_tokens(text), 0,
-                              "tiktoken", finish, refusal, model)
-        return Completion(text, usage[0], usage[1], usage[2], "server", finish, refusal, model)
+        return completion_with_usage(text, messages, _usage(getattr(reply, "usage_metadata", None)),
+                                     finish=finish, refusal=refusal, model=model)
 
 
 def chat_model(model: BaseChatModel | ChatModel) -> ChatModel:
@@ -160,26 +149,21 @@ def _attribute_model_name(model: BaseChatModel) -> str:
     return type(model).__name__
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
-        else None
-
-
 def _usage(usage: Any) -> tuple[int, int, int] | None:
     """(input, output, cached) tokens from ``usage_metadata``; ``None`` when there is none."""
     if not isinstance(usage, Mapping):
         return None
-    prompt = _count(usage.get("input_tokens"))
+    prompt = token_count(usage.get("input_tokens"))
     if prompt is None:
         return None
     details = usage.get("input_token_details")
-    cached = _count(details.get("cache_read")) if isinstance(details, Mapping) else None
-    return prompt, _count(usage.get("output_tokens")) or 0, cached or 0
+    cached = token_count(details.get("cache_read")) if isinstance(details, Mapping) else None
+    return prompt, token_count(usage.get("output_tokens")) or 0, cached or 0
 
 
 def _finish_reason(meta: Mapping[str, Any]) -> str | None:
     for name in ("finish_reason", "stop_reason", "done_reason"):
         reason = meta.get(name)
         if isinstance(reason, str):
-            return "length" if reason in _TRUNCATED else reason
+            return finish_reason(reason)
     return None

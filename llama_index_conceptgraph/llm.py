@@ -35,13 +35,10 @@ from llama_index.core.llms import LLM, ChatMessage, ChatResponse, MessageRole
 
 from shared_core.llm import ChatModel, Completion, Message
 from shared_core.llm.messages import check_messages
-from shared_core.llm.openai_chat import counted_input_tokens
-from shared_core.text import count_tokens
+from shared_core.llm.usage import call_settings, completion_with_usage, finish_reason, token_count
 
 _ROLES = {"system": MessageRole.SYSTEM, "user": MessageRole.USER,
           "assistant": MessageRole.ASSISTANT}
-# what providers call "cut at max_tokens"; Completion.truncated knows OpenAI's "length"
-_TRUNCATED = frozenset({"length", "max_tokens", "MAX_TOKENS"})
 
 
 class LlamaIndexChat:
@@ -81,12 +78,7 @@ class LlamaIndexChat:
         return f"LlamaIndexChat({type(self.llm).__name__}, model_name={self._model_name!r})"
 
     def _kwargs(self, max_tokens: int | None, temperature: float) -> dict[str, Any]:
-        if not self.forward_settings:
-            return {}
-        kwargs: dict[str, Any] = {"temperature": temperature}
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
-        return kwargs
+        return call_settings(max_tokens, temperature) if self.forward_settings else {}
 
     def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                  temperature: float = 0.0) -> Completion:
@@ -108,10 +100,8 @@ class LlamaIndexChat:
         model = _field(raw, "model")
         model = model if isinstance(model, str) and model else self._model_name
         usage = _usage(raw, response.additional_kwargs, response.message.additional_kwargs)
-        if usage is None:
-            return Completion(text, counted_input_tokens(messages), count_tokens(text), 0,
-                              "tiktoken", finish, refusal, model)
-        return Completion(text, usage[0], usage[1], usage[2], "server", finish, refusal, model)
+        return completion_with_usage(text, messages, usage, finish=finish, refusal=refusal,
+                                     model=model)
 
 
 def chat_model(llm: LLM | ChatModel) -> ChatModel:
@@ -155,29 +145,24 @@ def _field(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
-        else None
-
-
 def _usage(raw: Any, *additional: Mapping[str, Any]) -> tuple[int, int, int] | None:
     """(input, output, cached) tokens the server reported, or ``None`` when it reported none."""
     usage = _field(raw, "usage")
     if usage is not None:
-        prompt = _count(_field(usage, "prompt_tokens"))
+        prompt = token_count(_field(usage, "prompt_tokens"))
         if prompt is not None:  # OpenAI's shape
-            cached = _count(_field(_field(usage, "prompt_tokens_details"), "cached_tokens"))
-            return prompt, _count(_field(usage, "completion_tokens")) or 0, cached or 0
-        prompt = _count(_field(usage, "input_tokens"))
+            cached = token_count(_field(_field(usage, "prompt_tokens_details"), "cached_tokens"))
+            return prompt, token_count(_field(usage, "completion_tokens")) or 0, cached or 0
+        prompt = token_count(_field(usage, "input_tokens"))
         if prompt is not None:  # Anthropic's: input_tokens leaves out cache writes and reads
-            written = _count(_field(usage, "cache_creation_input_tokens")) or 0
-            cached = _count(_field(usage, "cache_read_input_tokens")) or 0
-            return (prompt + written + cached, _count(_field(usage, "output_tokens")) or 0,
+            written = token_count(_field(usage, "cache_creation_input_tokens")) or 0
+            cached = token_count(_field(usage, "cache_read_input_tokens")) or 0
+            return (prompt + written + cached, token_count(_field(usage, "output_tokens")) or 0,
                     cached)
     for kwargs in additional:  # the response's, then its message's (CustomLLM puts them there)
-        prompt = _count(kwargs.get("prompt_tokens"))
+        prompt = token_count(kwargs.get("prompt_tokens"))
         if prompt is not None:
-            return prompt, _count(kwargs.get("completion_tokens")) or 0, 0
+            return prompt, token_count(kwargs.get("completion_tokens")) or 0, 0
     return None
 
 
@@ -189,9 +174,7 @@ def _finish_reason(raw: Any) -> str | None:
     for name in ("finish_reason", "stop_reason", "done_reason"):
         if reason is None:
             reason = _field(raw, name)
-    if not isinstance(reason, str):
-        return None
-    return "length" if reason in _TRUNCATED else reason
+    return finish_reason(reason)
 
 
 def _refusal(response: ChatResponse) -> str | None:

@@ -24,6 +24,7 @@ from ..llm.ledger import StageUsage, TokenLedger
 from ..llm.messages import Completion, LLMError, Message, reply_text
 from ..llm.pricing import DEFAULT_OUTPUT_RATIO, CostEstimate, ModelPrice, price_for
 from ..llm.runner import LLMRunner, Outcome, RequestFailed
+from ..llm.usage import TOKENS_PER_MESSAGE, message_tokens
 from ..text.tokens import count_tokens
 from .graph import KnowledgeGraph
 from .parse import ParsedExtraction, merge_extractions, parse_extraction, parse_yes_no
@@ -31,10 +32,8 @@ from .prompts import (
     CONTINUE_PROMPT,
     DEFAULT_ENTITY_TYPES,
     JUDGE_PROMPT,
-    MESSAGE_OVERHEAD,
     check_entity_types,
     extraction_messages,
-    message_tokens,
     prompt_hash,
     prompt_tokens,
 )
@@ -422,14 +421,14 @@ def estimate_extraction(chunks_or_token_counts: Iterable[int | str | tuple[str, 
         calls += 1
         inputs += first
         outputs += reply
-        history = first + reply + MESSAGE_OVERHEAD
+        history = first + reply + TOKENS_PER_MESSAGE
         for _ in range(config.max_gleanings):
             judge_in = history + judge
             cont_in = judge_in + answer + cont
             calls += 2
             inputs += judge_in + cont_in
             outputs += count_tokens(_YES) + reply
-            history = cont_in + reply + MESSAGE_OVERHEAD
+            history = cont_in + reply + TOKENS_PER_MESSAGE
     stage = EXTRACT_STAGE if config.max_gleanings == 0 else f"{EXTRACT_STAGE}+{GLEAN_STAGE}"
     return CostEstimate(stage, model, calls, round(inputs), round(outputs), float(output_ratio),
                         price_for(model, prices))

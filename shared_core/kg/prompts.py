@@ -26,7 +26,7 @@ import hashlib
 from collections.abc import Iterable
 
 from ..llm.messages import Message
-from ..text.tokens import count_tokens
+from ..llm.usage import TOKENS_PER_MESSAGE, TOKENS_PER_REPLY, message_tokens
 
 TUPLE_DELIMITER = "<|>"
 RECORD_DELIMITER = "##"
@@ -40,10 +40,6 @@ DEFAULT_ENTITY_TYPES: tuple[str, ...] = (
     "person", "organization", "location", "event", "work", "date", "concept",
 )
 
-# OpenAI's chat overhead as the runner's tiktoken fallback counts it
-# (shared_core.llm.openai_chat.counted_input_tokens): per message, and the reply's priming.
-MESSAGE_OVERHEAD = 3
-REPLY_OVERHEAD = 3
 
 _SYSTEM = """\
 You turn text into a knowledge graph. The next message is the text. Write down the \
@@ -142,12 +138,7 @@ def prompt_tokens(entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES) -> int:
     a server adds per message and for the reply, so that
     ``prompt_tokens(types) + count_tokens(text)`` is the call's input exactly.
     """
-    return count_tokens(system_prompt(entity_types)) + 2 * MESSAGE_OVERHEAD + REPLY_OVERHEAD
-
-
-def message_tokens(content: str) -> int:
-    """What one more message in a conversation adds to its input tokens."""
-    return count_tokens(content) + MESSAGE_OVERHEAD
+    return message_tokens(system_prompt(entity_types)) + TOKENS_PER_MESSAGE + TOKENS_PER_REPLY
 
 
 def prompt_hash(entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES) -> str:

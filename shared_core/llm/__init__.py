@@ -20,6 +20,7 @@ from .pricing import (
     price_for,
 )
 from .runner import LLMRunner, Outcome, RequestFailed, RetryPolicy, is_transient, run_sync
+from .usage import completion_with_usage, counted_input_tokens, message_tokens
 
 __all__ = [
     "DEFAULT_OUTPUT_RATIO",
@@ -39,8 +40,11 @@ __all__ = [
     "RetryPolicy",
     "StageUsage",
     "TokenLedger",
+    "completion_with_usage",
+    "counted_input_tokens",
     "estimate_cost",
     "is_transient",
+    "message_tokens",
     "price_for",
     "reply_text",
     "run_sync",

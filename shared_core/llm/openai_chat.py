@@ -14,18 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..openai_endpoint import check_timeout, openai_options
-from ..text.tokens import count_tokens
 from .messages import Completion, LLMError, Message, check_messages
-
-# OpenAI's documented chat overhead: tokens per message around its content, and the
-# reply's priming; used only when a server reports no usage.
-TOKENS_PER_MESSAGE = 3
-TOKENS_PER_REPLY = 3
-
-
-def counted_input_tokens(messages: Sequence[Message]) -> int:
-    """Prompt tokens by tiktoken (cl100k_base), for servers that report no usage."""
-    return sum(count_tokens(m.content) + TOKENS_PER_MESSAGE for m in messages) + TOKENS_PER_REPLY
+from .usage import call_settings, completion_with_usage, token_count
 
 
 class OpenAIChat:
@@ -63,10 +53,8 @@ class OpenAIChat:
         request: dict[str, Any] = {
             "model": self._model,
             "messages": [{"role": m.role, "content": m.content} for m in check_messages(messages)],
-            "temperature": temperature,
+            **call_settings(max_tokens, temperature),
         }
-        if max_tokens is not None:
-            request["max_tokens"] = max_tokens
         if self._extra_body:
             request["extra_body"] = self._extra_body
         return request
@@ -102,11 +90,11 @@ def completion_from_response(response: Any, messages: Sequence[Message]) -> Comp
     refusal = getattr(message, "refusal", None) if message is not None else None
     finish = choices[0].finish_reason if choices else None
     usage = getattr(response, "usage", None)
-    if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
+    prompt = token_count(getattr(usage, "prompt_tokens", None))
+    reported = None
+    if prompt is not None:
         details = getattr(usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None) or 0
-        return Completion(text, int(usage.prompt_tokens), int(usage.completion_tokens or 0),
-                          int(cached), "server", finish, refusal,
-                          getattr(response, "model", "") or "")
-    return Completion(text, counted_input_tokens(messages), count_tokens(text), 0, "tiktoken",
-                      finish, refusal, getattr(response, "model", "") or "")
+        reported = (prompt, token_count(getattr(usage, "completion_tokens", None)) or 0,
+                    token_count(getattr(details, "cached_tokens", None)) or 0)
+    return completion_with_usage(text, messages, reported, finish=finish, refusal=refusal,
+                                 model=getattr(response, "model", "") or "")

@@ -45,7 +45,7 @@ from shared_core.llm import (
     TokenLedger,
     reply_text,
 )
-from shared_core.llm.openai_chat import counted_input_tokens
+from shared_core.llm.usage import counted_input_tokens
 from shared_core.text import count_tokens
 from tests.shared_core.llm.scripted import RecordedSleep, ScriptedChat
 from tests.shared_core.openai_stub import ChatReply, HTTPError, StubOpenAI, usage

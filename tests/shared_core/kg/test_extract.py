@@ -30,7 +30,7 @@ from shared_core.llm import (
     ModelPrice,
     TokenLedger,
 )
-from shared_core.llm.openai_chat import counted_input_tokens
+from shared_core.llm.usage import counted_input_tokens
 from shared_core.text import count_tokens
 from tests.shared_core.kg.support import (
     asked_chunks,

@@ -15,9 +15,9 @@ from shared_core.kg import (
     prompt_tokens,
     system_prompt,
 )
-from shared_core.kg.prompts import check_entity_types, message_tokens
+from shared_core.kg.prompts import check_entity_types
 from shared_core.llm import Message
-from shared_core.llm.openai_chat import counted_input_tokens
+from shared_core.llm.usage import counted_input_tokens, message_tokens
 from shared_core.text import count_tokens
 
 

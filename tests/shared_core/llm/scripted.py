@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from shared_core.llm import Completion, Message
-from shared_core.llm.openai_chat import counted_input_tokens
+from shared_core.llm.usage import counted_input_tokens
 from shared_core.text import count_tokens
 
 Reply = str | Completion | BaseException

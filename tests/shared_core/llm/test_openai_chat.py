@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from shared_core.llm import ChatModel, Completion, LLMRunner, Message, OpenAIChat, TokenLedger
-from shared_core.llm.openai_chat import counted_input_tokens
+from shared_core.llm.usage import counted_input_tokens
 from shared_core.text import count_tokens
 from tests.shared_core.openai_stub import ChatReply, RawBody, StubOpenAI, usage
 

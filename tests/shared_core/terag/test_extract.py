@@ -21,7 +21,7 @@ from shared_core.llm import (
     RetryPolicy,
     TokenLedger,
 )
-from shared_core.llm.openai_chat import counted_input_tokens
+from shared_core.llm.usage import counted_input_tokens
 from shared_core.terag import (
     BatchParser,
     Concept,

@@ -13,7 +13,7 @@ import pytest
 
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.llm import LLMRunner, RetryPolicy, TokenLedger
-from shared_core.llm.openai_chat import counted_input_tokens
+from shared_core.llm.usage import counted_input_tokens
 from shared_core.terag import (
     Concept,
     TeragExtraction,
