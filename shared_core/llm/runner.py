@@ -19,6 +19,7 @@ import random
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Generic, TypeVar
 
 from .ledger import TokenLedger
@@ -80,30 +81,31 @@ def status_code(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    """The HTTP stack's transport errors: openai's own, and httpx/httpx2 when importable.
+@cache
+def _exception_classes(*names: str) -> tuple[type[BaseException], ...]:
+    """The classes named ``"module.Class"`` that import here.
 
-    Each import stands alone, so a missing one never hides the others.
+    Each import stands alone, so a missing HTTP library never hides the others.
     """
     found: list[type[BaseException]] = []
-    for module, name in (("openai", "APIConnectionError"), ("httpx", "TransportError"),
-                         ("httpx2", "TransportError")):
+    for dotted in names:
+        module, _, name = dotted.partition(".")
         try:
             found.append(getattr(__import__(module), name))
         except (ImportError, AttributeError):
             continue
     return tuple(found)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    return _exception_classes("openai.APIConnectionError", "httpx.TransportError",
+                              "httpx2.TransportError")
 
 
 def _timeout_errors() -> tuple[type[BaseException], ...]:
-    found: list[type[BaseException]] = [TimeoutError]
-    for module, name in (("openai", "APITimeoutError"), ("httpx", "TimeoutException"),
-                         ("httpx2", "TimeoutException")):
-        try:
-            found.append(getattr(__import__(module), name))
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)
+    return (TimeoutError, *_exception_classes("openai.APITimeoutError",
+                                              "httpx.TimeoutException",
+                                              "httpx2.TimeoutException"))
 
 
 def is_transient(exc: BaseException) -> bool:
