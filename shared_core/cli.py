@@ -207,11 +207,11 @@ def cmd_extract(args: argparse.Namespace) -> int:
     llm = OpenAIChat(args.model, base_url=args.base_url, timeout=args.timeout)
     kept = [(cid, index.get(cid).text) for cid in selection.kept_ids]
     prices = _prices(args, llm.model_name)
-    estimate = estimate_extraction(kept, llm.model_name, config=config,
-                                   output_ratio=args.output_ratio, prices=prices)
-    everything = estimate_extraction([(cid, index.get(cid).text) for cid in index.chunk_ids],
-                                     llm.model_name, config=config,
-                                     output_ratio=args.output_ratio, prices=prices)
+    # the index knows every chunk's tokens: the estimate need not tokenise the corpus again
+    estimate, everything = (
+        estimate_extraction([index.get(cid).tokens for cid in ids], llm.model_name,
+                            config=config, output_ratio=args.output_ratio, prices=prices)
+        for ids in (selection.kept_ids, index.chunk_ids))
     print(cost_report_table(selection.report))
     print(f"core chunks: {estimate.summary()}")
     print(f"every chunk: {everything.summary()}")

@@ -23,7 +23,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from .config import KNOB_GROUPS, CjkSegmenter, ConceptGraphConfig, SelectBy
-from .embeddings.base import Embedder, QueryEmbedder, check_texts, normalise_rows
+from .embeddings.base import Embedder, check_texts, embed_query
 from .fusion import ContextItem
 from .search.ann import HnswVectorIndex
 from .search.candidates import CandidateSimilarity, UnitSimilarity
@@ -650,10 +650,7 @@ class ConceptGraphIndex:
     def embed_query(self, query: str) -> np.ndarray:
         """The unit query vector: the model's query embedding where it has one."""
         check_query(query)
-        embedder = self._embedder
-        rows = ([embedder.embed_query(query)] if isinstance(embedder, QueryEmbedder)
-                else embedder.embed([query]))
-        return normalise_rows(rows, 1, embedder.dim, embedder.model_id)[0]
+        return embed_query(self._embedder, query)
 
     def retrieve(
         self,

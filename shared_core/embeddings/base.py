@@ -87,6 +87,13 @@ def normalise_rows(vectors: object, n_rows: int, dim: int, source: str) -> np.nd
     return np.ascontiguousarray(arr / norms, dtype=np.float32)
 
 
+def embed_query(embedder: Embedder, query: str) -> np.ndarray:
+    """The unit query vector: the model's query embedding where it has one, else ``embed``."""
+    rows = ([embedder.embed_query(query)] if isinstance(embedder, QueryEmbedder)
+            else embedder.embed([query]))
+    return normalise_rows(rows, 1, embedder.dim, embedder.model_id)[0]
+
+
 def unit_norm_rows(sums: np.ndarray) -> np.ndarray:
     """``sums`` with every row scaled to length 1 (a zero row stays zero, never NaN)."""
     return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)

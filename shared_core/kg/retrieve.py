@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..embeddings import Embedder, QueryEmbedder
-from ..embeddings.base import EMBED_BATCH, normalise_rows
+from ..embeddings import Embedder, embed_query
 from ..fusion import FusedContext, KGFact, kg_context_items
 from ..index import ConceptGraphIndex
 from ..pipeline import concept_context_items, fuse_paths
+from ..state.ingest import embed_in_batches
 from .graph import Entity, KnowledgeGraph
 from .names import entity_key
 
@@ -35,12 +35,6 @@ def entity_text(entity: Entity) -> str:
     """What an entity's vector embeds: its name, type and (the start of) its descriptions."""
     described = " ".join(entity.descriptions)[:DESCRIPTION_CHARS]
     return f"{entity.name} ({entity.type})" + (f": {described}" if described else "")
-
-
-def embed_query(embedder: Embedder, query: str) -> np.ndarray:
-    rows = ([embedder.embed_query(query)] if isinstance(embedder, QueryEmbedder)
-            else embedder.embed([query]))
-    return normalise_rows(rows, 1, embedder.dim, embedder.model_id)[0]
 
 
 @dataclass(frozen=True)
@@ -74,12 +68,8 @@ class KGRetriever:
         self.top_entities = top_entities
         self._entities = graph.entities
         self._row_of = {e.key: i for i, e in enumerate(self._entities)}
-        texts = [entity_text(e) for e in self._entities]
-        rows = [embedder.embed(texts[i:i + EMBED_BATCH]) for i in range(0, len(texts),
-                                                                        EMBED_BATCH)]
-        self._vectors = (normalise_rows(np.vstack(rows), len(texts), embedder.dim,
-                                        embedder.model_id) if texts
-                         else np.zeros((0, embedder.dim), dtype=np.float32))
+        self._vectors = embed_in_batches(embedder, [entity_text(e) for e in self._entities],
+                                         False, "KG entities")
 
     def exact_matches(self, query: str) -> list[int]:
         """Rows of entities named by a 1–6-word span of the query, in query order."""

@@ -23,9 +23,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..config import Overflow
-from ..embeddings import Embedder, QueryEmbedder, normalise_rows
+from ..embeddings import Embedder, embed_query, normalise_rows
 from ..llm import LLMRunner, TokenLedger
 from ..search import fill_budget
+from ..state.ingest import embed_in_batches
 from ..text import check_query, count_tokens_batch
 from .extract import (
     QUERY_MAX_TOKENS,
@@ -178,8 +179,7 @@ class TeragRetriever:
             raise ValueError("the extraction holds no concept: there is nothing to seed")
         concepts = tuple(index)
         names = list(dict.fromkeys(c.name for c in concepts))  # each name embedded once
-        name_vectors = normalise_rows(embedder.embed(names), len(names), embedder.dim,
-                                      embedder.model_id)
+        name_vectors = embed_in_batches(embedder, names, False, "TERAG concepts")
         row_of_name = {n: i for i, n in enumerate(names)}
         vectors = name_vectors[[row_of_name[c.name] for c in concepts]]
         links = passage_concept_links(rows, len(concepts))
@@ -215,10 +215,7 @@ class TeragRetriever:
     # ---------------------------------------------------------------- seeds
     def query_vector(self, query: str) -> np.ndarray:
         """The unit query vector: the model's query embedding where it has one."""
-        embedder = self.embedder
-        rows = ([embedder.embed_query(query)] if isinstance(embedder, QueryEmbedder)
-                else embedder.embed([query]))
-        return normalise_rows(rows, 1, embedder.dim, embedder.model_id)[0]
+        return embed_query(self.embedder, query)
 
     def seeds(self, entities: Sequence[str],
               query_vector: Callable[[], np.ndarray]) -> tuple[Seed, ...]:
