@@ -10,12 +10,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from ..openai_endpoint import check_timeout, openai_options
 from .messages import Completion, LLMError, Message, check_messages
 from .usage import call_settings, completion_with_usage, token_count
+
+# OpenAI's reasoning families, optionally behind a provider prefix ("openai/o3-mini"):
+# they reject ``max_tokens`` (wanting ``max_completion_tokens``) and any temperature
+# but the default
+REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)?(?:o\d|gpt-5)(?:$|[-.:])")
+
+
+def is_reasoning_model(model: str) -> bool:
+    """Whether ``model`` names an OpenAI reasoning model (o1, o3, o4-mini, gpt-5, ...)."""
+    return REASONING_MODEL.match(model) is not None
 
 
 class OpenAIChat:
@@ -26,11 +37,18 @@ class OpenAIChat:
     llama.cpp server; ``llm.complete([Message("user", "Say hi")]).text`` is the reply.
     A server that answers with something other than JSON (a wrong ``base_url``
     pointing at a web page, say) raises :class:`~.messages.LLMError` saying so.
+
+    Reasoning models (o1, o3, o4-mini, gpt-5, ...) reject ``max_tokens`` and any
+    temperature but their default, so for them the limit is sent as
+    ``max_completion_tokens`` (which also bounds the hidden reasoning tokens) and no
+    temperature is sent. ``reasoning=None`` tells them by name; pass ``True`` or
+    ``False`` for a model served under another name.
     """
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None,
                  api_key: str | None = None, timeout: float = 120.0,
-                 extra_body: dict[str, Any] | None = None) -> None:
+                 extra_body: dict[str, Any] | None = None,
+                 reasoning: bool | None = None) -> None:
         model = model or os.environ.get("OPENAI_MODEL") or None
         if not model or not isinstance(model, str):
             raise ValueError("OpenAIChat needs a model name: pass model= or set OPENAI_MODEL")
@@ -42,6 +60,9 @@ class OpenAIChat:
         self._sync = OpenAI(**options)
         self._async = AsyncOpenAI(**options)
         self._extra_body = dict(extra_body or {})
+        if reasoning is not None and not isinstance(reasoning, bool):
+            raise TypeError(f"reasoning must be True, False or None, got {reasoning!r}")
+        self.reasoning = is_reasoning_model(model) if reasoning is None else reasoning
         self.base_url = str(self._sync.base_url)
 
     @property
@@ -53,8 +74,12 @@ class OpenAIChat:
         request: dict[str, Any] = {
             "model": self._model,
             "messages": [{"role": m.role, "content": m.content} for m in check_messages(messages)],
-            **call_settings(max_tokens, temperature),
         }
+        if self.reasoning:
+            if max_tokens is not None:
+                request["max_completion_tokens"] = max_tokens
+        else:
+            request.update(call_settings(max_tokens, temperature))
         if self._extra_body:
             request["extra_body"] = self._extra_body
         return request

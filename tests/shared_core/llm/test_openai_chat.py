@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from shared_core.llm import ChatModel, Completion, LLMRunner, Message, OpenAIChat, TokenLedger
+from shared_core.llm.openai_chat import is_reasoning_model
 from shared_core.llm.usage import counted_input_tokens
 from shared_core.text import count_tokens
 from tests.shared_core.openai_stub import ChatReply, RawBody, StubOpenAI, usage
@@ -140,6 +141,38 @@ def test_the_runner_sends_its_temperature_and_the_calls_max_tokens(no_openai_env
         runner.call("s", PROMPT, lambda c: c.text, max_tokens=8)
     assert stub.chat_bodies() == [{"model": "stub-chat", "messages": WIRE_PROMPT,
                                    "temperature": 0.3, "max_tokens": 8}]
+
+
+@pytest.mark.parametrize(("model", "expected"), [
+    ("o1", True), ("o3-mini", True), ("o4-mini-2025-04-16", True), ("gpt-5", True),
+    ("gpt-5-mini", True), ("openai/o3", True), ("gpt-4o", False), ("gpt-4.1-mini", False),
+    ("smollm2-135m-instruct", False), ("ollama/llama3", False), ("o", False), ("omni", False),
+])
+def test_reasoning_models_are_told_by_name(model: str, expected: bool) -> None:
+    assert is_reasoning_model(model) is expected
+
+
+@loopback
+def test_a_reasoning_model_gets_max_completion_tokens_and_no_temperature(
+        no_openai_env: None) -> None:
+    with StubOpenAI() as stub:
+        LLMRunner(OpenAIChat("o3-mini", base_url=stub.url), temperature=0.3).call(
+            "s", PROMPT, lambda c: c.text, max_tokens=8)
+        OpenAIChat("o3-mini", base_url=stub.url).complete(PROMPT)
+        # a reasoning model served under a name we cannot tell, and the reverse
+        OpenAIChat("my-r1", base_url=stub.url, reasoning=True).complete(PROMPT, max_tokens=4)
+        OpenAIChat("o3-mini", base_url=stub.url, reasoning=False).complete(PROMPT, max_tokens=4)
+    first, second, third, fourth = stub.chat_bodies()
+    assert first == {"model": "o3-mini", "messages": WIRE_PROMPT, "max_completion_tokens": 8}
+    assert second == {"model": "o3-mini", "messages": WIRE_PROMPT}
+    assert third == {"model": "my-r1", "messages": WIRE_PROMPT, "max_completion_tokens": 4}
+    assert fourth == {"model": "o3-mini", "messages": WIRE_PROMPT, "temperature": 0.0,
+                      "max_tokens": 4}
+
+
+def test_reasoning_must_be_a_bool_or_none(no_openai_env: None) -> None:
+    with pytest.raises(TypeError, match="reasoning must be True, False or None"):
+        OpenAIChat("m", base_url="http://127.0.0.1:9/v1", reasoning="yes")  # type: ignore[arg-type]
 
 
 def test_bad_messages_fail_before_any_request(no_openai_env: None) -> None:
