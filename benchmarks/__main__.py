@@ -22,7 +22,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--protocol", required=True, help="chunk1200 | passage | sub<N> (e.g. sub300)")
     r.add_argument("--methods", required=True,
                    help="comma-separated: random,dense_mean,dense_direct,bm25,hybrid,g2cons,"
-                        "ketrag_keyword,terag_ppr (options: g2cons:overflow=skip:top_k=50)")
+                        "ketrag_keyword,terag_ppr; with an LLM also g2cons_kg,terag_llm "
+                        "(options: g2cons:overflow=skip:top_k=50, g2cons_kg:kappa=0.5)")
     r.add_argument("--budget", type=int, default=12000, help="context tokens (cl100k_base)")
     r.add_argument("--out", required=True, help="result JSON path")
     r.add_argument("--embedder", default="minilm", choices=["minilm", "hashing", "openai"])
@@ -39,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="its OpenAI-compatible server (default $OPENAI_BASE_URL)")
     r.add_argument("--llm-questions", type=int, default=50,
                    help="questions answered per method (each is one LLM call)")
+    r.add_argument("--llm-structural", action="store_true",
+                   help="bind replies to each prompt's format with llama.cpp grammars, to check "
+                        "the LLM plumbing with a tiny local model (results are structural only)")
+    r.add_argument("--max-passages", type=int, default=None,
+                   help="cut the corpus to N passages, the questions' supporting ones first "
+                        "(quick or structural runs; not comparable with full runs)")
     rep = sub.add_parser("report", help="write RESULTS.md and plots from result JSONs")
     rep.add_argument("--results", default="benchmarks/results")
     rep.add_argument("--out", default="benchmarks/RESULTS.md")
@@ -58,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             out=args.out, embedder=args.embedder, limit_questions=args.limit_questions,
             seed=args.seed, coverage=not args.no_coverage, trace_memory=args.trace_memory,
             cache_path=args.cache,
-            llm=(LLMSettings(args.llm_model, args.llm_base_url, args.llm_questions)
+            llm=(LLMSettings(args.llm_model, args.llm_base_url, args.llm_questions,
+                             structural=args.llm_structural)
                  if args.llm_model else None),
+            max_passages=args.max_passages,
         )
         result = run(config, argv)
         for name, m in result["methods"].items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from shared_core.llm import (
@@ -22,6 +23,9 @@ from shared_core.llm import (
 
 from .metrics import exact_match, token_f1
 
+LLM_CACHE = Path(__file__).resolve().parent / "cache" / "llm"
+from .structural import GRAMMARS, Purpose
+
 ANSWER_PROMPT = (
     "Answer the question using only the context below. Reply with the answer alone: "
     "a name, a date, a number or a short phrase, with no explanation.\n\n"
@@ -33,7 +37,12 @@ NOT_MEASURED = ("not measured: no LLM configured (pass --llm-model and --llm-bas
 
 @dataclass(frozen=True)
 class LLMSettings:
-    """Which LLM answers and extracts, and on how many questions (answers cost calls)."""
+    """Which LLM answers and extracts, and on how many questions (answers cost calls).
+
+    ``structural`` binds each prompt's replies to its format with a llama.cpp
+    grammar (:mod:`.structural`): for checking the plumbing with a tiny local
+    model, never for quality figures.
+    """
 
     model: str
     base_url: str | None = None
@@ -41,11 +50,18 @@ class LLMSettings:
     max_answer_tokens: int = 32
     concurrency: int = 4
     timeout: float = 300.0
+    structural: bool = False
+    # where the LLM methods keep what they extracted, so a rerun pays for nothing twice
+    cache_dir: str = str(LLM_CACHE)
 
-    def runner(self, ledger: TokenLedger | None = None) -> LLMRunner:
-        return LLMRunner(OpenAIChat(self.model, base_url=self.base_url, timeout=self.timeout),
-                         ledger=ledger, concurrency=self.concurrency, timeout=self.timeout,
-                         retry=RetryPolicy(attempts=4, output_attempts=2))
+    def runner(self, purpose: Purpose = "answer",
+               ledger: TokenLedger | None = None) -> LLMRunner:
+        grammar = GRAMMARS[purpose] if self.structural else None
+        chat = OpenAIChat(self.model, base_url=self.base_url, timeout=self.timeout,
+                          extra_body={"grammar": grammar} if grammar else None)
+        return LLMRunner(chat, ledger=ledger, concurrency=self.concurrency,
+                         timeout=self.timeout, retry=RetryPolicy(attempts=4, output_attempts=2),
+                         progress=True)
 
 
 def first_line(reply: str) -> str:

@@ -92,6 +92,28 @@ def load_dataset(data_dir: str | Path, limit_questions: int | None = None) -> Da
     return Dataset(root.resolve().name, passages, questions)
 
 
+def limit_passages(dataset: Dataset, max_passages: int) -> Dataset:
+    """The dataset cut to ``max_passages`` passages, for quick or structural runs.
+
+    The kept questions' supporting passages come first (in question order), then
+    the others in file order, so every question can still be answered while the
+    distractors thin out; the corpus order of what is kept is unchanged. Results
+    on a cut corpus are not comparable with full-corpus ones.
+    """
+    if isinstance(max_passages, bool) or not isinstance(max_passages, int) or max_passages < 1:
+        raise ValueError(f"max_passages must be an int >= 1, got {max_passages!r}")
+    wanted = dict.fromkeys(s for q in dataset.questions for s in q.supporting_ids)
+    known = {p.id for p in dataset.passages}
+    keep = [s for s in wanted if s in known][:max_passages]
+    keep_set = set(keep)
+    for passage in dataset.passages:
+        if len(keep_set) >= max_passages:
+            break
+        keep_set.add(passage.id)
+    return Dataset(dataset.name, [p for p in dataset.passages if p.id in keep_set],
+                   dataset.questions)
+
+
 def passage_text(p: Passage) -> str:
     """Title and text as a chunker sees them (the title only when there is one)."""
     return f"{p.title}\n{p.text}" if p.title.strip() else p.text

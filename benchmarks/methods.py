@@ -20,6 +20,7 @@ from shared_core.embeddings import Embedder
 from shared_core.index import ConceptGraphIndex
 from shared_core.search import fill_budget as core_fill_budget
 
+from .answers import LLMSettings
 from .baselines import (
     BestSentenceRetriever,
     BM25Retriever,
@@ -46,6 +47,8 @@ class BuildInputs:
     embedder: Embedder
     seed: int = 0
     shared: dict[str, Any] = field(default_factory=dict)
+    llm: LLMSettings | None = None  # the LLM methods are "not measured" without one
+    dataset: str = ""
 
     def memo(self, key: str, make: Callable[[], Any]) -> Any:
         if key not in self.shared:
@@ -209,6 +212,16 @@ def _lazy_factory(module: str, attr: str, name: str) -> Factory:
     return build
 
 
+def _llm_factory(attr: str) -> Factory:
+    """A method of :mod:`.llm_methods` (which imports this module), imported when built."""
+    def build(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
+        from . import llm_methods
+
+        return getattr(llm_methods, attr)(inputs, options)  # type: ignore[no-any-return]
+
+    return build
+
+
 METHODS: dict[str, Factory] = {
     "random": build_random,
     "dense_mean": build_dense_mean,
@@ -220,6 +233,8 @@ METHODS: dict[str, Factory] = {
     "ketrag_keyword": _lazy_factory("benchmarks.comparators.keyword", "keyword_channel",
                                     "ketrag_keyword"),
     "terag_ppr": _lazy_factory("benchmarks.comparators.terag", "terag_ppr", "terag_ppr"),
+    "g2cons_kg": _llm_factory("build_g2cons_kg"),
+    "terag_llm": _llm_factory("build_terag_llm"),
 }
 
 

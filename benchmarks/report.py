@@ -312,6 +312,100 @@ def plot(results: list[dict[str, Any]], table: dict[str, dict[str, dict[str, Any
     return files
 
 
+LLM_COLUMNS = ("answer EM/F1 from each method's context, KG-extraction tokens at κ against "
+               "100 % of chunks, the fused retriever's CR/SR with our KG (`g2cons_kg`) and "
+               "TERAG with its LLM extraction (`terag_llm`)")
+
+
+def _llm_measured(r: dict[str, Any]) -> bool:
+    llm = r.get("llm")
+    return isinstance(llm, dict) and llm.get("measured", True) is not False
+
+
+def _answers_cell(m: dict[str, Any]) -> str:
+    a = m.get("answers")
+    if not a or a.get("em") is None:
+        return "–"
+    failed = f", {a['failed_calls']} failed calls" if a.get("failed_calls") else ""
+    return f"{100 * a['em']:.1f} / {100 * a['f1']:.1f} ({a['questions']} q{failed})"
+
+
+def _extraction_line(method: str, diag: dict[str, Any]) -> str | None:
+    tokens = diag.get("extraction_tokens")
+    if not tokens:
+        return None
+    got, est, full = (tokens["measured_at_kappa"], tokens["estimated_at_kappa"],
+                      tokens["estimated_at_100"])
+    share = tokens.get("input_share_of_100")
+    return (f"- `{method}`: our KG from {diag['core_chunks']} of {diag['all_chunks']} chunks "
+            f"(κ = {diag['kappa']}): {diag['kg_entities']} entities, {diag['kg_relations']} "
+            f"relations, {diag['failed_chunks']} failed chunks. Extraction tokens measured at "
+            f"κ: {got['calls']} calls, {got['input']:,} in / {got['output']:,} out "
+            f"(estimated {est['input']:,} / {est['output']:,}); estimated at 100 % of chunks: "
+            f"{full['calls']} calls, {full['input']:,} in / {full['output']:,} out"
+            + (f" (κ's input is {100 * share:.1f} % of it)." if share is not None else "."))
+
+
+def llm_lines(results: list[dict[str, Any]]) -> list[str]:
+    """The LLM-dependent figures of the main runs, or a plain statement that there are none."""
+    measured = [r for r in results if _llm_measured(r)]
+    if not measured:
+        return [f"Not measured: no LLM was configured in any run above, so {LLM_COLUMNS} "
+                "have no figures here. Pass `--llm-model` and `--llm-base-url` to "
+                "`python -m benchmarks run` to measure them.", ""]
+    lines = ["| run | method | CR % | SR % | answer EM / F1 % |", "|---|---|---:|---:|---|"]
+    for r in measured:
+        for name, m in r["methods"].items():
+            lines.append(f"| `{r['_file']}` | {name} | {_pct(m['cr'])} | {_pct(m['sr'])} | "
+                         f"{_answers_cell(m)} |")
+    lines.append("")
+    lines += [line for r in measured for name, m in r["methods"].items()
+              if (line := _extraction_line(name, m.get("diagnostics") or {}))]
+    unmeasured = [r["_file"] for r in results if not _llm_measured(r)]
+    if unmeasured:
+        lines += ["", f"Not measured in the other runs (no LLM configured): {LLM_COLUMNS}."]
+    return [*lines, ""]
+
+
+def structural_lines(directory: Path) -> list[str]:
+    """Runs against a tiny local model with grammar-bound replies: proof that every LLM
+    stage runs and is accounted for, with figures that say nothing about quality."""
+    results = load_results(directory) if directory.is_dir() else []
+    lines: list[str] = []
+    for r in results:
+        llm = r.get("llm") or {}
+        lines += [f"### `{directory.name}/{r['_file']}`: STRUCTURAL CHECK ONLY, not a result",
+                  "",
+                  f"Model `{llm.get('model')}` at `{llm.get('base_url')}`"
+                  + (" with grammar-bound replies" if llm.get("structural_only") else "")
+                  + f"; {r['dataset']} / {r['protocol']}, corpus cut to "
+                  f"{r['corpus']['passages']} passages ({r['corpus']['units']} units), "
+                  f"{r['questions']} questions, β = {r['budget']}. A model this small is no "
+                  "judge of quality: the numbers show that every stage ran, not how well.", "",
+                  "| method | CR % | SR % | answer EM / F1 % | LLM tokens in / out |",
+                  "|---|---:|---:|---|---:|"]
+        for name, m in r["methods"].items():
+            usage = (m.get("answers") or {}).get("usage") or {}
+            lines.append(f"| {name} | {_pct(m['cr'])} | {_pct(m['sr'])} | {_answers_cell(m)} "
+                         f"| {usage.get('input_tokens', 0):,} / {usage.get('output_tokens', 0):,}"
+                         " (answers) |")
+        for name, error in r.get("failed", {}).items():
+            lines.append(f"| {name} | failed: {_error_text({'error': error})} | | | |")
+        lines.append("")
+        for name, m in r["methods"].items():
+            diag = m.get("diagnostics") or {}
+            if (line := _extraction_line(name, diag)):
+                lines.append(line)
+            if "token_table" in diag:
+                rows = ", ".join(f"{stage} {t['input']:,} in / {t['output']:,} out"
+                                 for stage, t in diag["token_table"].items())
+                lines.append(f"- `{name}`: {diag['concepts']} concepts over "
+                             f"{diag['passages']} units; tokens by stage: {rows}; failures: "
+                             f"{diag['failures'] or 'none'}.")
+        lines += ["", f"  ```\n  {r['command']}\n  ```", ""]
+    return lines
+
+
 def write_report(results_dir: str | Path, out: str | Path) -> None:
     results_dir, out = Path(results_dir), Path(out)
     results = load_results(results_dir)
@@ -347,6 +441,10 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
             lines += [line for m, r in per_protocol[protocol].items()
                       if (line := _diagnostics_line(m, r.get("diagnostics")))]
             lines.append("")
+    lines += ["## With an LLM", "", *llm_lines(results)]
+    structural = structural_lines(results_dir / "structural")
+    if structural:
+        lines += ["## Structural LLM runs (plumbing checks, not results)", "", *structural]
     lines += ["## Core coverage (selection quality without an LLM)", "",
               "Share of questions whose answer occurs in a kept unit and whose supporting "
               "passages lie inside the kept units; construction-cost reduction is the share "

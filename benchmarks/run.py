@@ -29,7 +29,7 @@ from shared_core.text import count_tokens
 from .answers import NOT_MEASURED, LLMSettings, answer_scores
 from .baselines import embed_batched
 from .coverage import core_coverage
-from .data import Corpus, Question, corpus_for, load_dataset
+from .data import Corpus, Question, corpus_for, limit_passages, load_dataset
 from .methods import BuildInputs, MethodUnavailable, build_method
 from .metrics import (
     answer_in_context,
@@ -56,6 +56,7 @@ class RunConfig:
     trace_memory: bool = False
     cache_path: str = str(CACHE_PATH)
     llm: LLMSettings | None = None
+    max_passages: int | None = None  # a cut corpus (quick or structural runs only)
 
 
 def _max_rss_mb() -> float:
@@ -170,7 +171,7 @@ def run_method(spec: str, config: RunConfig, inputs: BuildInputs, questions: lis
         n = min(config.llm.questions, len(questions))
         texts = inputs.corpus.units.texts
         result["answers"] = answer_scores(
-            config.llm.runner(), "answer", [q.question for q in questions[:n]],
+            config.llm.runner("answer"), "answer", [q.question for q in questions[:n]],
             ["\n\n".join(texts[p] for p in positions) for positions in contexts[:n]],
             [q.answers for q in questions[:n]], config.llm.max_answer_tokens)
     if questions:
@@ -190,6 +191,8 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
     under ``failed`` and the others still run; ``complete`` is set once all are done."""
     started = time.time()
     dataset = load_dataset(config.data, config.limit_questions)
+    if config.max_passages is not None:
+        dataset = limit_passages(dataset, config.max_passages)
     t0 = time.perf_counter()
     corpus = corpus_for(dataset, config.protocol)
     corpus_time = time.perf_counter() - t0
@@ -198,7 +201,8 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
     qvecs = embed_batched(embedder, [q.question for q in dataset.questions])
     query_embed_time = time.perf_counter() - t0
     normalized_units = [normalize_answer(t) for t in corpus.units.texts]
-    inputs = BuildInputs(corpus, embedder, config.seed)
+    inputs = BuildInputs(corpus, embedder, config.seed, llm=config.llm,
+                         dataset=dataset.name)
     methods: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
     failed: dict[str, dict[str, str]] = {}
@@ -230,7 +234,8 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
         "failed": failed,
         "core_coverage": None,
         "llm": ({"model": config.llm.model, "base_url": config.llm.base_url,
-                 "answer_questions": config.llm.questions}
+                 "answer_questions": config.llm.questions,
+                 "structural_only": config.llm.structural}
                 if config.llm is not None else {"measured": False, "note": NOT_MEASURED}),
         "peak_rss_mb": 0.0,
         "complete": False,
