@@ -37,6 +37,7 @@ from .embeddings.cache import embedder_for_model_id, resolve_embedder
 from .fusion import FusedContext
 from .index import ConceptGraphIndex, RetrievalResult
 from .kg import (
+    GLEANING_MODES,
     ExtractionConfig,
     FusedKGRetriever,
     KGStore,
@@ -200,7 +201,7 @@ def _confirm(question: str) -> bool:
 
 def cmd_extract(args: argparse.Namespace) -> int:
     index = _load(args.index, args.cache)
-    config = ExtractionConfig(max_gleanings=args.gleanings)
+    config = ExtractionConfig(max_gleanings=args.gleanings, gleaning_mode=args.gleaning_mode)
     selection = index.select(args.kappa, method=args.method, by=args.by,
                              prompt_tokens_per_chunk=prompt_tokens(config.entity_types),
                              seed=args.seed)
@@ -217,18 +218,20 @@ def cmd_extract(args: argparse.Namespace) -> int:
     print(f"every chunk: {everything.summary()}")
     _warn(selection.report.warnings)
     kg_dir = Path(args.kg_dir or Path(args.index) / "kg")
-    store = KGStore(kg_dir, restart=args.restart)
-    already = sum(1 for cid, _ in kept if cid in store)
-    if already:
-        print(f"{already:,} of {len(kept):,} core chunks are already extracted in {kg_dir} "
-              "and will not be paid for again")
-    if not args.yes and not _confirm(f"extract a KG from {len(kept):,} core chunks "
-                                     f"with {llm.model_name} at {llm.base_url}?"):
-        print("nothing extracted")
-        return 1
-    runner = LLMRunner(llm, concurrency=args.concurrency, timeout=args.timeout,
-                       progress=not args.quiet)
-    result = extract_kg(kept, runner, store, config=config)
+    # the store's lock from here to the end: a second extract on kg_dir is refused before
+    # it asks anything, and what it counts as done below stays true until this run ends
+    with KGStore(kg_dir, restart=args.restart, lock=True) as store:
+        already = sum(1 for cid, _ in kept if cid in store)
+        if already:
+            print(f"{already:,} of {len(kept):,} core chunks are already extracted in {kg_dir} "
+                  "and will not be paid for again")
+        if not args.yes and not _confirm(f"extract a KG from {len(kept):,} core chunks "
+                                         f"with {llm.model_name} at {llm.base_url}?"):
+            print("nothing extracted")
+            return 1
+        runner = LLMRunner(llm, concurrency=args.concurrency, timeout=args.timeout,
+                           progress=not args.quiet)
+        result = extract_kg(kept, runner, store, config=config)
     print(result.summary())
     print(result.run_ledger.table())
     print(EstimateCheck(estimate, extraction_usage(result.run_ledger)).summary())
@@ -346,8 +349,14 @@ def build_parser() -> argparse.ArgumentParser:
     extract.add_argument("--base-url", default=None,
                          help="OpenAI-compatible server (default $OPENAI_BASE_URL, else OpenAI)")
     extract.add_argument("--gleanings", type=int, default=0,
-                         help="HuixiangDou2's loop-NER rounds: ask whether entities were "
-                         "missed, then for the missing ones (0 = off)")
+                         help="HuixiangDou2's loop-NER rounds after the first reply (0 = off)")
+    extract.add_argument("--gleaning-mode", choices=GLEANING_MODES,
+                         default=ExtractionConfig.gleaning_mode,
+                         help="with --gleanings: 'base' (default; the paper's better-scoring "
+                         "one) asks for more entities first, then whether any are still "
+                         "missing; 'trial' asks whether any were missed first, then for them. "
+                         "The printed estimate follows the mode; a KG directory keeps the "
+                         "mode it was started with")
     extract.add_argument("--concurrency", type=int, default=4, help="LLM calls in flight")
     extract.add_argument("--timeout", type=float, default=120.0, help="seconds per LLM call")
     extract.add_argument("--kg-dir", default=None, help="where the KG goes (default INDEX/kg)")

@@ -14,16 +14,26 @@ input is then exactly :func:`prompt_tokens` plus the chunk's own tokens (under
 tiktoken counting), which is what makes :func:`~.extract.estimate_extraction`
 exact before any output is paid.
 
-Gleaning is HuixiangDou2's "trial" loop NER (its Algorithm 2): after the first
-reply the model is asked, in the same conversation, whether it missed entities
-(:data:`JUDGE_PROMPT`, answered YES or NO); only on YES is it asked for the
-missing records (:data:`CONTINUE_PROMPT`). Up to ``max_gleanings`` rounds.
+Gleaning is HuixiangDou2's loop NER (its section 4.1 and Algorithm 2), in the
+same conversation as the first reply, up to ``max_gleanings`` rounds, in one of
+two modes (:data:`GLEANING_MODES`):
+
+- ``"trial"``: ask first whether entities were missed (:data:`JUDGE_PROMPT`,
+  answered YES or NO); only on YES ask for the missing records
+  (:data:`CONTINUE_PROMPT`);
+- ``"base"``: ask for more records first, telling the model some may be missing
+  (:data:`BASE_CONTINUE_PROMPT`), then ask :data:`JUDGE_PROMPT`; stop on NO.
+
+The paper's Table 3 has base ahead (21,838 nodes, 26,847 edges, accuracy 0.69
+against trial's 20,739, 19,857, 0.61): a model asked "did you miss any?" tends
+to say NO too soon, while one told to look again finds more.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from typing import Literal
 
 from ..llm.messages import Message
 from ..llm.usage import TOKENS_PER_MESSAGE, TOKENS_PER_REPLY, message_tokens
@@ -94,6 +104,18 @@ CONTINUE_PROMPT = (
     "End with <|COMPLETE|>."
 )
 
+# base mode's continue prompt: sent without a YES before it (the first round follows the
+# first reply directly), so it says records *may* be missing and allows "nothing more"
+BASE_CONTINUE_PROMPT = (
+    "Some entities of the listed types may be missing from your records. Read the text "
+    "again and write the records you left out, in the same format: the missing entities, "
+    "and the relationships that involve them. Do not repeat records you already wrote. "
+    "End with <|COMPLETE|>; if nothing is missing, write only <|COMPLETE|>."
+)
+
+GleaningMode = Literal["trial", "base"]
+GLEANING_MODES: tuple[GleaningMode, ...] = ("trial", "base")
+
 
 def check_entity_types(entity_types: Iterable[str]) -> tuple[str, ...]:
     """The types as the prompt and the store will use them: lower-case, unique, in order.
@@ -141,10 +163,23 @@ def prompt_tokens(entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES) -> int:
     return message_tokens(system_prompt(entity_types)) + TOKENS_PER_MESSAGE + TOKENS_PER_REPLY
 
 
-def prompt_hash(entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES) -> str:
-    """A short hash of every prompt a run sends, so a store can tell a changed prompt."""
+def prompt_hash(entity_types: Iterable[str] = DEFAULT_ENTITY_TYPES,
+                gleaning_mode: GleaningMode | None = None) -> str:
+    """A short hash of every prompt a run sends, so a store can tell a changed prompt.
+
+    ``gleaning_mode`` is the mode of a run that gleans, ``None`` for one that
+    does not. ``None`` and ``"trial"`` hash the system, judge and trial-continue
+    prompts, as every store did before the base mode existed, so those stores
+    still resume; ``"base"`` adds :data:`BASE_CONTINUE_PROMPT`.
+    """
+    if gleaning_mode is not None and gleaning_mode not in GLEANING_MODES:
+        raise ValueError(f"gleaning_mode must be one of {', '.join(map(repr, GLEANING_MODES))}"
+                         f" or None, got {gleaning_mode!r}")
+    parts = [system_prompt(entity_types), JUDGE_PROMPT, CONTINUE_PROMPT]
+    if gleaning_mode == "base":
+        parts.append(BASE_CONTINUE_PROMPT)
     digest = hashlib.sha256()
-    for part in (system_prompt(entity_types), JUDGE_PROMPT, CONTINUE_PROMPT):
+    for part in parts:
         digest.update(part.encode("utf-8"))
         digest.update(b"\x00")
     return digest.hexdigest()[:16]

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from shared_core.cli import main
-from shared_core.kg import KGStore
+from shared_core.kg import BASE_CONTINUE_PROMPT, CONTINUE_PROMPT, JUDGE_PROMPT, KGStore
+from tests.shared_core.kg.processes import HOLD, Child
 from tests.shared_core.openai_stub import StubOpenAI
 from tests.shared_core.test_cli import PASSAGES, build
 
@@ -29,6 +30,16 @@ def records_for(body: dict[str, Any]) -> str:
     names = re.findall(r"\b([A-Z][a-z]+ [A-Z][a-z]+)\b", text) or ["Engine"]
     return "##".join(f'("entity"<|>{n}<|>concept<|>named in the text)' for n in names) \
         + "<|COMPLETE|>"
+
+
+def gleaning_records_for(body: dict[str, Any]) -> str:
+    """As :func:`records_for`, but the judge says NO and a request for more finds one entity."""
+    last = body["messages"][-1]["content"]
+    if last == JUDGE_PROMPT:
+        return "NO"
+    if last in (BASE_CONTINUE_PROMPT, CONTINUE_PROMPT):
+        return '("entity"<|>Second Look<|>concept<|>found when asked again)##<|COMPLETE|>'
+    return records_for(body)
 
 
 @pytest.fixture
@@ -108,3 +119,65 @@ def test_query_kg_without_an_extraction_says_what_to_run(
         index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["query", str(index_dir), "--kg", "anything"]) == 2
     assert "run conceptgraph extract" in capsys.readouterr().err
+
+
+@loopback
+@pytest.mark.parametrize(("mode", "other", "per_chunk_estimate", "per_chunk_run"), [
+    # 2 rounds priced at their upper bound: base 2 * 2 calls, trial 1 + 2 * 2; run with a
+    # judge that says NO: base extract + more + judge, trial extract + judge
+    ("base", "trial", 4, 3),
+    ("trial", "base", 5, 2),
+])
+def test_extract_gleaning_mode_sets_the_estimate_the_calls_and_the_store(
+        index_dir: Path, capsys: pytest.CaptureFixture[str], mode: str, other: str,
+        per_chunk_estimate: int, per_chunk_run: int) -> None:
+    with StubOpenAI(chat=gleaning_records_for) as stub:
+        assert extract(index_dir, stub, "--yes", "--gleanings", "2", "--gleaning-mode",
+                       mode) == 0
+        out = capsys.readouterr().out
+        # 2 core chunks of 4
+        assert f"core chunks: extract+glean with stub-model: {2 * per_chunk_estimate} " \
+            "calls" in out
+        assert f"every chunk: extract+glean with stub-model: {4 * per_chunk_estimate} " \
+            "calls" in out
+        asked = [b["messages"][-1]["content"] for b in stub.chat_bodies()]
+        assert len(asked) == 2 * per_chunk_run
+        assert asked.count(JUDGE_PROMPT) == 2
+        assert asked.count(BASE_CONTINUE_PROMPT) == (2 if mode == "base" else 0)
+        assert CONTINUE_PROMPT not in asked
+        store = KGStore(index_dir / "kg")
+        assert store.manifest.settings["gleaning_mode"] == mode  # type: ignore[union-attr]
+        ledger = store.load_ledger()
+        assert (ledger["extract"].calls, ledger["glean"].calls) == (2, 2 * per_chunk_run - 2)
+        assert re.search(rf"^glean\s+{2 * per_chunk_run - 2}\s", out, re.M)
+
+        # the same KG directory in the other mode: refused by name, nothing asked
+        assert extract(index_dir, stub, "--yes", "--gleanings", "2", "--gleaning-mode",
+                       other) == 2
+        err = capsys.readouterr().err
+        assert f"gleaning_mode: '{mode}' (stored) vs '{other}' (this run)" in err
+        assert len(stub.chat_bodies()) == 2 * per_chunk_run
+
+
+def test_extract_refuses_an_unknown_gleaning_mode(
+        index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["extract", str(index_dir), "--gleaning-mode", "greedy", "--model", "m"])
+    assert exited.value.code == 2
+    assert "--gleaning-mode: invalid choice: 'greedy'" in capsys.readouterr().err
+
+
+@loopback
+def test_extract_is_refused_while_another_process_extracts_into_the_kg_dir(
+        index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with StubOpenAI(chat=records_for) as stub, Child(HOLD, str(index_dir / "kg")) as holder:
+        holder.expect("locked")
+        assert extract(index_dir, stub, "--yes") == 2
+        err = capsys.readouterr().err
+        assert f"conceptgraph: error: {index_dir / 'kg'} is locked for writing: another " \
+            f"process (pid {holder.pid} " in err
+        assert stub.chat_bodies() == []  # refused before anything was paid for
+        holder.say()
+        holder.expect("released")
+        assert extract(index_dir, stub, "--yes") == 0
+        assert len(stub.chat_bodies()) == 2

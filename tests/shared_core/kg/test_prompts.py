@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pytest
 
 from shared_core.kg import (
+    BASE_CONTINUE_PROMPT,
     COMPLETION_MARKER,
+    CONTINUE_PROMPT,
     DEFAULT_ENTITY_TYPES,
+    JUDGE_PROMPT,
     extraction_messages,
     parse_extraction,
     prompt_hash,
@@ -65,6 +69,21 @@ def test_the_hash_follows_the_prompt() -> None:
     assert prompt_hash() == prompt_hash(list(DEFAULT_ENTITY_TYPES))
     assert prompt_hash() == prompt_hash([t.upper() for t in DEFAULT_ENTITY_TYPES])
     assert prompt_hash(("person",)) != prompt_hash()
+
+
+def test_the_hash_of_trial_or_no_gleaning_is_the_one_stores_had_before_base_mode() -> None:
+    before = hashlib.sha256(b"".join(p.encode() + b"\x00" for p in (
+        system_prompt(), JUDGE_PROMPT, CONTINUE_PROMPT))).hexdigest()[:16]
+    assert prompt_hash() == prompt_hash(gleaning_mode=None) == before
+    assert prompt_hash(gleaning_mode="trial") == before
+    assert prompt_hash(gleaning_mode="base") != before  # base sends another prompt
+    with pytest.raises(ValueError, match="gleaning_mode must be one of 'trial', 'base'"):
+        prompt_hash(gleaning_mode="greedy")  # type: ignore[arg-type]
+
+
+def test_the_base_continue_prompt_allows_finding_nothing() -> None:
+    assert "may be missing" in BASE_CONTINUE_PROMPT
+    assert parse_extraction(COMPLETION_MARKER, require_entities=False).entities == ()
 
 
 @pytest.mark.parametrize(("types", "error", "match"), [

@@ -1,4 +1,7 @@
-"""KGStore: a crash costs nothing already paid, a torn line is redone, a mismatch is refused."""
+"""KGStore: a crash costs nothing already paid, a torn line is redone, a mismatch is refused.
+
+(The lock between processes is tested with real processes in ``test_store_lock.py``.)
+"""
 
 from __future__ import annotations
 
@@ -15,12 +18,15 @@ from shared_core.kg import (
     ExtractionConfig,
     KGStore,
     KGStoreError,
+    KGStoreLocked,
     ParsedExtraction,
     RelationRecord,
     StoreManifest,
     extract_kg,
+    prompt_hash,
     text_hash,
 )
+from shared_core.kg import store as store_module
 from shared_core.llm import TokenLedger
 from tests.shared_core.kg.support import (
     asked_chunks,
@@ -44,7 +50,9 @@ def record(chunk_id: str, name: str = "Ada") -> ChunkRecord:
 def test_records_survive_a_reopen(tmp_path: Path) -> None:
     store = KGStore(tmp_path / "kg")
     assert not (tmp_path / "kg").exists()  # opening writes nothing
+    assert not store.locked
     store.bind(MANIFEST)
+    assert store.locked  # the first write took the lock
     store.append(record("c1"))
     store.append(record("c2"))
     store.append(record("c1", "Ada Lovelace"))  # the latest record of a chunk wins
@@ -74,17 +82,24 @@ def test_append_needs_a_manifest_first(tmp_path: Path) -> None:
 
 def test_a_complete_last_line_without_newline_is_kept(tmp_path: Path,
                                                       caplog: pytest.LogCaptureFixture) -> None:
-    store = KGStore(tmp_path)
-    store.bind(MANIFEST)
-    store.append(record("c1"))
-    store.append(record("c2"))
+    with KGStore(tmp_path) as store:
+        store.bind(MANIFEST)
+        store.append(record("c1"))
+        store.append(record("c2"))
+    assert not store.locked
     path = tmp_path / "chunks.jsonl"
     path.write_bytes(path.read_bytes()[:-1])
+    cut = path.read_bytes()
     with caplog.at_level(logging.WARNING):
-        again = KGStore(tmp_path)
+        reader = KGStore(tmp_path)
+    assert len(reader) == 2 and caplog.text == ""
+    assert path.read_bytes() == cut  # a reader never writes
+    with caplog.at_level(logging.WARNING):
+        again = KGStore(tmp_path, lock=True)
     assert len(again) == 2 and "had no newline; kept it" in caplog.text
-    assert path.read_bytes().endswith(b"}\n")
+    assert path.read_bytes() == cut + b"\n"
     again.append(record("c3"))
+    again.close()
     assert len(KGStore(tmp_path)) == 3
 
 
@@ -93,10 +108,10 @@ def test_a_complete_last_line_without_newline_is_kept(tmp_path: Path,
                                   b'"relations": [{"source": "A", "target": "B", '
                                   b'"description": "", "strength": 1}], "problems": []}'])
 def test_a_corrupt_line_that_is_not_the_last_is_an_error(tmp_path: Path, line: bytes) -> None:
-    store = KGStore(tmp_path)
-    store.bind(MANIFEST)
-    store.append(record("c1"))
-    store.append(record("c2"))
+    with KGStore(tmp_path) as store:
+        store.bind(MANIFEST)
+        store.append(record("c1"))
+        store.append(record("c2"))
     path = tmp_path / "chunks.jsonl"
     _first, second = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(line + b"\n" + second)
@@ -175,17 +190,22 @@ def test_a_torn_last_line_is_dropped_and_its_chunk_redone(
     data = path.read_bytes()
     two_lines = data[: data.rindex(b"\n", 0, len(data) - 1) + 1]
     path.write_bytes(data[:-25])  # the process died writing chunk 3's line
-    with caplog.at_level(logging.WARNING, logger="shared_core.kg.store"):
+    with caplog.at_level(logging.INFO, logger="shared_core.kg.store"):
         store = KGStore(tmp_path)
-    assert "dropped a torn last line" in caplog.text
+    # a reader cannot tell a dead writer's line from a live one's: it skips it, untouched
+    assert "ignored an incomplete last line" in caplog.text
     assert [r.chunk_id for r in store.records()] == ["c1", "c2"]
-    assert path.read_bytes() == two_lines  # cut back, so the next line starts clean
+    assert path.read_bytes() == data[:-25]
 
+    caplog.clear()
     model = ScriptedChat(by_chunk)
-    result = extract_kg(chunks(3), runner(model), store)
+    with caplog.at_level(logging.WARNING, logger="shared_core.kg.store"):
+        result = extract_kg(chunks(3), runner(model), store)
+    assert "dropped a torn last line" in caplog.text  # the writer repairs, under its lock
     assert asked_chunks(model) == [3]
     assert result.done == ("c3",) and result.skipped_as_already_done == ("c1", "c2")
     assert [r.chunk_id for r in KGStore(tmp_path).records()] == ["c1", "c2", "c3"]
+    assert path.read_bytes().startswith(two_lines)  # cut back, so the next line started clean
 
 
 @pytest.mark.parametrize(("name", "config", "differs"), [
@@ -225,3 +245,135 @@ def test_a_changed_chunk_is_extracted_again(tmp_path: Path) -> None:
     assert result.graph.entity("Person9") is not None
     assert result.graph.entity("Person2") is None  # the stale record is superseded
     assert KGStore(tmp_path).get("c2").text_hash == text_hash(chunk_text(9))  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------ gleaning modes
+@pytest.mark.parametrize(("stored", "run"), [("base", "trial"), ("trial", "base")])
+def test_a_store_gleaned_in_one_mode_refuses_the_other(tmp_path: Path, stored: str,
+                                                       run: str) -> None:
+    def glean(mode: str) -> ExtractionConfig:
+        return ExtractionConfig(max_gleanings=1, gleaning_mode=mode)  # type: ignore[arg-type]
+
+    gleaned = "NO" if stored == "trial" else "<|COMPLETE|>"  # trial judges, base asks for more
+    model = ScriptedChat([reply_for_chunk(1), gleaned])
+    extract_kg(chunks(1), runner(model), tmp_path, config=glean(stored))
+    assert len(model.calls) == 2
+    assert KGStore(tmp_path).manifest.settings["gleaning_mode"] == stored  # type: ignore[union-attr]
+    other = ScriptedChat(by_chunk)
+    with pytest.raises(KGStoreError, match=f"gleaning_mode: '{stored}' \\(stored\\) vs '{run}' "
+                       "\\(this run\\).*run with the stored setup, or pass restart=True"):
+        extract_kg(chunks(2), runner(other), tmp_path, config=glean(run))
+    assert other.calls == []
+    assert len(KGStore(tmp_path)) == 1  # nothing mixed in
+
+
+def test_without_gleaning_a_store_records_no_mode_and_resumes_under_either(
+        tmp_path: Path) -> None:
+    extract_kg(chunks(2), runner(ScriptedChat(by_chunk)), tmp_path,
+               config=ExtractionConfig(gleaning_mode="base"))
+    manifest = KGStore(tmp_path).manifest
+    assert manifest is not None and "gleaning_mode" not in manifest.settings
+    assert manifest.prompt_hash == prompt_hash()  # the hash of stores from before modes
+    model = ScriptedChat(by_chunk)
+    result = extract_kg(chunks(3), runner(model), tmp_path,
+                        config=ExtractionConfig(gleaning_mode="trial"))
+    assert asked_chunks(model) == [3] and result.skipped_as_already_done == ("c1", "c2")
+
+
+def test_a_gleaning_store_from_before_modes_resumes_as_trial(tmp_path: Path) -> None:
+    # what extract_kg wrote before gleaning modes existed: no gleaning_mode in the settings
+    old = ExtractionConfig(max_gleanings=2, gleaning_mode="trial").settings(0.0)
+    del old["gleaning_mode"]
+    with KGStore(tmp_path) as store:
+        store.bind(StoreManifest("scripted", prompt_hash(), old))
+        store.append(ChunkRecord("c1", text_hash(chunk_text(1)), ParsedExtraction(
+            (EntityRecord("Person1", "person", ""),))))
+    assert "gleaning_mode" not in json.loads((tmp_path / "manifest.json").read_text())["settings"]
+    assert KGStore(tmp_path).manifest.settings["gleaning_mode"] == "trial"  # type: ignore[union-attr]
+
+    with pytest.raises(KGStoreError, match="gleaning_mode: 'trial' \\(stored\\) vs 'base'"):
+        extract_kg(chunks(2), runner(ScriptedChat([])), tmp_path,
+                   config=ExtractionConfig(max_gleanings=2))
+    model = ScriptedChat([reply_for_chunk(2), "NO"])
+    result = extract_kg(chunks(2), runner(model), tmp_path,
+                        config=ExtractionConfig(max_gleanings=2, gleaning_mode="trial"))
+    assert result.skipped_as_already_done == ("c1",) and result.done == ("c2",)
+    assert len(model.calls) == 2
+
+
+# ------------------------------------------------------------------ the lock, in one process
+def test_a_second_writer_in_the_same_process_is_refused(tmp_path: Path) -> None:
+    first = KGStore(tmp_path, lock=True)
+    assert first.locked and (tmp_path / "writer.lock").exists()
+    with pytest.raises(KGStoreLocked, match=re.escape(str(tmp_path)) + " is locked for "
+                       "writing: another KGStore object in this process .*close\\(\\) that one"):
+        KGStore(tmp_path, lock=True)
+    second = KGStore(tmp_path)  # reading needs no lock
+    with pytest.raises(KGStoreLocked):
+        second.bind(MANIFEST)
+    with pytest.raises(KGStoreLocked):
+        KGStore(tmp_path, restart=True)  # discarding results is a write
+    model = ScriptedChat([])
+    with pytest.raises(KGStoreLocked):
+        extract_kg(chunks(1), runner(model), second)
+    assert model.calls == [] and not second.locked
+    assert isinstance(KGStoreLocked("x"), KGStoreError)
+    first.close()
+    first.close()  # twice is harmless
+    assert not first.locked
+    second.bind(MANIFEST)
+    assert second.locked
+    second.close()
+
+
+def test_extract_kg_keeps_a_lock_its_caller_holds_and_lets_go_one_it_took(
+        tmp_path: Path) -> None:
+    store = KGStore(tmp_path)
+    extract_kg(chunks(1), runner(ScriptedChat(by_chunk)), store)
+    assert not store.locked
+    with KGStore(tmp_path, lock=True) as held:
+        extract_kg(chunks(2), runner(ScriptedChat(by_chunk)), held)
+        assert held.locked
+        with pytest.raises(KGStoreLocked):
+            KGStore(tmp_path, lock=True)
+    assert not held.locked
+    KGStore(tmp_path, lock=True).close()
+
+
+def test_taking_the_lock_reads_what_another_writer_added_meanwhile(tmp_path: Path) -> None:
+    early = KGStore(tmp_path)  # opened to read, before the other run
+    extract_kg(chunks(2), runner(ScriptedChat(by_chunk)), tmp_path)
+    assert len(early) == 0
+    model = ScriptedChat(by_chunk)
+    result = extract_kg(chunks(3), runner(model), early)
+    assert asked_chunks(model) == [3]  # c1 and c2 were not paid for again
+    assert result.skipped_as_already_done == ("c1", "c2")
+
+
+def test_a_store_restarted_by_another_writer_is_not_appended_to(tmp_path: Path) -> None:
+    store = KGStore(tmp_path)
+    store.bind(MANIFEST)
+    store.close()
+    other = StoreManifest("m2", "p", {"max_gleanings": 0})
+    with KGStore(tmp_path, restart=True) as restarted:
+        restarted.bind(other)
+    with pytest.raises(KGStoreError, match="changed by another process since this store was "
+                       "bound"):
+        store.append(record("c1"))
+    assert not store.locked and len(KGStore(tmp_path)) == 0
+
+
+def test_without_fcntl_writing_goes_on_unlocked_with_a_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(store_module, "fcntl", None)  # what Windows has
+    with caplog.at_level(logging.WARNING, logger="shared_core.kg.store"):
+        result = extract_kg(chunks(2), runner(ScriptedChat(by_chunk)), tmp_path)
+    assert result.done == ("c1", "c2")
+    assert "not locked, since file locking needs fcntl (POSIX)" in caplog.text
+    assert "run one extraction per directory" in caplog.text
+    assert not (tmp_path / "writer.lock").exists()
+    a, b = KGStore(tmp_path, lock=True), KGStore(tmp_path, lock=True)  # nothing stops them
+    assert a.locked and b.locked
+    a.close()
+    b.close()
