@@ -22,9 +22,9 @@ from shared_core.llm import (
 )
 
 from .metrics import exact_match, token_f1
+from .structural import GRAMMARS, Purpose
 
 LLM_CACHE = Path(__file__).resolve().parent / "cache" / "llm"
-from .structural import GRAMMARS, Purpose
 
 ANSWER_PROMPT = (
     "Answer the question using only the context below. Reply with the answer alone: "

@@ -114,6 +114,7 @@ def build_g2cons_kg(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
     llm = _llm(inputs, "g2cons_kg")
     kappa = float(options.pop("kappa", 0.5))
     gleanings = int(options.pop("gleanings", 0))
+    mode = str(options.pop("gleaning_mode", "base"))
     lam = options.pop("lam", None)
     config = ConceptGraphConfig.from_dict(dict(options))
     corpus = inputs.corpus
@@ -127,9 +128,11 @@ def build_g2cons_kg(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
     kept = set(selection.kept_ids)
     core = [(uid, text) for uid, text in zip(units.ids, units.texts, strict=True)
             if uid in kept]
-    extraction = ExtractionConfig(max_gleanings=gleanings)
+    extraction = ExtractionConfig(max_gleanings=gleanings,
+                                  gleaning_mode=mode)  # type: ignore[arg-type]
     runner = llm.runner("kg")
-    store = Path(llm.cache_dir) / ("kg_" + corpus_key(inputs, llm, f"k{kappa}", f"g{gleanings}"))
+    glean = f"g{gleanings}{mode}" if gleanings else "g0"
+    store = Path(llm.cache_dir) / ("kg_" + corpus_key(inputs, llm, f"k{kappa}", glean))
     result = extract_kg(core, runner, store, config=extraction)
     measured = extraction_usage(result.ledger)
     at_kappa = estimate_extraction(units.tokens[[i for i, uid in enumerate(units.ids)

@@ -220,6 +220,12 @@ def cmd_extract(args: argparse.Namespace) -> int:
     kg_dir = Path(args.kg_dir or Path(args.index) / "kg")
     # the store's lock from here to the end: a second extract on kg_dir is refused before
     # it asks anything, and what it counts as done below stays true until this run ends
+    # --restart deletes the old results the moment the store opens: ask before that, so a
+    # "no" keeps them (it also mends a store too damaged to open, so it cannot wait)
+    if args.restart and (kg_dir / "manifest.json").exists() and not args.yes \
+            and not _confirm(f"--restart deletes every result stored in {kg_dir}; go on?"):
+        print("nothing deleted, nothing extracted")
+        return 1
     with KGStore(kg_dir, restart=args.restart, lock=True) as store:
         already = sum(1 for cid, _ in kept if cid in store)
         if already:

@@ -94,6 +94,22 @@ def test_extract_asks_before_spending(index_dir: Path, capsys: pytest.CaptureFix
         assert stub.chat_bodies() == []  # the estimate cost nothing
 
 
+@loopback
+def test_restart_asks_before_it_deletes_and_a_no_keeps_the_results(
+        index_dir: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with StubOpenAI(chat=records_for) as stub:
+        assert extract(index_dir, stub, "--yes") == 0
+        monkeypatch.setattr("sys.stdin", _Tty("n\n"))
+        assert extract(index_dir, stub, "--restart") == 1
+        assert "nothing deleted" in capsys.readouterr().out
+        assert len(KGStore(index_dir / "kg")) == 2  # still there, unpaid for again
+        # yes to deleting, yes to spending: both core chunks are asked for again
+        monkeypatch.setattr("sys.stdin", _Tty("y\ny\n"))
+        assert extract(index_dir, stub, "--restart") == 0
+        assert len(stub.chat_bodies()) == 4 and len(KGStore(index_dir / "kg")) == 2
+
+
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
