@@ -381,7 +381,10 @@ def structural_lines(directory: Path) -> list[str]:
                   + f"; {r['dataset']} / {r['protocol']}, corpus cut to "
                   f"{r['corpus']['passages']} passages ({r['corpus']['units']} units), "
                   f"{r['questions']} questions, β = {r['budget']}. A model this small is no "
-                  "judge of quality: the numbers show that every stage ran, not how well.", "",
+                  "judge of quality: the numbers show that every stage ran, not how well. "
+                  "The server is llama.cpp's, started as `tests/e2e/llama_server.py` starts it "
+                  "(`start_llama_server`, n_ctx 8192); it counts tokens with the model's own "
+                  "tokenizer, the estimates with cl100k_base.", "",
                   "| method | CR % | SR % | answer EM / F1 % | LLM tokens in / out |",
                   "|---|---:|---:|---|---:|"]
         for name, m in r["methods"].items():
