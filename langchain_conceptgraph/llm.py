@@ -26,13 +26,20 @@ runner retries, under one policy, booked in one ledger.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    BaseMessageChunk,
+    HumanMessage,
+    SystemMessage,
+)
 
-from shared_core.llm import ChatModel, Completion, Message
+from shared_core.llm import ChatModel, Completion, Message, StreamPart
 from shared_core.llm.messages import check_messages
 from shared_core.llm.usage import call_settings, completion_with_usage, finish_reason, token_count
 
@@ -49,6 +56,11 @@ class LangChainChat:
     model's own configuration, for a model that rejects them. ``model_name``
     defaults to the model's ``model_name`` or ``model`` attribute, else its class
     name; it is what prices look up.
+
+    ``stream``/``astream`` run the model's own ``stream``/``astream``: each
+    chunk's text, then the chunks added up (LangChain's ``+``) as the whole reply,
+    with the ``usage_metadata`` the model put on them (``ChatOpenAI`` needs
+    ``stream_usage=True`` for it).
 
     >>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     >>> from shared_core.llm import Message
@@ -93,6 +105,30 @@ class LangChainChat:
         reply = await self.chat_model.ainvoke(to_langchain_messages(messages),
                                               **self._kwargs(max_tokens, temperature))
         return self._completion(reply, messages)
+
+    def stream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+               temperature: float = 0.0) -> Iterator[StreamPart]:
+        whole: BaseMessageChunk | None = None
+        for chunk in self.chat_model.stream(to_langchain_messages(messages),
+                                            **self._kwargs(max_tokens, temperature)):
+            whole = chunk if whole is None else whole + chunk
+            delta = message_text(chunk)
+            if delta:
+                yield delta
+        yield self._completion(whole if whole is not None else AIMessageChunk(content=""),
+                               messages)
+
+    async def astream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                      temperature: float = 0.0) -> AsyncIterator[StreamPart]:
+        whole: BaseMessageChunk | None = None
+        async for chunk in self.chat_model.astream(to_langchain_messages(messages),
+                                                   **self._kwargs(max_tokens, temperature)):
+            whole = chunk if whole is None else whole + chunk
+            delta = message_text(chunk)
+            if delta:
+                yield delta
+        yield self._completion(whole if whole is not None else AIMessageChunk(content=""),
+                               messages)
 
     def _completion(self, reply: BaseMessage, messages: Sequence[Message]) -> Completion:
         text = message_text(reply)

@@ -28,12 +28,12 @@ them, and the ledger says so. Errors from the LLM propagate unchanged, so
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage, ChatResponse, MessageRole
 
-from shared_core.llm import ChatModel, Completion, Message
+from shared_core.llm import ChatModel, Completion, Message, StreamPart
 from shared_core.llm.messages import check_messages
 from shared_core.llm.usage import call_settings, completion_with_usage, finish_reason, token_count
 
@@ -49,6 +49,10 @@ class LlamaIndexChat:
     leaves both to the LLM's own configuration, for an LLM that rejects them.
     ``model_name`` defaults to ``llm.metadata.model_name`` (the class name when
     that is LlamaIndex's placeholder ``"unknown"``); it is what prices look up.
+
+    ``stream``/``astream`` run the LLM's ``stream_chat``/``astream_chat``: each
+    response's ``delta`` (or, when an LLM leaves it out, the growth of its
+    cumulative text), then the whole reply with the usage of the last response.
 
     >>> from llama_index.core.llms import MockLLM
     >>> from shared_core.llm import Message
@@ -92,8 +96,39 @@ class LlamaIndexChat:
                                         **self._kwargs(max_tokens, temperature))
         return self._completion(response, messages)
 
-    def _completion(self, response: ChatResponse, messages: Sequence[Message]) -> Completion:
-        text = response.message.content or ""
+    def stream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+               temperature: float = 0.0) -> Iterator[StreamPart]:
+        responses = self.llm.stream_chat(to_chat_messages(messages),
+                                         **self._kwargs(max_tokens, temperature))
+        text, last = "", None
+        for response in responses:
+            delta, text, last = _delta(response, text), _grown(response, text), response
+            if delta:
+                yield delta
+        yield self._streamed(last, text, messages)
+
+    async def astream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                      temperature: float = 0.0) -> AsyncIterator[StreamPart]:
+        responses = await self.llm.astream_chat(to_chat_messages(messages),
+                                                **self._kwargs(max_tokens, temperature))
+        text, last = "", None
+        async for response in responses:
+            delta, text, last = _delta(response, text), _grown(response, text), response
+            if delta:
+                yield delta
+        yield self._streamed(last, text, messages)
+
+    def _streamed(self, last: ChatResponse | None, text: str,
+                  messages: Sequence[Message]) -> Completion:
+        """The streamed reply whole: its text, the last response's usage and finish."""
+        if last is None:  # a stream with no response at all: an empty reply
+            return completion_with_usage("", messages, None, finish=None, refusal=None,
+                                         model=self._model_name)
+        return self._completion(last, messages, text)
+
+    def _completion(self, response: ChatResponse, messages: Sequence[Message],
+                    text: str | None = None) -> Completion:
+        text = response.message.content or "" if text is None else text
         raw = response.raw
         finish = _finish_reason(raw)
         refusal = _refusal(response)
@@ -126,6 +161,19 @@ def to_chat_messages(messages: Sequence[Message]) -> list[ChatMessage]:
     """Our messages as LlamaIndex ``ChatMessage``s, roles mapped one to one."""
     return [ChatMessage(role=_ROLES[m.role], content=m.content)
             for m in check_messages(messages)]
+
+
+def _delta(response: ChatResponse, before: str) -> str:
+    """A streamed response's new text: its ``delta``, else what its whole text added."""
+    if response.delta is not None:
+        return response.delta
+    whole = response.message.content or ""
+    return whole[len(before):] if whole.startswith(before) else ""
+
+
+def _grown(response: ChatResponse, before: str) -> str:
+    """The reply so far, after this response."""
+    return before + _delta(response, before)
 
 
 def _metadata_model_name(llm: LLM) -> str:

@@ -1,6 +1,7 @@
 """The LLM layer: one protocol for any chat model, and the policy every call runs under.
 
 - :class:`ChatModel`, :class:`Message`, :class:`Completion`: the protocol;
+- :class:`StreamingChatModel`: a model that streams its reply (text deltas, then usage);
 - :class:`OpenAIChat`: any OpenAI-compatible server through the ``openai`` client;
 - :class:`LLMRunner`, :class:`RetryPolicy`: retries, timeouts, concurrency, progress;
 - :class:`TokenLedger`: tokens per stage, server-reported or counted;
@@ -8,7 +9,16 @@
 """
 
 from .ledger import StageUsage, TokenLedger
-from .messages import BadOutput, ChatModel, Completion, LLMError, Message, reply_text
+from .messages import (
+    BadOutput,
+    ChatModel,
+    Completion,
+    LLMError,
+    Message,
+    StreamingChatModel,
+    StreamPart,
+    reply_text,
+)
 from .openai_chat import OpenAIChat
 from .pricing import (
     DEFAULT_OUTPUT_RATIO,
@@ -19,7 +29,15 @@ from .pricing import (
     estimate_cost,
     price_for,
 )
-from .runner import LLMRunner, Outcome, RequestFailed, RetryPolicy, is_transient, run_sync
+from .runner import (
+    LLMRunner,
+    Outcome,
+    RequestFailed,
+    RetryPolicy,
+    is_transient,
+    iterate_sync,
+    run_sync,
+)
 from .usage import completion_with_usage, counted_input_tokens, message_tokens
 
 __all__ = [
@@ -39,11 +57,14 @@ __all__ = [
     "RequestFailed",
     "RetryPolicy",
     "StageUsage",
+    "StreamPart",
+    "StreamingChatModel",
     "TokenLedger",
     "completion_with_usage",
     "counted_input_tokens",
     "estimate_cost",
     "is_transient",
+    "iterate_sync",
     "message_tokens",
     "price_for",
     "reply_text",

@@ -8,7 +8,7 @@ framework.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -70,6 +70,28 @@ class ChatModel(Protocol):
 
     async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                         temperature: float = 0.0) -> Completion: ...
+
+
+# what a stream yields: the reply's text deltas, then one Completion for the whole reply
+StreamPart = str | Completion
+
+
+@runtime_checkable
+class StreamingChatModel(ChatModel, Protocol):
+    """A :class:`ChatModel` that can also stream its reply, for answers shown as they come.
+
+    ``stream`` and ``astream`` yield the reply's text deltas (``str``) as they
+    arrive, then exactly one :class:`Completion` for the whole reply: its text
+    the deltas joined, its usage the server's (or counted, as ``complete``
+    counts it). The last part is what the runner books in the ledger, so a
+    streamed answer costs the same in the ledger as a completed one.
+    """
+
+    def stream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+               temperature: float = 0.0) -> Iterator[StreamPart]: ...
+
+    def astream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                temperature: float = 0.0) -> AsyncIterator[StreamPart]: ...
 
 
 class LLMError(RuntimeError):

@@ -11,12 +11,16 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..openai_endpoint import check_timeout, openai_options
-from .messages import Completion, LLMError, Message, check_messages
+from .messages import Completion, LLMError, Message, StreamPart, check_messages
 from .usage import call_settings, completion_with_usage, token_count
+
+# ask for usage in the stream's last chunk (OpenAI, vLLM); servers that ignore it get counted
+STREAM_OPTIONS: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
 
 # OpenAI's reasoning families, optionally behind a provider prefix ("openai/o3-mini"):
 # they reject ``max_tokens`` (wanting ``max_completion_tokens``) and any temperature
@@ -43,6 +47,11 @@ class OpenAIChat:
     ``max_completion_tokens`` (which also bounds the hidden reasoning tokens) and no
     temperature is sent. ``reasoning=None`` tells them by name; pass ``True`` or
     ``False`` for a model served under another name.
+
+    ``stream``/``astream`` (:class:`~.messages.StreamingChatModel`) yield the text
+    deltas, then the whole :class:`~.messages.Completion`; usage is asked for in the
+    last chunk (``stream_options.include_usage``) and counted with tiktoken when the
+    server sends none (llama.cpp's server does not).
     """
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None,
@@ -102,9 +111,83 @@ class OpenAIChat:
             raise self._not_json(exc) from exc
         return completion_from_response(response, messages)
 
+    def stream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+               temperature: float = 0.0) -> Iterator[StreamPart]:
+        request = {**self._request(messages, max_tokens, temperature), **STREAM_OPTIONS}
+        try:
+            chunks = self._sync.chat.completions.create(**request)
+        except json.JSONDecodeError as exc:
+            raise self._not_json(exc) from exc
+        reader = StreamReader()
+        try:
+            for chunk in chunks:
+                delta = reader.add(chunk)
+                if delta:
+                    yield delta
+        finally:
+            chunks.close()  # a consumer that stops early frees the connection
+        yield reader.completion(messages)
+
+    async def astream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                      temperature: float = 0.0) -> AsyncIterator[StreamPart]:
+        request = {**self._request(messages, max_tokens, temperature), **STREAM_OPTIONS}
+        try:
+            chunks = await self._async.chat.completions.create(**request)
+        except json.JSONDecodeError as exc:
+            raise self._not_json(exc) from exc
+        reader = StreamReader()
+        try:
+            async for chunk in chunks:
+                delta = reader.add(chunk)
+                if delta:
+                    yield delta
+        finally:
+            await chunks.close()
+        yield reader.completion(messages)
+
     def _not_json(self, exc: json.JSONDecodeError) -> LLMError:
         return LLMError(f"the server at {self.base_url} did not answer with JSON ({exc}); "
                         "is base_url the API root, such as http://127.0.0.1:8080/v1?")
+
+
+@dataclass
+class StreamReader:
+    """What a chat-completion stream said so far: text, refusal, finish reason, usage."""
+
+    parts: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    finish: str | None = None
+    usage: tuple[int, int, int] | None = None
+    model: str = ""
+
+    def add(self, chunk: Any) -> str:
+        """Take one chunk in; its text delta ("" for none)."""
+        self.model = self.model or (getattr(chunk, "model", "") or "")
+        reported = getattr(chunk, "usage", None)
+        prompt = token_count(getattr(reported, "prompt_tokens", None))
+        if prompt is not None:
+            details = getattr(reported, "prompt_tokens_details", None)
+            self.usage = (prompt, token_count(getattr(reported, "completion_tokens", None)) or 0,
+                          token_count(getattr(details, "cached_tokens", None)) or 0)
+        choices = getattr(chunk, "choices", None) or []
+        if not choices:
+            return ""
+        self.finish = choices[0].finish_reason or self.finish
+        delta = getattr(choices[0], "delta", None)
+        refusal = getattr(delta, "refusal", None)
+        if isinstance(refusal, str) and refusal:
+            self.refusal.append(refusal)
+        text = getattr(delta, "content", None)
+        if isinstance(text, str) and text:
+            self.parts.append(text)
+            return text
+        return ""
+
+    def completion(self, messages: Sequence[Message]) -> Completion:
+        """The whole reply, with the server's usage or tiktoken's count."""
+        return completion_with_usage("".join(self.parts), messages, self.usage,
+                                     finish=self.finish, refusal="".join(self.refusal) or None,
+                                     model=self.model)
 
 
 def completion_from_response(response: Any, messages: Sequence[Message]) -> Completion:

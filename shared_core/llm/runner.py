@@ -10,6 +10,13 @@ failure are retried separately:
   (empty, refusal, garbage); counted by kind in the ledger and asked again.
 
 Anything else (a 400, a bad key) is a bug to show at once, not to retry.
+
+Streams (:meth:`LLMRunner.astream`) follow the same policy *until the first
+token*: a transport failure or an empty reply before any text was yielded is
+retried, since the caller has seen nothing; once text has gone out, a failure
+raises :class:`RequestFailed` (text already shown cannot be taken back). A
+model without streaming is asked once, through :meth:`LLMRunner.acall`, and its
+reply yielded as one chunk.
 """
 
 from __future__ import annotations
@@ -17,13 +24,31 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Sequence,
+)
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Generic, TypeVar
 
 from .ledger import TokenLedger
-from .messages import BadOutput, ChatModel, Completion, LLMError, Message, check_messages
+from .messages import (
+    BadOutput,
+    ChatModel,
+    Completion,
+    LLMError,
+    Message,
+    StreamingChatModel,
+    check_messages,
+    reply_text,
+)
+from .usage import completion_with_usage
 
 T = TypeVar("T")
 X = TypeVar("X")
@@ -186,6 +211,13 @@ class LLMRunner:
         self.temperature = temperature
         self._sleep = sleep
 
+    def with_ledger(self, ledger: TokenLedger) -> LLMRunner:
+        """This runner's model and policy, booking in ``ledger`` (a per-query account, say)."""
+        return LLMRunner(self.model, ledger=ledger, retry=self.retry,
+                         concurrency=self.concurrency, timeout=self.timeout,
+                         progress=self.progress, temperature=self.temperature,
+                         sleep=self._sleep)
+
     async def acall(self, stage: str, messages: Sequence[Message],
                     parse: Callable[[Completion], T], *, max_tokens: int | None = None) -> T:
         """One call, retried per the policy; ``parse``'s value, or :class:`RequestFailed`."""
@@ -225,6 +257,95 @@ class LLMRunner:
              *, max_tokens: int | None = None) -> T:
         """:meth:`acall` from synchronous code."""
         return run_sync(self.acall(stage, messages, parse, max_tokens=max_tokens))
+
+    async def astream(self, stage: str, messages: Sequence[Message], *,
+                      max_tokens: int | None = None) -> AsyncIterator[str]:
+        """The reply's text as it arrives, booked in the ledger when the stream ends.
+
+        Retried per the policy only before the first token (see the module
+        docstring); ``timeout`` bounds the wait for each next part. A consumer
+        that stops early is booked for what it received (tiktoken-counted).
+        """
+        messages = check_messages(messages)
+        if not isinstance(self.model, StreamingChatModel):
+            yield await self.acall(stage, messages, reply_text, max_tokens=max_tokens)
+            return
+        transport_tries = output_tries = 0
+        while True:
+            parts = self.model.astream(messages, max_tokens=max_tokens,
+                                       temperature=self.temperature)
+            sent: list[str] = []
+            completion: Completion | None = None
+            booked = finished = False
+            timed = self._timed(parts)
+            try:
+                async for part in timed:
+                    if isinstance(part, Completion):
+                        completion = part
+                    elif part:
+                        sent.append(part)
+                        yield part
+                finished = True
+            except Exception as exc:  # classified below; anything not transient re-raises
+                booked = bool(sent)
+                if sent:
+                    self.ledger.record(stage, _partial(sent, messages, self.model.model_name))
+                    self.ledger.record_failure(stage)
+                if not is_transient(exc):
+                    raise
+                kind = failure_kind(exc)
+                if sent:
+                    raise RequestFailed(kind, f"{type(exc).__name__}: {exc} (the stream broke "
+                                        f"after {len(sent)} parts; streams are retried only "
+                                        "before their first token)") from exc
+                transport_tries += 1
+                if transport_tries >= self.retry.attempts:
+                    self.ledger.record_failure(stage)
+                    raise RequestFailed(kind, f"{type(exc).__name__}: {exc} "
+                                        f"(after {transport_tries} attempts)") from exc
+                self.ledger.record_retry(stage)
+                await self._sleep(self.retry.delay(transport_tries, retry_after_seconds(exc)))
+                continue
+            finally:
+                if not (finished or booked) and sent:  # the consumer stopped early
+                    self.ledger.record(stage, _partial(sent, messages, self.model.model_name))
+                await timed.aclose()
+                close = getattr(parts, "aclose", None)
+                if close is not None:
+                    await close()
+            if completion is None:  # a model that ended without its Completion: count it
+                completion = completion_with_usage("".join(sent), messages, None, finish=None,
+                                                   refusal=None, model=self.model.model_name)
+            self.ledger.record(stage, completion)
+            if sent:
+                return
+            try:
+                yield reply_text(completion)  # all text in the final part, or a bad reply
+                return
+            except BadOutput as bad:
+                self.ledger.record_bad_output(stage, bad.kind)
+                output_tries += 1
+                if output_tries >= self.retry.output_attempts:
+                    self.ledger.record_failure(stage)
+                    raise RequestFailed(bad.kind, f"{bad.detail} (after {output_tries} "
+                                        "replies)") from bad
+                self.ledger.record_retry(stage)
+
+    async def _timed(self, parts: AsyncIterator[T]) -> AsyncGenerator[T, None]:
+        """``parts``, each waited for at most ``timeout`` seconds."""
+        iterator = parts.__aiter__()
+        while True:
+            try:
+                step = iterator.__anext__()
+                part = await (asyncio.wait_for(step, self.timeout) if self.timeout else step)
+            except StopAsyncIteration:
+                return
+            yield part
+
+    def stream(self, stage: str, messages: Sequence[Message], *,
+               max_tokens: int | None = None) -> Iterator[str]:
+        """:meth:`astream` from synchronous code (on the background loop, part by part)."""
+        return iterate_sync(self.astream(stage, messages, max_tokens=max_tokens))
 
     async def amap(self, items: Sequence[X], work: Callable[[X], Awaitable[R]], *,
                    desc: str = "LLM calls",
@@ -279,6 +400,13 @@ class LLMRunner:
         return run_sync(self.amap(items, work, desc=desc, on_outcome=on_outcome))
 
 
+def _partial(sent: list[str], messages: Sequence[Message], model: str) -> Completion:
+    """What a stream cut short cost, as far as it went: counted, since the server's usage
+    comes only with the last chunk."""
+    return completion_with_usage("".join(sent), messages, None, finish=None, refusal=None,
+                                 model=model)
+
+
 class _BackgroundLoop:
     """One event loop on a daemon thread, for every synchronous call of the process.
 
@@ -320,3 +448,26 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
         coroutine.close()
         raise RuntimeError("run_sync called from the LLM loop itself; await the coroutine")
     return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+
+def iterate_sync(stream: AsyncIterator[T]) -> Iterator[T]:
+    """An async iterator consumed from sync code, one :func:`run_sync` per item.
+
+    Every step runs on the one background loop, so an async client that pools
+    connections per loop stays valid; stopping early closes the async iterator.
+    """
+
+    async def step() -> T:
+        return await stream.__anext__()
+
+    try:
+        while True:
+            try:
+                item = run_sync(step())
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            run_sync(close())

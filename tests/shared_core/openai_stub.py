@@ -16,6 +16,13 @@ take from in order, one entry per request (a :class:`ChatReply`, an
 :class:`HTTPError` or a :class:`RawBody`, each with its own ``delay``); once it
 is empty, replies come from ``chat`` as before.
 
+A chat request with ``"stream": true`` is answered as server-sent events: the
+reply's words one chunk each (``"a b"`` → ``"a"``, ``" b"``), then a chunk with
+the finish reason, then, when the request asked for
+``stream_options.include_usage`` and the reply has ``usage``, a last chunk with
+no choices and the usage (as OpenAI does), then ``data: [DONE]``.
+:func:`sse_body` builds that body, for a :class:`RawBody` that cuts it short.
+
 Tests that use it need ``@pytest.mark.allow_hosts(["127.0.0.1"])``: pytest-socket
 then lets connections reach loopback only.
 """
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import sys
 import threading
 import time
@@ -93,6 +101,29 @@ class RawBody:
 
 
 Scripted = ChatReply | HTTPError | RawBody
+SSE = "text/event-stream"
+
+
+def sse_body(events: list[dict[str, Any]], done: bool = True) -> bytes:
+    """Server-sent events, one ``data:`` line per event, and ``[DONE]`` when ``done``."""
+    lines = [f"data: {json.dumps(e)}\n\n" for e in events]
+    return ("".join(lines) + ("data: [DONE]\n\n" if done else "")).encode()
+
+
+def stream_chunk(content: str | None = None, finish_reason: str | None = None,
+                 model: str = "stub", usage: dict[str, Any] | None = None,
+                 refusal: str | None = None, choices: bool = True) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` event."""
+    delta: dict[str, Any] = {} if content is None else {"content": content}
+    if refusal is not None:
+        delta["refusal"] = refusal
+    out: dict[str, Any] = {"id": "chatcmpl-stub", "object": "chat.completion.chunk",
+                           "created": 0, "model": model,
+                           "choices": [{"index": 0, "delta": delta,
+                                        "finish_reason": finish_reason}] if choices else []}
+    if usage is not None:
+        out["usage"] = usage
+    return out
 
 
 @dataclass
@@ -176,17 +207,22 @@ class StubOpenAI:
                     self._send(scripted.status, scripted.body)
                 elif self.path == "/v1/embeddings":
                     self._send(200, stub._embeddings(body))
+                elif self.path == "/v1/chat/completions" and body.get("stream"):
+                    self._send(200, stub._chat_stream(body, scripted), content_type=SSE)
                 elif self.path == "/v1/chat/completions":
                     self._send(200, stub._chat(body, scripted))
                 else:
                     self._send(404, {"error": {"message": f"stub: no route {self.path}"}})
 
             def _send(self, status: int, payload: dict[str, Any] | bytes,
-                      headers: dict[str, str] | None = None) -> None:
+                      headers: dict[str, str] | None = None,
+                      content_type: str = "application/json") -> None:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                if isinstance(payload, bytes) and payload.startswith(b"data:"):
+                    content_type = SSE  # a RawBody holding server-sent events
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     for key, value in (headers or {}).items():
                         self.send_header(key, value)
@@ -233,6 +269,20 @@ class StubOpenAI:
         n_chars = sum(len(t) for t in inputs)
         return {"object": "list", "data": rows[::-1], "model": body["model"],
                 "usage": {"prompt_tokens": n_chars, "total_tokens": n_chars}}
+
+    def _chat_stream(self, body: dict[str, Any], reply: ChatReply | None = None) -> bytes:
+        if reply is None:
+            reply = ChatReply(content=self.chat(body))
+        model = reply.model or body.get("model", "stub")
+        words = re.findall(r"\s*\S+", reply.content or "")
+        events = [stream_chunk(w, model=model) for w in words]
+        if reply.refusal is not None:
+            events.append(stream_chunk(refusal=reply.refusal, model=model))
+        events.append(stream_chunk(finish_reason=reply.finish_reason, model=model))
+        wants_usage = (body.get("stream_options") or {}).get("include_usage")
+        if wants_usage and reply.usage is not None:
+            events.append(stream_chunk(model=model, usage=reply.usage, choices=False))
+        return sse_body(events)
 
     def _chat(self, body: dict[str, Any], reply: ChatReply | None = None) -> dict[str, Any]:
         if reply is None:

@@ -7,19 +7,39 @@ figures in tests can be worked out by hand from the prompts and replies.
 
 A script entry is a reply text, a :class:`~shared_core.llm.Completion` (to set
 usage, ``finish_reason`` or a refusal exactly), or an exception instance to raise.
+
+It streams too (:class:`~shared_core.llm.StreamingChatModel`): a reply's words
+as deltas (``"a b c"`` → ``"a"``, ``" b"``, ``" c"``), then its Completion. A
+:class:`StreamBreak` entry yields its ``deltas`` and then raises its ``error``
+mid-stream. ``CompleteOnlyChat(ScriptedChat(...))`` is a model that cannot stream.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from shared_core.llm import Completion, Message
+from shared_core.llm import Completion, Message, StreamPart
 from shared_core.llm.usage import counted_input_tokens
 from shared_core.text import count_tokens
 
-Reply = str | Completion | BaseException
+
+@dataclass(frozen=True)
+class StreamBreak:
+    """A stream that yields ``deltas`` and then fails with ``error``."""
+
+    deltas: tuple[str, ...]
+    error: BaseException
+
+
+Reply = str | Completion | BaseException | StreamBreak
+
+
+def word_deltas(text: str) -> list[str]:
+    """How ScriptedChat streams a reply: each word with the whitespace before it."""
+    return re.findall(r"\s*\S+", text) or ([text] if text else [])
 
 
 @dataclass
@@ -58,6 +78,12 @@ class ScriptedChat:
                  temperature: float = 0.0) -> Completion:
         self.settings.append((max_tokens, temperature))
         reply = self._next(messages)
+        if isinstance(reply, StreamBreak):
+            raise reply.error
+        return self._completion(reply, messages)
+
+    def _completion(self, reply: str | Completion | BaseException,
+                    messages: Sequence[Message]) -> Completion:
         if isinstance(reply, BaseException):
             raise reply
         if isinstance(reply, Completion):
@@ -68,6 +94,41 @@ class ScriptedChat:
     async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                         temperature: float = 0.0) -> Completion:
         return self.complete(messages, max_tokens=max_tokens, temperature=temperature)
+
+    def stream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+               temperature: float = 0.0) -> Iterator[StreamPart]:
+        self.settings.append((max_tokens, temperature))
+        reply = self._next(messages)
+        if isinstance(reply, StreamBreak):
+            yield from reply.deltas
+            raise reply.error
+        completion = self._completion(reply, messages)
+        yield from word_deltas(completion.text)
+        yield completion
+
+    async def astream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                      temperature: float = 0.0) -> AsyncIterator[StreamPart]:
+        for part in self.stream(messages, max_tokens=max_tokens, temperature=temperature):
+            yield part
+
+
+@dataclass
+class CompleteOnlyChat:
+    """A ScriptedChat that cannot stream: only ``complete``/``acomplete`` (the protocol)."""
+
+    inner: ScriptedChat
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.name
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                 temperature: float = 0.0) -> Completion:
+        return self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature)
+
+    async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                        temperature: float = 0.0) -> Completion:
+        return self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature)
 
 
 class RecordedSleep:
