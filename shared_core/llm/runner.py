@@ -438,6 +438,7 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     It runs on one long-lived loop in a daemon thread (:class:`_BackgroundLoop`),
     so clients that pool connections per loop stay valid from call to call.
     Calling it from that loop's own thread would deadlock, and raises instead.
+    A caller interrupted while waiting (Ctrl-C) cancels the coroutine.
     """
     loop = _BACKGROUND.loop()
     try:
@@ -447,7 +448,14 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     if running is loop:
         coroutine.close()
         raise RuntimeError("run_sync called from the LLM loop itself; await the coroutine")
-    return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    try:
+        return future.result()
+    except BaseException:
+        # Ctrl-C (or any exit) while waiting: stop the coroutine too, so no call goes on
+        # spending in the background after the caller has given up on it
+        future.cancel()
+        raise
 
 
 def iterate_sync(stream: AsyncIterator[T]) -> Iterator[T]:

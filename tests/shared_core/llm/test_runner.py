@@ -11,8 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 import httpx
@@ -643,3 +647,32 @@ def test_no_response_no_retry_after() -> None:
     assert retry_after_seconds(TimeoutError()) is None
     assert retry_after_seconds(openai.APIConnectionError(
         request=_openai_request())) is None  # type: ignore[arg-type]
+
+
+def test_ctrl_c_while_waiting_in_run_sync_cancels_the_call(tmp_path: Path) -> None:
+    # a real SIGINT in a child process: the waiting caller gets KeyboardInterrupt and the
+    # coroutine on the background loop is cancelled, not left running (and spending)
+    script = tmp_path / "interrupt.py"
+    script.write_text(textwrap.dedent("""
+        import asyncio, os, signal, threading, time
+        from shared_core.llm import run_sync
+
+        cancelled = threading.Event()
+
+        async def long_call():
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        start = time.monotonic()
+        try:
+            run_sync(long_call())
+        except KeyboardInterrupt:
+            print("interrupted", cancelled.wait(5), round(time.monotonic() - start) < 5)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).resolve().parents[3])
+    assert done.stdout.split() == ["interrupted", "True", "True"], done.stderr
