@@ -6,10 +6,13 @@
 - :class:`FusedRetriever` — concept path + any KG retriever, λ ensemble.
 - :func:`graph_facts` — KG fact documents tied to their source chunks.
 - :class:`CoreEmbeddings` / :func:`to_core_embedder` — embeddings in both directions.
+- :class:`ConceptGraphAnswerer` — HuixiangDou2's answer pipeline (logic form, pre-check,
+  dual-level fallback) as a runnable: ``invoke``/``stream``/``astream``, with sources and trace.
 - :class:`LangChainChat` / :func:`chat_model` — any LangChain chat model as the core's
   ``ChatModel``.
 """
 
+from .answer import AnswerWithSources, ConceptGraphAnswerer
 from .document_transformers import CoreChunkSelector
 from .embeddings import CoreEmbeddings, to_core_embedder
 from .graph_facts import graph_facts
@@ -17,6 +20,8 @@ from .llm import LangChainChat, chat_model
 from .retrievers import ConceptGraphRetriever, FusedRetriever
 
 __all__ = [
+    "AnswerWithSources",
+    "ConceptGraphAnswerer",
     "ConceptGraphRetriever",
     "CoreChunkSelector",
     "CoreEmbeddings",

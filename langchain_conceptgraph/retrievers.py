@@ -55,11 +55,11 @@ def _check_query(query: object) -> str:
     return query
 
 
-def _check_kwargs(retriever: BaseRetriever, kwargs: dict[str, Any], accepted: str) -> None:
+def check_invoke_kwargs(owner: object, kwargs: dict[str, Any], accepted: str) -> None:
     """A misspelt option would otherwise be silently ignored by ``invoke``."""
     if kwargs:
         names = ", ".join(repr(name) for name in kwargs)
-        raise TypeError(f"{type(retriever).__name__}.invoke() got unexpected keyword "
+        raise TypeError(f"{type(owner).__name__}.invoke() got unexpected keyword "
                         f"argument(s) {names}; it accepts {accepted}")
 
 
@@ -277,7 +277,7 @@ class ConceptGraphRetriever(BaseRetriever):
         budget: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        _check_kwargs(self, kwargs, "k and budget")
+        check_invoke_kwargs(self, kwargs, "k and budget")
         query = _check_query(query)
         k, budget = self._search_args(k, budget)
         result = self.index.retrieve(query, top_k=self.top_k, hops=self.hops, budget=budget,
@@ -293,7 +293,7 @@ class ConceptGraphRetriever(BaseRetriever):
         budget: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        _check_kwargs(self, kwargs, "k and budget")
+        check_invoke_kwargs(self, kwargs, "k and budget")
         query = _check_query(query)
         k, budget = self._search_args(k, budget)
         result = await self.index.aretrieve(query, top_k=self.top_k, hops=self.hops,
@@ -458,7 +458,7 @@ class FusedRetriever(BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        _check_kwargs(self, kwargs, "k")
+        check_invoke_kwargs(self, kwargs, "k")
         query = _check_query(query)
         k = _check_optional_int("k", k, 1) or self.k
         budget, lam = self._settings()
@@ -483,7 +483,7 @@ class FusedRetriever(BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        _check_kwargs(self, kwargs, "k")
+        check_invoke_kwargs(self, kwargs, "k")
         query = _check_query(query)
         k = _check_optional_int("k", k, 1) or self.k
         budget, lam = self._settings()

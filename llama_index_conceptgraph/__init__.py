@@ -5,9 +5,12 @@
 - :class:`ConceptGraphRetriever` — concept-graph retrieval with provenance.
 - :class:`ConceptGraphPostprocessor` — reorder/prune another retriever's nodes.
 - :class:`FusedConceptKGRetriever` — concept path + KG path in one token budget.
+- :class:`ConceptGraphQueryEngine` — HuixiangDou2's answer pipeline (logic form, pre-check,
+  dual-level fallback) as a query engine, streaming or not, with sources and trace.
 - :class:`LlamaIndexChat` / :func:`chat_model` — any LlamaIndex ``LLM`` as the core's ``ChatModel``.
 """
 
+from .answer import ConceptGraphQueryEngine
 from .embeddings import CoreEmbedding, default_embed_model, to_core_embedder
 from .fused import (
     FusedConceptKGRetriever,
@@ -23,6 +26,7 @@ from .selector import CoreChunkSelector
 
 __all__ = [
     "ConceptGraphPostprocessor",
+    "ConceptGraphQueryEngine",
     "ConceptGraphRetriever",
     "CoreChunkSelector",
     "CoreEmbedding",

@@ -20,7 +20,7 @@ raise ``budget`` and the keys' number before anything else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
@@ -76,6 +76,17 @@ class DualLevelResult:
     def to_dict(self) -> dict[str, Any]:
         return {"keys": self.keys.to_dict(), "budget": self.budget, "tokens": self.tokens,
                 "per_key": [k.to_dict() for k in self.per_key]}
+
+
+def fact_detail(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A KG fact's metadata as provenance detail: a relation's ends are named as
+    entities, so they never stand for the provenance's own ``source``.
+
+    >>> fact_detail({"kind": "relation", "source": "tea", "target": "assam"})
+    {'kind': 'relation', 'source_entity': 'tea', 'target_entity': 'assam'}
+    """
+    renamed = {"source": "source_entity", "target": "target_entity"}
+    return {renamed.get(k, k): v for k, v in metadata.items()}
 
 
 def relation_text(graph: KnowledgeGraph, relation: Relation) -> str:
@@ -159,7 +170,8 @@ class DualLevelRetriever:
         assert self.kg is not None
         return [Evidence(f.source_chunk_id, f.text, count_tokens(f.text), float(f.score),
                          "kg_entity", key, "low" if step is None else None, step,
-                         dict(f.metadata)) for f in self.kg.facts(key, qv) if f.text.strip()]
+                         fact_detail(f.metadata))
+                for f in self.kg.facts(key, qv) if f.text.strip()]
 
     def _relation_evidence(self, key: str, qv: np.ndarray, step: int | None) -> list[Evidence]:
         assert self.kg is not None

@@ -7,6 +7,7 @@ LangChain documents or LlamaIndex nodes, so provenance reads the same anywhere.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -42,14 +43,35 @@ class Evidence:
         """Two pieces with the same chunk and text are one piece of context."""
         return self.chunk_id, self.text
 
+    @property
+    def piece_id(self) -> str:
+        """A stable id for this piece as a framework node or document.
+
+        A concept hit is its unit (the chunk itself, or the sentence unit cut
+        from it); a KG fact is its chunk plus a hash of the fact, since one
+        chunk can back several facts.
+
+        >>> Evidence("c", "Eiffel designed it.", 5, 1.0, "concept", "Eiffel").piece_id
+        'c'
+        >>> Evidence("c", "x", 1, 1.0, "concept", "k", detail={"unit": "c#s2"}).piece_id
+        'c#s2'
+        >>> Evidence("c", "Eiffel -> Tower", 4, 0.9, "kg_relation", "design").piece_id
+        'c#kg_relation:b5dd2edbcc'
+        """
+        if self.source in ("concept", "concept_neighbourhood"):
+            unit = self.detail.get("unit")
+            return unit if isinstance(unit, str) and unit else self.chunk_id
+        digest = hashlib.sha256(self.text.encode("utf-8")).hexdigest()[:10]
+        return f"{self.chunk_id}#{self.source}:{digest}"
+
     def provenance(self) -> dict[str, Any]:
-        """Who found this piece, as plain JSON data."""
+        """Who found this piece, as plain JSON data (its own fields win over ``detail``'s)."""
         out: dict[str, Any] = {"source": self.source, "key": self.key}
         if self.level is not None:
             out["level"] = self.level
         if self.step is not None:
             out["step"] = self.step
-        return {**out, **self.detail}
+        return {**out, **{k: v for k, v in self.detail.items() if k not in out}}
 
     def metadata(self) -> dict[str, Any]:
         """What a framework document or node carries: chunk id, score and provenance."""

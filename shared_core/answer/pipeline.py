@@ -30,6 +30,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..checks import check_count
 from ..index import ConceptGraphIndex
@@ -315,6 +316,15 @@ class AnswerPipeline:
     def answer(self, query: str) -> Answer:
         """:meth:`aanswer` from sync code."""
         return run_sync(self.aanswer(query))
+
+    def source_metadata(self, piece: Evidence) -> dict[str, Any]:
+        """What a framework node or document for ``piece`` carries: the chunk's own
+        metadata (its source file, say), then chunk id, score and provenance."""
+        try:
+            stored = self.index.get(piece.chunk_id).metadata
+        except KeyError:  # a KG fact from a chunk the index no longer holds
+            stored = {}
+        return {**stored, **piece.metadata()}
 
     def retrieve(self, query: str, keys: QueryKeys | None = None) -> DualLevelResult:
         """Dual-level retrieval alone, no LLM unless asked: ``keys`` given, or the graphs'."""

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from langchain_conceptgraph import (
+    ConceptGraphAnswerer,
     ConceptGraphRetriever,
     CoreChunkSelector,
     CoreEmbeddings,
@@ -22,7 +23,7 @@ SNIPPET = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
 @pytest.mark.parametrize("cls", [ConceptGraphRetriever, FusedRetriever, CoreChunkSelector,
-                                 CoreEmbeddings])
+                                 CoreEmbeddings, ConceptGraphAnswerer])
 async def test_docstring_snippets_run(cls: type) -> None:
     doc = inspect.getdoc(cls) or ""
     snippets = SNIPPET.findall(doc)

@@ -130,3 +130,16 @@ def test_bad_arguments_are_clear_errors() -> None:
     other = KGRetriever(build_kg(), HashingEmbedder(dim=64))
     with pytest.raises(ValueError, match="use one embedder"):
         DualLevelRetriever(index, other)
+
+
+def test_a_relation_found_by_an_entity_key_names_its_ends_as_entities() -> None:
+    # the KG's relation facts carry "source"/"target" entities; provenance's own
+    # "source" (which retrieval source found the piece) must not be overwritten
+    retriever = DualLevelRetriever(build_index(), build_kg())
+    result = retriever.retrieve(QueryKeys(("Eiffel Tower",), (), "llm"))
+    designed = [e for e in result.evidence if e.text.endswith("designed the tower")]
+    assert len(designed) == 1
+    provenance = designed[0].provenance()
+    assert provenance["source"] == "kg_entity" and provenance["kind"] == "relation"
+    assert (provenance["source_entity"], provenance["target_entity"]) \
+        == ("gustave eiffel", "eiffel tower")
