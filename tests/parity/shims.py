@@ -9,14 +9,22 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from langchain_core.documents import Document
+from llama_index.core.base.response.schema import (
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
 import langchain_conceptgraph as lc
 import llama_index_conceptgraph as li
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, Embedder, HashingEmbedder, Selection
+from shared_core.llm import ChatModel
 
 Row = tuple[str, str, dict[str, Any]]  # (id, text, metadata)
 Hit = tuple[str, str, float, dict[str, Any]]  # (id, text, score, metadata)
+# (text, route, sources, stage names) of one answer
+Answered = tuple[str, str | None, list[Hit], list[str]]
 
 
 class Shim(Protocol):
@@ -37,6 +45,9 @@ class Shim(Protocol):
     def delete(self, target: Any, ids: Any) -> None: ...
     async def adelete(self, target: Any, ids: Any) -> None: ...
     def graph(self, target: Any) -> ConceptGraphIndex: ...
+    def answer(self, retriever: Any, chat: ChatModel, query: str) -> Answered: ...
+    def stream(self, retriever: Any, chat: ChatModel, query: str) -> list[str]: ...
+    async def astream(self, retriever: Any, chat: ChatModel, query: str) -> list[str]: ...
 
 
 class LangChainShim:
@@ -95,6 +106,18 @@ class LangChainShim:
         index: ConceptGraphIndex = target.index
         return index
 
+    def answer(self, retriever: Any, chat: ChatModel, query: str) -> Answered:
+        out = lc.ConceptGraphAnswerer.from_llm(chat, retriever).answer_with_sources(query)
+        return (out["answer"], out["route"], self._hits(out["sources"]),
+                [s["name"] for s in out["trace"]["stages"]])
+
+    def stream(self, retriever: Any, chat: ChatModel, query: str) -> list[str]:
+        return list(lc.ConceptGraphAnswerer.from_llm(chat, retriever).stream(query))
+
+    async def astream(self, retriever: Any, chat: ChatModel, query: str) -> list[str]:
+        answerer = lc.ConceptGraphAnswerer.from_llm(chat, retriever)
+        return [part async for part in answerer.astream(query)]
+
 
 class LlamaIndexShim:
     name = "llama_index"
@@ -151,6 +174,24 @@ class LlamaIndexShim:
     def graph(self, target: Any) -> ConceptGraphIndex:
         index: ConceptGraphIndex = target.index
         return index
+
+    def answer(self, retriever: Any, chat: ChatModel, query: str) -> Answered:
+        response = li.ConceptGraphQueryEngine.from_defaults(retriever, chat).query(query)
+        assert isinstance(response, Response) and response.metadata is not None
+        return (str(response.response), response.metadata["route"],
+                self._hits(response.source_nodes), response.metadata["trace"].names)
+
+    def stream(self, retriever: Any, chat: ChatModel, query: str) -> list[str]:
+        engine = li.ConceptGraphQueryEngine.from_defaults(retriever, chat, streaming=True)
+        response = engine.query(query)
+        assert isinstance(response, StreamingResponse)
+        return list(response.response_gen)
+
+    async def astream(self, retriever: Any, chat: ChatModel, query: str) -> list[str]:
+        engine = li.ConceptGraphQueryEngine.from_defaults(retriever, chat, streaming=True)
+        response = await engine.aquery(query)
+        assert isinstance(response, AsyncStreamingResponse)
+        return [part async for part in response.async_response_gen()]
 
 
 SHIMS: list[Shim] = [LangChainShim(), LlamaIndexShim()]

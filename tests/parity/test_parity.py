@@ -17,8 +17,11 @@ import numpy as np
 import pytest
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder, knn_pagerank_scores
+from shared_core.answer import AnswerPipeline
+from tests.shared_core.answer.test_pipeline import ANSWER, script
+from tests.shared_core.llm.scripted import ScriptedChat, word_deltas
 
-from .shims import SHIMS, Hit, Row, Shim
+from .shims import SHIMS, Answered, Hit, Row, Shim
 
 TEXTS = {
     "ada": "Ada Lovelace wrote the first computer program for the Analytical Engine.",
@@ -306,3 +309,36 @@ def test_both_frameworks_give_identical_results_for_the_same_calls() -> None:
     langchain, llama_index = (run_scenario(shim) for shim in SHIMS)
     assert langchain == llama_index
     assert langchain["hits"]["Where is CERN?"][0][0] == "cern"
+
+
+# ------------------------------------------------------------------- answers
+def core_answer(rows: list[Row], chat: ScriptedChat, query: str) -> Answered:
+    """The core pipeline's own answer over an index built directly from ``rows``."""
+    answer = AnswerPipeline(chat, core_index(rows)).answer(query)
+    meta = {cid: m for cid, _, m in rows}
+    sources = [(e.piece_id, e.text, e.score, {**meta[e.chunk_id], **e.metadata()})
+               for e in answer.evidence]
+    return answer.text, answer.route, sources, answer.trace.names
+
+
+@pytest.mark.parametrize(("replies", "route"), [
+    ({}, "logic_form"),
+    ({"decompose": "I would look it up."}, "dual_level"),
+])
+def test_answers_are_the_cores_with_the_rows_metadata(
+    shim: Shim, replies: dict[str, str], route: str
+) -> None:
+    query = "How much taller is the Eiffel Tower than the Statue of Liberty?"
+    expected = core_answer(ROWS, script(**replies), query)
+    answered = shim.answer(shim.retriever(ROWS, CFG), script(**replies), query)
+    assert answered == expected
+    assert answered[0] == ANSWER and answered[1] == route and answered[2]
+    assert all(hit[3]["title"] == hit[3]["chunk_id"].title() for hit in answered[2])
+
+
+async def test_answers_stream_the_llms_deltas_sync_and_async(shim: Shim) -> None:
+    retriever = shim.retriever(ROWS, CFG)
+    assert shim.stream(retriever, script(), "Who designed the Analytical Engine?") \
+        == word_deltas(ANSWER)
+    assert await shim.astream(retriever, script(), "Who designed the Analytical Engine?") \
+        == word_deltas(ANSWER)
