@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--llm-structural", action="store_true",
                    help="bind replies to each prompt's format with llama.cpp grammars, to check "
                         "the LLM plumbing with a tiny local model (results are structural only)")
+    r.add_argument("--no-llm-pipeline", action="store_true",
+                   help="skip HuixiangDou2's answer pipeline (by default, with an LLM, it "
+                        "answers the same questions for every method on our concept index)")
+    r.add_argument("--pipeline-budget", type=int, default=1500,
+                   help="the answer pipeline's dual-level context budget (tokens)")
     r.add_argument("--max-passages", type=int, default=None,
                    help="cut the corpus to N passages, the questions' supporting ones first "
                         "(quick or structural runs; not comparable with full runs)")
@@ -58,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         if args.budget < 1:
             raise SystemExit("--budget must be >= 1")
+        if args.pipeline_budget < 1:
+            raise SystemExit("--pipeline-budget must be >= 1")
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
         data = args.data if args.data is not None else str(DATA_ROOT / args.dataset)
         config = RunConfig(
@@ -66,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed, coverage=not args.no_coverage, trace_memory=args.trace_memory,
             cache_path=args.cache,
             llm=(LLMSettings(args.llm_model, args.llm_base_url, args.llm_questions,
-                             structural=args.llm_structural)
+                             structural=args.llm_structural,
+                             pipeline=not args.no_llm_pipeline,
+                             pipeline_budget=args.pipeline_budget)
                  if args.llm_model else None),
             max_passages=args.max_passages,
         )
@@ -76,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             answers = m.get("answers")
             em = ("" if not answers or answers["em"] is None
                   else f" EM={answers['em']:.3f} F1={answers['f1']:.3f}")
+            piped = m.get("answer_pipeline")
+            if piped and piped["em"] is not None:
+                em += f" pipeline EM={piped['em']:.3f} F1={piped['f1']:.3f}"
             print(f"{name:20s} CR={m['cr']:.3f} SR={sr} tokens={m['context_tokens_mean']:.0f}"
                   f"{em}")
         for name, error in result["failed"].items():

@@ -51,6 +51,9 @@ class LLMSettings:
     concurrency: int = 4
     timeout: float = 300.0
     structural: bool = False
+    # HuixiangDou2's answer pipeline next to plain answers, for methods on our concept index
+    pipeline: bool = True
+    pipeline_budget: int = 1500
     # where the LLM methods keep what they extracted, so a rerun pays for nothing twice
     cache_dir: str = str(LLM_CACHE)
 

@@ -312,7 +312,8 @@ def plot(results: list[dict[str, Any]], table: dict[str, dict[str, dict[str, Any
     return files
 
 
-LLM_COLUMNS = ("answer EM/F1 from each method's context, KG-extraction tokens at κ against "
+LLM_COLUMNS = ("answer EM/F1 from each method's context, HuixiangDou2's answer pipeline "
+               "against plain retrieval + answer, KG-extraction tokens at κ against "
                "100 % of chunks, the fused retriever's CR/SR with our KG (`g2cons_kg`) and "
                "TERAG with its LLM extraction (`terag_llm`)")
 
@@ -344,6 +345,46 @@ def _extraction_line(method: str, diag: dict[str, Any]) -> str | None:
             f"(estimated {est['input']:,} / {est['output']:,}); estimated at 100 % of chunks: "
             f"{full['calls']} calls, {full['input']:,} in / {full['output']:,} out"
             + (f" (κ's input is {100 * share:.1f} % of it)." if share is not None else "."))
+
+
+def _em_f1(a: dict[str, Any]) -> str:
+    return "–" if a.get("em") is None else f"{100 * a['em']:.1f} / {100 * a['f1']:.1f}"
+
+
+def pipeline_lines(results: list[dict[str, Any]]) -> list[str]:
+    """The answer pipeline next to plain retrieval + answer on the same questions, per run
+    and method; the not-measured sentence when no run has it."""
+    rows = [(r, name, m) for r in results for name, m in r["methods"].items()
+            if m.get("answer_pipeline")]
+    if not rows:
+        return ["Not measured: no run answered through HuixiangDou2's answer pipeline (it "
+                "runs, with an LLM configured, for every method on our concept index; "
+                "`--no-llm-pipeline` skips it).", ""]
+    lines = ["Same questions, model and answer form; plain = the method's context with the "
+             "fixed prompt, pipeline = logic form, pre-check, then dual-level retrieval.", "",
+             "| run | method | q | plain EM / F1 % | pipeline EM / F1 % | context tokens "
+             "plain / pipeline | logic form / dual level % | left the logic form at | "
+             "pipeline LLM tokens per q in / out | failed answers |",
+             "|---|---|---:|---|---|---|---|---|---|---:|"]
+    for r, name, m in rows:
+        p, plain = m["answer_pipeline"], m.get("answers") or {}
+        n = p["questions"] or 1
+        used = {"in": 0, "out": 0}
+        for stage in (p.get("usage") or {}).values():
+            used["in"] += stage.get("input_tokens", 0)
+            used["out"] += stage.get("output_tokens", 0)
+        routes = p.get("routes") or {}
+        shares = " / ".join("–" if routes.get(k) is None else f"{100 * routes[k]:.0f}"
+                            for k in ("logic_form", "dual_level"))
+        left = ", ".join(f"{k} {v}" for k, v in sorted(p.get("left_logic_form_at", {}).items(),
+                                                         key=lambda kv: -kv[1])) or "–"
+        ctx = p.get("context_tokens_mean")
+        lines.append(f"| `{r['_file']}` | {name} | {p['questions']} | {_em_f1(plain)} | "
+                     f"{_em_f1(p)} | {m['context_tokens_mean']:.0f} / "
+                     f"{'–' if ctx is None else f'{ctx:.0f}'} | {shares} | {left} | "
+                     f"{used['in'] / n:,.0f} / {used['out'] / n:,.0f} | "
+                     f"{p['failed_answers']} |")
+    return [*lines, ""]
 
 
 def llm_lines(results: list[dict[str, Any]]) -> list[str]:
@@ -405,6 +446,8 @@ def structural_lines(directory: Path) -> list[str]:
                 lines.append(f"- `{name}`: {diag['concepts']} concepts over "
                              f"{diag['passages']} units; tokens by stage: {rows}; failures: "
                              f"{diag['failures'] or 'none'}.")
+        if any(m.get("answer_pipeline") for m in r["methods"].values()):
+            lines += ["", *pipeline_lines([r])]
         lines += ["", f"  ```\n  {r['command']}\n  ```", ""]
     return lines
 
@@ -445,6 +488,8 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
                       if (line := _diagnostics_line(m, r.get("diagnostics")))]
             lines.append("")
     lines += ["## With an LLM", "", *llm_lines(results)]
+    lines += ["### Answer pipeline (HuixiangDou2) against plain retrieval + answer", "",
+              *pipeline_lines([r for r in results if _llm_measured(r)])]
     structural = structural_lines(results_dir / "structural")
     if structural:
         lines += ["## Structural LLM runs (plumbing checks, not results)", "", *structural]

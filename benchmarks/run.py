@@ -26,6 +26,7 @@ import numpy as np
 from shared_core.embeddings import resolve_embedder
 from shared_core.text import count_tokens
 
+from .answer_pipeline import pipeline_inputs, pipeline_scores
 from .answers import NOT_MEASURED, LLMSettings, answer_scores
 from .baselines import embed_batched
 from .coverage import core_coverage
@@ -174,6 +175,12 @@ def run_method(spec: str, config: RunConfig, inputs: BuildInputs, questions: lis
             config.llm.runner("answer"), "answer", [q.question for q in questions[:n]],
             ["\n\n".join(texts[p] for p in positions) for positions in contexts[:n]],
             [q.answers for q in questions[:n]], config.llm.max_answer_tokens)
+        answering = pipeline_inputs(retriever) if config.llm.pipeline else None
+        if answering is not None:
+            index, kg = answering
+            result["answer_pipeline"] = pipeline_scores(
+                config.llm, index, kg, [q.question for q in questions[:n]],
+                [q.answers for q in questions[:n]])
     if questions:
         _check_context_tokens(retriever, inputs.corpus, questions[0], qvecs[0], config.budget)
     result.update(build_time_s=build_time,
@@ -235,6 +242,7 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
         "core_coverage": None,
         "llm": ({"model": config.llm.model, "base_url": config.llm.base_url,
                  "answer_questions": config.llm.questions,
+                 "answer_pipeline": config.llm.pipeline,
                  "structural_only": config.llm.structural}
                 if config.llm is not None else {"measured": False, "note": NOT_MEASURED}),
         "peak_rss_mb": 0.0,

@@ -74,6 +74,8 @@ class AnswerConfig:
     ``logic_form=False`` goes straight to dual level; ``precheck=False`` trusts
     any logic form that ran; ``llm_keys=False`` takes keys from the graphs
     without asking the LLM. The ``*_max_tokens`` bound each stage's replies.
+    ``answer_instructions`` is added to the answer prompt on either route, for
+    the form the answer must take ("Reply with the answer alone, ...").
     """
 
     budget: int = 1500
@@ -90,6 +92,7 @@ class AnswerConfig:
     step_max_tokens: int | None = 64
     verify_max_tokens: int | None = 48
     answer_max_tokens: int | None = 512
+    answer_instructions: str = ""
 
     def __post_init__(self) -> None:
         for name in ("budget", "key_budget", "step_budget", "max_keys", "max_steps",
@@ -101,6 +104,14 @@ class AnswerConfig:
         for name in ("logic_form", "precheck", "llm_keys"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"AnswerConfig.{name} must be True or False")
+        if not isinstance(self.answer_instructions, str):
+            raise TypeError("AnswerConfig.answer_instructions must be a str, got "
+                            f"{type(self.answer_instructions).__name__}")
+
+    def answer_system(self, base: str) -> str:
+        """An answer stage's system prompt, with the caller's instructions after it."""
+        extra = self.answer_instructions.strip()
+        return f"{base}\n{extra}" if extra else base
 
 
 @dataclass
@@ -211,7 +222,7 @@ class AnswerPipeline:
         if cfg.logic_form:
             logic = await self._logic_form(query, runner, trace)
             if logic is not None:
-                messages = (Message("system", ANSWER_LOGIC_SYSTEM),
+                messages = (Message("system", cfg.answer_system(ANSWER_LOGIC_SYSTEM)),
                             Message("user", question_with_context(
                                 query, list(logic.evidence), history=logic.history(),
                                 heading="Evidence")))
@@ -222,7 +233,7 @@ class AnswerPipeline:
         clock = StageClock(trace, "dual_level")
         dual = await asyncio.to_thread(self.retriever.retrieve, keys)
         clock.done("ok", dual.to_dict())
-        messages = (Message("system", ANSWER_CONTEXT_SYSTEM),
+        messages = (Message("system", cfg.answer_system(ANSWER_CONTEXT_SYSTEM)),
                     Message("user", question_with_context(query, list(dual.evidence))))
         trace.route = "dual_level"
         return PreparedAnswer(query, "dual_level", dual.evidence, messages, trace, runner,

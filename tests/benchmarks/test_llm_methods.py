@@ -7,6 +7,7 @@ from the tiny dev set: 4 passages (p5 is blank and skipped), 3 questions.
   query-NER call per question plus the harness's budget re-check (4);
 - answers: the stub always says "Lyon", right for q1 only: EM 1/3.
 Without an LLM the same methods are reported as not measured, never as zeros.
+(The answer pipeline is off here; ``test_answer_pipeline.py`` measures it.)
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def test_llm_methods_measure_extraction_fusion_and_answers(tmp_path: Path) -> No
     data = write_dev_set(tmp_path / "tiny", PASSAGES, QUESTIONS)
     with StubOpenAI(chat=reply) as stub:
         llm = LLMSettings("stub-chat", base_url=stub.url, questions=3, concurrency=1,
-                          cache_dir=str(tmp_path / "llm"))
+                          cache_dir=str(tmp_path / "llm"), pipeline=False)
         result = run(config(data, tmp_path, llm, "first.json"))
         kinds = [kind_of(r.body) for r in stub.requests if r.path.endswith("/completions")]
     assert result["failed"] == {} and result["unavailable"] == {}
@@ -97,7 +98,7 @@ def test_llm_methods_measure_extraction_fusion_and_answers(tmp_path: Path) -> No
     # a rerun reads both extractions from the cache: no extraction call is paid again
     with StubOpenAI(chat=reply) as stub:
         llm = LLMSettings("stub-chat", base_url=stub.url, questions=3, concurrency=1,
-                          cache_dir=str(tmp_path / "llm"))
+                          cache_dir=str(tmp_path / "llm"), pipeline=False)
         again = run(config(data, tmp_path, llm, "second.json"))
         kinds = [kind_of(r.body) for r in stub.requests if r.path.endswith("/completions")]
     assert "kg" not in kinds and "terag_extract" not in kinds

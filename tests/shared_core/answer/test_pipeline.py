@@ -262,3 +262,23 @@ def test_a_runner_is_used_as_given() -> None:
     p = AnswerPipeline(runner, build_index())
     assert p.runner is runner
     assert p.answer(QUESTION).text == ANSWER
+
+
+@pytest.mark.parametrize("replies, route", [({}, "logic_form"),
+                                            ({"decompose": "no plan"}, "dual_level")])
+def test_answer_instructions_go_into_the_answer_prompt_on_either_route(
+    replies: dict[str, Reply], route: str
+) -> None:
+    chat = script(**replies)
+    rule = "Reply with the answer alone."
+    answer = pipeline(chat, answer_instructions=f"  {rule}\n").answer(QUESTION)
+    assert answer.route == route
+    system = chat.calls[-1][0].content
+    assert system.endswith(f"\n{rule}") and kinds(chat)[-1].startswith("answer_")
+    # the other stages' prompts are untouched, and without instructions nothing is added
+    assert all(rule not in c[0].content for c in chat.calls[:-1])
+    plain = script(**replies)
+    pipeline(plain).answer(QUESTION)
+    assert plain.calls[-1][0].content == system.removesuffix(f"\n{rule}")
+    with pytest.raises(TypeError, match="answer_instructions must be a str"):
+        AnswerConfig(answer_instructions=None)  # type: ignore[arg-type]
