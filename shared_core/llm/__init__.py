@@ -19,7 +19,7 @@ from .messages import (
     StreamPart,
     reply_text,
 )
-from .openai_chat import OpenAIChat
+from .openai_chat import OpenAIChat, StreamCut
 from .pricing import (
     DEFAULT_OUTPUT_RATIO,
     PRICES,
@@ -57,6 +57,7 @@ __all__ = [
     "RequestFailed",
     "RetryPolicy",
     "StageUsage",
+    "StreamCut",
     "StreamPart",
     "StreamingChatModel",
     "TokenLedger",

@@ -126,7 +126,7 @@ class OpenAIChat:
                     yield delta
         finally:
             chunks.close()  # a consumer that stops early frees the connection
-        yield reader.completion(messages)
+        yield reader.completion(messages, self.base_url)
 
     async def astream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                       temperature: float = 0.0) -> AsyncIterator[StreamPart]:
@@ -143,11 +143,15 @@ class OpenAIChat:
                     yield delta
         finally:
             await chunks.close()
-        yield reader.completion(messages)
+        yield reader.completion(messages, self.base_url)
 
     def _not_json(self, exc: json.JSONDecodeError) -> LLMError:
         return LLMError(f"the server at {self.base_url} did not answer with JSON ({exc}); "
                         "is base_url the API root, such as http://127.0.0.1:8080/v1?")
+
+
+class StreamCut(ConnectionError):
+    """A reply stream that stopped before the server said it was done."""
 
 
 @dataclass
@@ -183,8 +187,18 @@ class StreamReader:
             return text
         return ""
 
-    def completion(self, messages: Sequence[Message]) -> Completion:
-        """The whole reply, with the server's usage or tiktoken's count."""
+    def completion(self, messages: Sequence[Message], server: str | None = None) -> Completion:
+        """The whole reply, with the server's usage or tiktoken's count.
+
+        A stream that ended without a finish reason was cut (a dropped
+        connection, a server that cut a queued stream short), not finished:
+        :class:`StreamCut`, which the runner retries while no token has gone out,
+        instead of passing a truncated reply off as whole.
+        """
+        if self.finish is None:
+            raise StreamCut(f"the stream from {server or 'the server'} ended after "
+                            f"{len(self.parts)} text parts without a finish reason: "
+                            "the connection was cut before the reply was done")
         return completion_with_usage("".join(self.parts), messages, self.usage,
                                      finish=self.finish, refusal="".join(self.refusal) or None,
                                      model=self.model)

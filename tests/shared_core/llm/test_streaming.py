@@ -18,6 +18,7 @@ from shared_core.llm import (
     OpenAIChat,
     RequestFailed,
     RetryPolicy,
+    StreamCut,
     StreamingChatModel,
 )
 from tests.shared_core.llm.scripted import (
@@ -197,3 +198,43 @@ def test_a_refusal_in_the_stream_is_a_bad_output(no_openai_env: None,
         run = runner(OpenAIChat("m", base_url=stub.url, api_key="k"), sleep)
         assert list(run.stream("answer", PROMPT)) == ["Fine"]
     assert run.ledger["answer"].bad_outputs == {"refusal": 1}
+
+
+@loopback
+def test_a_stream_cut_before_its_first_token_is_retried(no_openai_env: None,
+                                                        sleep: RecordedSleep) -> None:
+    # the role chunk, then the connection closes: what llama-cpp-python's server sends a
+    # stream that waits behind another one
+    cut = sse_body([stream_chunk()], done=False)
+    with StubOpenAI(script=[RawBody(cut), ChatReply("Paris", usage=usage(8, 1))]) as stub:
+        run = runner(OpenAIChat("m", base_url=stub.url, api_key="k"), sleep, base_delay=1)
+        assert list(run.stream("answer", PROMPT)) == ["Paris"]
+    assert (run.ledger["answer"].retries, run.ledger["answer"].calls) == (1, 1)
+    assert sleep.delays == [1.0] and run.ledger["answer"].bad_outputs == {}
+
+
+@loopback
+async def test_a_stream_cut_after_tokens_fails_rather_than_pass_for_whole(
+        no_openai_env: None, sleep: RecordedSleep) -> None:
+    cut = sse_body([stream_chunk("Paris"), stream_chunk(" is")], done=False)
+    with StubOpenAI(script=[RawBody(cut), ChatReply("unused")]) as stub:
+        run = runner(OpenAIChat("m", base_url=stub.url, api_key="k"), sleep)
+        got: list[str] = []
+        with pytest.raises(RequestFailed, match="the stream broke after 2 parts") as failed:
+            async for delta in run.astream("answer", PROMPT):
+                got.append(delta)
+        asked = len(stub.chat_bodies())
+    assert got == ["Paris", " is"] and asked == 1  # never asked again
+    assert failed.value.kind == "connection"
+    assert "without a finish reason" in str(failed.value)
+    assert run.ledger["answer"].failures == 1
+
+
+@loopback
+def test_the_sync_stream_says_it_was_cut_too(no_openai_env: None) -> None:
+    with StubOpenAI(script=[RawBody(sse_body([stream_chunk("Par")], done=False))]) as stub:
+        chat = OpenAIChat("m", base_url=stub.url, api_key="k")
+        parts = chat.stream(PROMPT)
+        assert next(parts) == "Par"
+        with pytest.raises(StreamCut, match="after 1 text parts without a finish reason"):
+            next(parts)
