@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="its OpenAI-compatible server (default $OPENAI_BASE_URL)")
     r.add_argument("--llm-questions", type=int, default=50,
                    help="questions answered per method (each is one LLM call)")
+    r.add_argument("--llm-concurrency", type=int, default=4,
+                   help="LLM calls at once (llama-cpp-python's server cuts concurrent streams "
+                        "short: give it 1)")
     r.add_argument("--llm-structural", action="store_true",
                    help="bind replies to each prompt's format with llama.cpp grammars, to check "
                         "the LLM plumbing with a tiny local model (results are structural only)")
@@ -63,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         if args.budget < 1:
             raise SystemExit("--budget must be >= 1")
+        if args.llm_concurrency < 1:
+            raise SystemExit("--llm-concurrency must be >= 1")
         if args.pipeline_budget < 1:
             raise SystemExit("--pipeline-budget must be >= 1")
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -74,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             cache_path=args.cache,
             llm=(LLMSettings(args.llm_model, args.llm_base_url, args.llm_questions,
                              structural=args.llm_structural,
+                             concurrency=args.llm_concurrency,
                              pipeline=not args.no_llm_pipeline,
                              pipeline_budget=args.pipeline_budget)
                  if args.llm_model else None),

@@ -62,9 +62,12 @@ def pipeline_scores(settings: LLMSettings, index: ConceptGraphIndex,
 
     async def ask(i: int) -> str:
         # the pipeline answers every failure before the answer stage through its fallback;
-        # what reaches here is an answer stage that failed, counted below
-        answer = await pipeline.aanswer(questions[i])
-        traces[i] = answer.trace
+        # what raises here is an answer stage that failed, counted below with its trace
+        stream = pipeline.astream(questions[i])
+        traces[i] = stream.trace
+        async for _ in stream:
+            pass
+        answer = await stream.result()
         context_tokens.append(sum(piece.tokens for piece in answer.evidence))
         return answer.text
 
@@ -74,7 +77,7 @@ def pipeline_scores(settings: LLMSettings, index: ConceptGraphIndex,
     n = len(predictions)
     em = [exact_match(p, a) for p, a in zip(predictions, answers, strict=True)]
     f1 = [token_f1(p, a) for p, a in zip(predictions, answers, strict=True)]
-    done = [t for t in traces if t is not None]
+    done = [t for t in traces if t is not None and t.route is not None]
     routes = Counter(t.route for t in done)
     return {
         "questions": n,

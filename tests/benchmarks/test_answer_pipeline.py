@@ -7,9 +7,9 @@ every figure is worked out by hand for the tiny dev set's three questions:
 - the pipeline: q1's one-step plan passes the pre-check and answers "Lyon"
   (logic form); q2's plan is rejected by the pre-check and dual level answers
   "Vienna" (an accepted alias); q3's plan never parses (asked twice) and dual
-  level answers "frescoes" against "mosaics": EM 2/3, F1 2/3; routes 1/3 logic
-  form, 2/3 dual level; LLM calls: decompose 4, step 2, pre-check 2, keys 2,
-  answer 3.
+  level's answer comes back empty (asked twice): a failed answer, scored as
+  wrong, its route still counted. EM 2/3, F1 2/3; routes 1/3 logic form, 2/3
+  dual level; LLM calls: decompose 4, step 2, pre-check 2, keys 2, answer 4.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ SCRIPT = {
     "Alice": ("1. retrieve: Where was Alice Moreau born?", "Lyon", "SUPPORT it says", "Lyon"),
     "Bruno": ("1. retrieve: Which opera did Bruno Keller compose?", "Glasswing",
               "REJECT the premiere is missing", "Vienna"),
-    "Carla": ("I cannot plan this.", "", "", "frescoes"),
+    "Carla": ("I cannot plan this.", "", "", ""),
 }
 
 
@@ -85,7 +85,8 @@ def test_the_pipeline_is_scored_next_to_plain_answers_on_the_same_questions(
     assert "answer_pipeline" not in methods["bm25"]  # not on our concept index
     plain, piped = methods["g2cons"]["answers"], methods["g2cons"]["answer_pipeline"]
     assert plain["em"] == pytest.approx(1 / 3) and plain["f1"] == pytest.approx(1 / 3)
-    assert piped["questions"] == 3 and piped["failed_answers"] == 0
+    assert piped["questions"] == 3 and piped["failed_answers"] == 1
+    assert [(f["question"], f["kind"]) for f in piped["failures"]] == [(2, "empty")]
     assert piped["em"] == pytest.approx(2 / 3) and piped["f1"] == pytest.approx(2 / 3)
     assert piped["routes"] == {"logic_form": pytest.approx(1 / 3),
                                "dual_level": pytest.approx(2 / 3)}
@@ -93,12 +94,12 @@ def test_the_pipeline_is_scored_next_to_plain_answers_on_the_same_questions(
     assert piped["keys_from_graph"] == 0
     calls = {stage: usage["calls"] for stage, usage in piped["usage"].items()}
     assert calls == {"answer_decompose": 4, "answer_step": 2, "answer_precheck": 2,
-                     "answer_keys": 2, "answer_generate": 3}
+                     "answer_keys": 2, "answer_generate": 4}
     assert all(piped["usage"][s]["input_tokens"] > 0 for s in calls)
     assert piped["context_tokens_mean"] > 0
     # the answer form reached both answer prompts; the stub saw every call counted above
     answers = [b for b in bodies if kind_of(b) == "answer"]
-    assert len(answers) == 3 and all(ANSWER_FORM in b["messages"][0]["content"]
+    assert len(answers) == 4 and all(ANSWER_FORM in b["messages"][0]["content"]
                                      for b in answers)
     assert sum(1 for b in bodies if kind_of(b) != "plain") == sum(calls.values())
 
@@ -110,7 +111,7 @@ def test_the_pipeline_is_scored_next_to_plain_answers_on_the_same_questions(
     row = next(line for line in text.splitlines() if line.startswith("| `run.json` | g2cons | 3 |"))
     assert "| 33.3 / 33.3 | 66.7 / 66.7 |" in row and "| 33 / 67 |" in row
     assert "decompose:unparsable 1" in row and "precheck:rejected 1" in row
-    assert row.endswith("| 0 |")
+    assert row.endswith("| 1 |")
 
 
 def test_without_an_llm_the_pipeline_is_not_measured(tmp_path: Path) -> None:
