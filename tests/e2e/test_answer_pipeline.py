@@ -3,18 +3,28 @@
 Structure only: SmolLM2-135M writes plans and verdicts that may or may not
 parse, so either route may win; whichever it is, the trace must say so
 consistently, the answer must stream in several parts that join to the text,
-and every token the server reported must be booked to exactly one stage.
+and every token the server reported must be booked to exactly one stage. One
+test holds the plan, step and verdict prompts to their formats with llama.cpp
+grammars, so the logic-form route itself runs against the server.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import asdict
 
 from llama_index.core.base.response.schema import AsyncStreamingResponse
 
 from llama_index_conceptgraph import ConceptGraphQueryEngine
-from shared_core.answer import AnswerConfig, AnswerPipeline, AnswerTrace
-from shared_core.llm import LLMRunner, OpenAIChat, StageUsage
+from shared_core.answer import (
+    AnswerConfig,
+    AnswerPipeline,
+    AnswerTrace,
+    first_number,
+    format_value,
+)
+from shared_core.answer.prompts import DECOMPOSE_SYSTEM, STEP_SYSTEM, VERIFY_SYSTEM
+from shared_core.llm import Completion, LLMRunner, Message, OpenAIChat, StageUsage, StreamPart
 from tests.shared_core.answer.corpus import build_index, build_kg
 
 from .llama_server import MODEL_NAME, LlamaServer
@@ -83,3 +93,81 @@ async def test_the_llama_index_engine_streams_async_with_sources_first(
     parts = [part async for part in response.async_response_gen()]
     assert len(parts) > 1
     check_trace(trace, "".join(parts))
+
+
+# GBNF grammars for llama.cpp's sampler: the plan's shape is fixed (the model picks which
+# landmark each lookup names), a step's answer is a height, the verdict is SUPPORT
+PLAN = r'''
+root ::= "1. " lookup "\n2. " lookup "\n3. compute: {step1} - {step2}"
+lookup ::= "retrieve: How tall is the " thing "?"
+thing ::= "Eiffel Tower" | "Statue of Liberty"
+'''
+HEIGHT = r'root ::= [1-9] [0-9] [0-9]? " metres"'
+VERDICT = r'root ::= "SUPPORT " [a-z]{2,10} (" " [a-z]{2,10}){0,4}'
+GRAMMARS = {DECOMPOSE_SYSTEM[:40]: PLAN, STEP_SYSTEM: HEIGHT, VERIFY_SYSTEM: VERDICT}
+
+
+class GrammarByPrompt:
+    """The real server, each request sent with the grammar for its prompt (none for the rest).
+
+    Test plumbing, not a stand-in: every call is a real llama.cpp request; only the
+    sampler is held to the format a 135M model cannot follow on its own.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.free = OpenAIChat(MODEL_NAME, base_url=url, timeout=120)
+        self.bound = {start: OpenAIChat(MODEL_NAME, base_url=url, timeout=120,
+                                        extra_body={"grammar": grammar})
+                      for start, grammar in GRAMMARS.items()}
+
+    @property
+    def model_name(self) -> str:
+        return MODEL_NAME
+
+    def _chat(self, messages: Sequence[Message]) -> OpenAIChat:
+        system = messages[0].content
+        return next((chat for start, chat in self.bound.items()
+                     if system.startswith(start[:40])), self.free)
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                 temperature: float = 0.0) -> Completion:
+        return self._chat(messages).complete(messages, max_tokens=max_tokens,
+                                             temperature=temperature)
+
+    async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                        temperature: float = 0.0) -> Completion:
+        return await self._chat(messages).acomplete(messages, max_tokens=max_tokens,
+                                                    temperature=temperature)
+
+    def stream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+               temperature: float = 0.0) -> Iterator[StreamPart]:
+        return self._chat(messages).stream(messages, max_tokens=max_tokens,
+                                           temperature=temperature)
+
+    def astream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                temperature: float = 0.0) -> AsyncIterator[StreamPart]:
+        return self._chat(messages).astream(messages, max_tokens=max_tokens,
+                                            temperature=temperature)
+
+
+def test_the_logic_form_route_runs_on_the_server_and_python_does_the_arithmetic(
+    llama_server: LlamaServer
+) -> None:
+    config = AnswerConfig(budget=300, key_budget=100, step_budget=100, max_steps=3,
+                          decompose_max_tokens=64, step_max_tokens=8, verify_max_tokens=16,
+                          answer_max_tokens=32)
+    p = AnswerPipeline(LLMRunner(GrammarByPrompt(llama_server.url)), build_index(), build_kg(),
+                       config=config)
+    stream = p.stream(QUESTION)
+    parts = list(stream)
+    answer = stream.result()
+    assert answer.route == "logic_form"
+    assert [(s.name, s.status) for s in answer.trace.stages] == [
+        ("decompose", "ok"), ("logic_form", "ok"), ("precheck", "ok"), ("answer", "ok")]
+    assert answer.logic is not None
+    first, second, difference = answer.logic.steps
+    a, b = first_number(first.result), first_number(second.result)
+    assert a is not None and b is not None  # the heights the model read off
+    assert difference.step.operator == "compute" and difference.result == format_value(a - b)
+    assert len(parts) > 1 and "".join(parts) == answer.text
+    check_trace(answer.trace, answer.text)
