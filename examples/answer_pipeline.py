@@ -31,7 +31,7 @@ from shared_core import ConceptGraphIndex
 from shared_core.answer import AnswerConfig, AnswerPipeline
 from shared_core.corpus import read_corpus
 from shared_core.embeddings import resolve_embedder
-from shared_core.kg import KnowledgeGraph, extract_kg
+from shared_core.kg import ExtractionStopped, KnowledgeGraph, extract_kg
 from shared_core.llm import LLMRunner, OpenAIChat
 
 SAMPLE = Path(__file__).parent / "data" / "musique_sample"
@@ -58,11 +58,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def build_kg(index: ConceptGraphIndex, runner: LLMRunner, chunks: int,
              store: Path) -> KnowledgeGraph | None:
-    """The KG from the ``chunks`` best core chunks, or None when asked for none."""
+    """The KG from the ``chunks`` best core chunks; None when asked for none, or when the
+    model's replies never follow the extraction format (then the answers use no KG)."""
     if chunks <= 0:
         return None
     top = index.select(0.5).ranked_ids[:chunks]
-    result = extract_kg([(cid, index.get(cid).text) for cid in top], runner, store)
+    try:
+        result = extract_kg([(cid, index.get(cid).text) for cid in top], runner, store)
+    except ExtractionStopped as stopped:
+        print(f"{stopped}\n-> answering without a KG", file=sys.stderr)
+        return None
     print(result.summary())
     return result.graph
 

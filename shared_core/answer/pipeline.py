@@ -59,8 +59,10 @@ def error_kind(exc: BaseException) -> str:
 
 def fall_back(trace: AnswerTrace, clock: StageClock, what: str, exc: BaseException) -> None:
     """Record a logic-form stage's failure; the pipeline goes on to dual level."""
-    clock.done("failed", None, error=exc, error_kind=error_kind(exc))
-    trace.fallback_reason = f"{what} ({error_kind(exc)}: {exc})"
+    kind, detail = error_kind(exc), str(exc)
+    clock.done("failed", None, error=exc, error_kind=kind)
+    # our errors already say their kind first ("unparsable: no steps in ...")
+    trace.fallback_reason = f"{what} ({detail if detail.startswith(kind) else f'{kind}: {detail}'})"
     logger.warning("answer pipeline: %s; falling back to dual-level retrieval",
                    trace.fallback_reason)
 

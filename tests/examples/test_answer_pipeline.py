@@ -115,3 +115,22 @@ def test_without_a_model_it_says_how_to_give_one_and_exits_2(
     assert load().main(["--embedder", "hashing"]) == 2
     err = capsys.readouterr().err
     assert "needs an LLM: pass --model" in err and "OPENAI_MODEL" in err
+
+
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_a_model_that_cannot_extract_leaves_the_answers_without_a_kg(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_records(body: dict[str, Any]) -> str:
+        return "I am not sure what you mean." if prompt_kind(body) == "extract" \
+            else stub_chat(body)
+
+    with StubOpenAI(chat=no_records) as stub:
+        status = load().main(["--base-url", stub.url, "--model", "stub", "--api-key", "EMPTY",
+                              "--embedder", "hashing", "--kg-chunks", "2", "--question", FIRST])
+    captured = capsys.readouterr()
+    assert status == 0
+    assert "KG extraction stopped: all 2 chunks of batch 1/1 failed" in captured.err
+    assert "-> answering without a KG" in captured.err
+    assert "A: John Kukuzelis introduced it." in captured.out
+    assert "kg_entity" not in captured.out and "kg_relation" not in captured.out

@@ -104,6 +104,7 @@ def test_a_plan_that_never_parses_falls_back_to_dual_level(plan: str, error_kind
     assert failed.tokens.calls == 2 and failed.tokens.bad_outputs == {error_kind: 2}
     assert answer.trace.fallback_reason.startswith(
         f"the decomposition failed ({error_kind}: ")
+    assert f"{error_kind}: {error_kind}:" not in answer.trace.fallback_reason  # said once
     assert kinds(chat) == ["decompose", "decompose", "keys", "answer_context"]
 
 
