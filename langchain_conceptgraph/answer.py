@@ -65,7 +65,9 @@ class ConceptGraphAnswerer(RunnableSerializable[AnswerInput, str]):
     is the answer's text. Each run dispatches a custom callback event
     ``"conceptgraph_answer"`` with the route, the fallback reason, the sources'
     metadata and the whole stage trace (tokens and seconds per stage), so
-    ``astream_events`` and tracing tools see how the answer was reached.
+    ``astream_events`` and tracing tools see how the answer was reached; the
+    chat model's calls (plan, steps, verdict, keys, answer) run as child runs
+    of the answerer's run.
 
     Setup:
         ```bash

@@ -36,6 +36,21 @@ class CustomEvents(BaseCallbackHandler):
         self.events.append({"name": name, **data})
 
 
+class Runs(BaseCallbackHandler):
+    """Records which run started which: (kind, run id, parent run id)."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, Any, Any]] = []
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any,
+                       parent_run_id: Any = None, **kwargs: Any) -> None:
+        self.runs.append(("chain", run_id, parent_run_id))
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any,
+                            parent_run_id: Any = None, **kwargs: Any) -> None:
+        self.runs.append(("llm", run_id, parent_run_id))
+
+
 LOGIC_STAGES = ["decompose", "logic_form", "precheck", "answer"]
 
 
@@ -169,3 +184,21 @@ def test_bad_input_is_named() -> None:
         ConceptGraphAnswerer.from_llm("gpt-4o", build_index())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="question_key is empty"):
         ConceptGraphAnswerer(pipeline=runnable.pipeline, question_key="")
+
+
+@pytest.mark.parametrize("call", ["invoke", "ainvoke", "stream"])
+async def test_the_llm_calls_are_child_runs_of_the_answerer(call: str) -> None:
+    # the logic-form route: plan, two steps, verdict, answer: five chat-model runs
+    llm = GenericFakeChatModel(messages=iter([PLAN, "330 metres", "93 metres",
+                                              "SUPPORT both heights are given", ANSWER]))
+    runnable, runs = answerer(llm), Runs()
+    config = {"callbacks": [runs]}
+    if call == "invoke":
+        assert runnable.invoke(QUESTION, config=config) == ANSWER  # type: ignore[arg-type]
+    elif call == "ainvoke":
+        assert await runnable.ainvoke(QUESTION, config=config) == ANSWER  # type: ignore[arg-type]
+    else:
+        assert "".join(runnable.stream(QUESTION, config=config)) == ANSWER  # type: ignore[arg-type]
+    root = [run_id for kind, run_id, parent in runs.runs if kind == "chain" and parent is None]
+    llm_parents = [parent for kind, _, parent in runs.runs if kind == "llm"]
+    assert len(root) == 1 and llm_parents == [root[0]] * 5
