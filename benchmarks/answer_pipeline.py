@@ -52,7 +52,7 @@ def pipeline_scores(settings: LLMSettings, index: ConceptGraphIndex,
                     answers: Sequence[Sequence[str]]) -> dict[str, Any]:
     """EM and F1 of the pipeline's answers, with routes, fallbacks, spend and failures."""
     ledger = TokenLedger()
-    runner = settings.runner("answer", ledger)
+    runner = settings.runner("answer_pipeline", ledger)
     config = AnswerConfig(budget=settings.pipeline_budget,
                           answer_max_tokens=settings.max_answer_tokens,
                           answer_instructions=ANSWER_FORM)

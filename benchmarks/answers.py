@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from shared_core.llm import (
+    ChatModel,
     LLMRunner,
     Message,
     OpenAIChat,
@@ -22,7 +23,7 @@ from shared_core.llm import (
 )
 
 from .metrics import exact_match, token_f1
-from .structural import GRAMMARS, Purpose
+from .structural import GRAMMARS, PIPELINE_GRAMMARS, GrammarByPrompt, Purpose
 
 LLM_CACHE = Path(__file__).resolve().parent / "cache" / "llm"
 
@@ -60,8 +61,13 @@ class LLMSettings:
     def runner(self, purpose: Purpose = "answer",
                ledger: TokenLedger | None = None) -> LLMRunner:
         grammar = GRAMMARS[purpose] if self.structural else None
-        chat = OpenAIChat(self.model, base_url=self.base_url, timeout=self.timeout,
-                          extra_body={"grammar": grammar} if grammar else None)
+        chat: ChatModel
+        if self.structural and purpose == "answer_pipeline":
+            chat = GrammarByPrompt(self.model, self.base_url, PIPELINE_GRAMMARS,
+                                   timeout=self.timeout)
+        else:
+            chat = OpenAIChat(self.model, base_url=self.base_url, timeout=self.timeout,
+                              extra_body={"grammar": grammar} if grammar else None)
         return LLMRunner(chat, ledger=ledger, concurrency=self.concurrency,
                          timeout=self.timeout, retry=RetryPolicy(attempts=4, output_attempts=2),
                          progress=True)

@@ -10,11 +10,11 @@ grammars, so the logic-form route itself runs against the server.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import asdict
 
 from llama_index.core.base.response.schema import AsyncStreamingResponse
 
+from benchmarks.structural import GrammarByPrompt
 from llama_index_conceptgraph import ConceptGraphQueryEngine
 from shared_core.answer import (
     AnswerConfig,
@@ -24,7 +24,7 @@ from shared_core.answer import (
     format_value,
 )
 from shared_core.answer.prompts import DECOMPOSE_SYSTEM, STEP_SYSTEM, VERIFY_SYSTEM
-from shared_core.llm import Completion, LLMRunner, Message, OpenAIChat, StageUsage, StreamPart
+from shared_core.llm import LLMRunner, OpenAIChat, StageUsage
 from tests.shared_core.answer.corpus import build_index, build_kg
 
 from .llama_server import MODEL_NAME, LlamaServer
@@ -104,50 +104,7 @@ thing ::= "Eiffel Tower" | "Statue of Liberty"
 '''
 HEIGHT = r'root ::= [1-9] [0-9] [0-9]? " metres"'
 VERDICT = r'root ::= "SUPPORT " [a-z]{2,10} (" " [a-z]{2,10}){0,4}'
-GRAMMARS = {DECOMPOSE_SYSTEM[:40]: PLAN, STEP_SYSTEM: HEIGHT, VERIFY_SYSTEM: VERDICT}
-
-
-class GrammarByPrompt:
-    """The real server, each request sent with the grammar for its prompt (none for the rest).
-
-    Test plumbing, not a stand-in: every call is a real llama.cpp request; only the
-    sampler is held to the format a 135M model cannot follow on its own.
-    """
-
-    def __init__(self, url: str) -> None:
-        self.free = OpenAIChat(MODEL_NAME, base_url=url, timeout=120)
-        self.bound = {start: OpenAIChat(MODEL_NAME, base_url=url, timeout=120,
-                                        extra_body={"grammar": grammar})
-                      for start, grammar in GRAMMARS.items()}
-
-    @property
-    def model_name(self) -> str:
-        return MODEL_NAME
-
-    def _chat(self, messages: Sequence[Message]) -> OpenAIChat:
-        system = messages[0].content
-        return next((chat for start, chat in self.bound.items()
-                     if system.startswith(start[:40])), self.free)
-
-    def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
-                 temperature: float = 0.0) -> Completion:
-        return self._chat(messages).complete(messages, max_tokens=max_tokens,
-                                             temperature=temperature)
-
-    async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
-                        temperature: float = 0.0) -> Completion:
-        return await self._chat(messages).acomplete(messages, max_tokens=max_tokens,
-                                                    temperature=temperature)
-
-    def stream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
-               temperature: float = 0.0) -> Iterator[StreamPart]:
-        return self._chat(messages).stream(messages, max_tokens=max_tokens,
-                                           temperature=temperature)
-
-    def astream(self, messages: Sequence[Message], *, max_tokens: int | None = None,
-                temperature: float = 0.0) -> AsyncIterator[StreamPart]:
-        return self._chat(messages).astream(messages, max_tokens=max_tokens,
-                                            temperature=temperature)
+GRAMMARS = {DECOMPOSE_SYSTEM: PLAN, STEP_SYSTEM: HEIGHT, VERIFY_SYSTEM: VERDICT}
 
 
 def test_the_logic_form_route_runs_on_the_server_and_python_does_the_arithmetic(
@@ -156,8 +113,10 @@ def test_the_logic_form_route_runs_on_the_server_and_python_does_the_arithmetic(
     config = AnswerConfig(budget=300, key_budget=100, step_budget=100, max_steps=3,
                           decompose_max_tokens=64, step_max_tokens=8, verify_max_tokens=16,
                           answer_max_tokens=32)
-    p = AnswerPipeline(LLMRunner(GrammarByPrompt(llama_server.url)), build_index(), build_kg(),
-                       config=config)
+    # every call a real request; only the sampler is held to the format a 135M model
+    # cannot follow on its own
+    chat = GrammarByPrompt(MODEL_NAME, llama_server.url, GRAMMARS)
+    p = AnswerPipeline(LLMRunner(chat), build_index(), build_kg(), config=config)
     stream = p.stream(QUESTION)
     parts = list(stream)
     answer = stream.result()
