@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .entries import compressed_entries
+
 
 def pagerank(
     adj: sp.csr_matrix,
@@ -82,18 +84,28 @@ def power_iteration(
 def bfs_hops(adj: sp.csr_matrix, seeds: np.ndarray, max_hops: int) -> np.ndarray:
     """Hop distance from the nearest seed for every concept (-1 when unreached).
 
-    One sparse matrix-vector product per hop; no Python loop over nodes or pairs.
+    Per hop, a small frontier's adjacency rows are gathered (the cost is their
+    entries); a frontier whose rows hold more than a quarter of the entries takes
+    one sparse matrix-vector product instead. Both follow each row's positive
+    entries, so they give the same set; no Python loop over nodes or pairs.
     """
     n = adj.shape[0]
     hops = np.full(n, -1, dtype=np.int64)
     hops[seeds] = 0
-    frontier = np.zeros(n, dtype=bool)
-    frontier[seeds] = True
+    frontier = np.unique(np.asarray(seeds, dtype=np.int64))
+    indptr = adj.indptr
     for hop in range(1, max_hops + 1):
-        reached = (adj.T @ frontier.astype(np.float64)) > 0
+        if int((indptr[frontier + 1] - indptr[frontier]).sum()) * 4 < adj.nnz:
+            neighbours, _ = compressed_entries(adj, frontier)
+            reached = np.zeros(n, dtype=bool)
+            reached[neighbours] = True
+        else:
+            in_frontier = np.zeros(n, dtype=np.float64)
+            in_frontier[frontier] = 1.0
+            reached = (adj.T @ in_frontier) > 0
         new = reached & (hops < 0)
         if not new.any():
             break
         hops[new] = hop
-        frontier = new
+        frontier = np.flatnonzero(new)
     return hops

@@ -136,3 +136,24 @@ def test_fill_budget_takes_prefixes_and_skips_like_the_greedy_loop() -> None:
     assert fill_budget(order, tokens, 63, "skip").tolist() == [1, 2, 0]
     assert fill_budget(order, tokens, 1000, "stop").tolist() == order.tolist()
     assert fill_budget(order, tokens, 4, "skip").tolist() == []
+
+
+@pytest.mark.parametrize("valued_share", [0.05, 0.5, 1.0])
+def test_evidence_sums_are_the_row_sums_in_concept_order(valued_share: float) -> None:
+    """Whether a few postings are read (column copy) or most (one row product), each
+    unit's evidence is its concepts' values summed in ascending concept order, bit
+    for bit: the result cannot depend on how many concepts a query reaches."""
+    from shared_core.search.fused import _posting_sums
+
+    rng = np.random.default_rng(7)
+    links = sp.random(300, 120, density=0.08, format="csr", random_state=8)
+    links.data[:] = 1.0
+    value = rng.random(120) * (rng.random(120) < valued_share)
+    expected = np.zeros(300)
+    for u in range(300):
+        total = 0.0
+        for c in links.indices[links.indptr[u]:links.indptr[u + 1]]:  # ascending
+            total += value[c]
+        expected[u] = total
+    for got in (_posting_sums(links.tocsc(), value), _posting_sums(links.tocsc(), value, links)):
+        assert np.array_equal(got, expected)

@@ -49,6 +49,16 @@ def test_count_tokens_batch_agrees_with_single() -> None:
     assert counts.tolist() == [2, 4, 1, 3]  # red/ green/ blue: one token each
 
 
+def test_count_tokens_batch_in_parallel_keeps_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Enough texts for a pool: each count lands at its own text's position."""
+    import shared_core.text.tokens as tokens
+
+    monkeypatch.setattr(tokens, "PARALLEL_TEXTS_PER_WORKER", 3)
+    monkeypatch.setattr(tokens.os, "cpu_count", lambda: 4)
+    texts = ["a", "hello world", "Hello, world!", "red green blue"] * 5 + ["a"]
+    assert count_tokens_batch(texts).tolist() == [1, 2, 4, 3] * 5 + [1]
+
+
 def test_split_sentences_spans_of_three_sentences() -> None:
     text = "The cat sat. The dog ran. A bird flew."
     # "The cat sat." is chars 0..12, a space, "The dog ran." 13..25, a space, then 26..38
