@@ -1,6 +1,7 @@
 """How the index's costs grow with the corpus: build, memory, disk, load, query, add and delete.
 
     python -m benchmarks.scale --sizes 10000 100000 --out benchmarks/results/scale.json
+    python -m benchmarks.scale --plot benchmarks/results/scale.json --plot-out scale.png
 
 Corpora are synthetic but made of real text: the sentences of ``../shared/data``'s
 corpora, shuffled and recombined into passages of 3–6 sentences with unique ids,
@@ -177,6 +178,55 @@ def minilm_rate(data: Path, sample: int) -> float | None:
     return sample / (time.perf_counter() - start)
 
 
+# what the log-log plot draws: (row key, label, unit)
+PLOTTED_COSTS = (
+    ("non_embedding_build_s", "build, non-embedding", "s"),
+    ("add_1pct_s", "add 1 %", "s"),
+    ("delete_1pct_s", "delete 1 %", "s"),
+    ("load_s", "load", "s"),
+    ("query_ms_p50", "query p50", "ms"),
+    ("disk_mb", "disk", "MB"),
+    ("peak_rss_mb", "peak RSS", "MB"),
+)
+
+
+def rows_by_size(reports: Sequence[Path]) -> list[dict[str, Any]]:
+    """The rows of several ``--out`` files, one per corpus size (a later file wins), by size."""
+    by_size: dict[int, dict[str, Any]] = {}
+    for report in reports:
+        for row in json.loads(report.read_text(encoding="utf-8"))["rows"]:
+            by_size[int(row["passages"])] = row
+    return [by_size[n] for n in sorted(by_size)]
+
+
+def plot_costs(rows: Sequence[dict[str, Any]], out: Path) -> None:
+    """Each cost against corpus size, log-log, one panel per unit; a line per cost."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    units = list(dict.fromkeys(unit for _, _, unit in PLOTTED_COSTS))
+    fig, axes = plt.subplots(1, len(units), figsize=(5 * len(units), 4))
+    sizes = [row["passages"] for row in rows]
+    for ax, unit in zip(axes, units, strict=True):
+        for key, label, of_unit in PLOTTED_COSTS:
+            if of_unit == unit:
+                ax.plot(sizes, [row[key] for row in rows], marker="o", label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("passages")
+        ax.set_ylabel(unit)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    paths = ", ".join(row.get("vector_index", "?") for row in rows)
+    fig.suptitle(f"index costs against corpus size (search path by size: {paths})")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -186,7 +236,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--vector-index", default="auto", choices=("auto", "exact", "hnsw"))
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--plot", type=Path, nargs="+", metavar="REPORT",
+                        help="draw the rows of these --out files, log-log, to --plot-out; "
+                             "measures nothing")
+    parser.add_argument("--plot-out", type=Path, default=Path("benchmarks/results/scale.png"))
     args = parser.parse_args(argv)
+    if args.plot:
+        plot_costs(rows_by_size(args.plot), args.plot_out)
+        return
     if args.one:
         print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index)))
         return

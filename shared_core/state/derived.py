@@ -34,7 +34,10 @@ from ..search.walk import WalkGraph
 from ..text.sentences import segment_matrix
 from .corpus import CorpusState
 
-ANN_MIN_ROWS = 200_000  # vector_index="auto": below this many vectors, an exact scan
+# vector_index="auto": below this many vectors, an exact scan. Measured on an idle
+# machine (benchmarks/RESULTS.md, scale issue, fifth round): query p50 exact / HNSW
+# 17.3 / 26.6 ms at 44 K sentence rows, 30.3 / 30.8 at 89 K, 43.9 / 37.8 at 133 K
+ANN_MIN_ROWS = 100_000
 
 
 @dataclass(frozen=True, eq=False)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 from benchmarks.scale import passages
 
@@ -20,3 +22,22 @@ def test_passages_recombine_pool_sentences_with_unique_ids() -> None:
     assert passages(POOL, 50, seed=1) == (ids, texts)
     other_ids, other_texts = passages(POOL, 50, seed=2)
     assert not set(other_ids) & set(ids) and other_texts != texts
+
+
+def test_rows_from_several_reports_one_per_size_and_plotted(tmp_path: Path) -> None:
+    """A later report's row replaces an earlier one of the same size; rows come by size."""
+    from benchmarks.scale import PLOTTED_COSTS, plot_costs, rows_by_size
+
+    def row(n: int, cost: float) -> dict[str, float]:
+        return {"passages": n, "vector_index": "exact",
+                **{key: cost for key, _, _ in PLOTTED_COSTS}}
+
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({"rows": [row(100_000, 9.0), row(10_000, 1.0)]}))
+    second.write_text(json.dumps({"rows": [row(30_000, 3.0), row(10_000, 2.0)]}))
+    rows = rows_by_size([first, second])
+    assert [(r["passages"], r["load_s"]) for r in rows] == [(10_000, 2.0), (30_000, 3.0),
+                                                             (100_000, 9.0)]
+    out = tmp_path / "plot" / "scale.png"
+    plot_costs(rows, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
