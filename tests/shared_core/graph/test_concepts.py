@@ -128,6 +128,23 @@ def test_top_n_per_row_ignores_explicit_zeros_and_unsorted_indices() -> None:
     assert top_n_per_row(m, 0).nnz == 0
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(0, 5), st.integers(0, 2**31 - 1))
+def test_top_n_per_row_keeps_each_rows_best_by_value_then_column(
+        n_rows: int, n_cols: int, n: int, seed: int) -> None:
+    """Against a row-by-row sort on (-value, column), with values drawn from a few
+    levels so that ties are common."""
+    rng = np.random.default_rng(seed)
+    dense = rng.integers(0, 4, size=(n_rows, n_cols)) * (rng.random((n_rows, n_cols)) < 0.7)
+    expected = np.zeros((n_rows, n_cols))
+    for r in range(n_rows):
+        best = sorted((c for c in range(n_cols) if dense[r, c] > 0),
+                      key=lambda c: (-dense[r, c], c))[:n]
+        expected[r, best] = 1
+    got = top_n_per_row(sp.csr_matrix(dense.astype(np.float64)), n).toarray()
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_extract_concepts_top_tfidf_terms() -> None:
     # doc0: zebra x3 (df 2, idf 1 -> 3), lion x1 (df 2 -> 1), runs x1 (df 1, idf 1+ln 1.5 ≈ 1.405)
     # doc1: lion x2 (-> 2), zebra x1 (-> 1)
