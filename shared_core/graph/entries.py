@@ -6,6 +6,14 @@ import numpy as np
 import scipy.sparse as sp
 
 
+def entry_counts(matrix: sp.csr_matrix | sp.csc_matrix, picked: np.ndarray) -> np.ndarray:
+    """How many entries each of the ``picked`` rows (CSR) or columns (CSC) holds, int64:
+    what reading them would cost, known before reading."""
+    indptr = matrix.indptr.astype(np.int64, copy=False)
+    picked = np.asarray(picked, dtype=np.int64)
+    return indptr[picked + 1] - indptr[picked]
+
+
 def compressed_entries(matrix: sp.csr_matrix | sp.csc_matrix,
                        picked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The minor index of every entry of the ``picked`` rows (CSR) or columns (CSC),
@@ -16,7 +24,7 @@ def compressed_entries(matrix: sp.csr_matrix | sp.csc_matrix,
     """
     indptr = matrix.indptr.astype(np.int64, copy=False)
     picked = np.asarray(picked, dtype=np.int64)
-    lengths = indptr[picked + 1] - indptr[picked]
+    lengths = entry_counts(matrix, picked)
     owner = np.repeat(np.arange(len(picked)), lengths)
     starts = np.repeat(indptr[picked] - (np.cumsum(lengths) - lengths), lengths)
     return matrix.indices[starts + np.arange(len(owner))], owner

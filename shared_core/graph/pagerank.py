@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .entries import compressed_entries
+from .entries import compressed_entries, entry_counts
 
 
 def pagerank(
@@ -86,16 +86,16 @@ def bfs_hops(adj: sp.csr_matrix, seeds: np.ndarray, max_hops: int) -> np.ndarray
 
     Per hop, a small frontier's adjacency rows are gathered (the cost is their
     entries); a frontier whose rows hold more than a quarter of the entries takes
-    one sparse matrix-vector product instead. Both follow each row's positive
-    entries, so they give the same set; no Python loop over nodes or pairs.
+    one sparse matrix-vector product instead. The gather follows every stored
+    entry and the product every positive one, the same set for a graph whose
+    weights are positive, as a concept graph's are; no Python loop over nodes or pairs.
     """
     n = adj.shape[0]
     hops = np.full(n, -1, dtype=np.int64)
     hops[seeds] = 0
     frontier = np.unique(np.asarray(seeds, dtype=np.int64))
-    indptr = adj.indptr
     for hop in range(1, max_hops + 1):
-        if int((indptr[frontier + 1] - indptr[frontier]).sum()) * 4 < adj.nnz:
+        if int(entry_counts(adj, frontier).sum()) * 4 < adj.nnz:
             neighbours, _ = compressed_entries(adj, frontier)
             reached = np.zeros(n, dtype=bool)
             reached[neighbours] = True

@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from ..config import Overflow
 from ..graph.concepts import smoothed_idf
+from ..graph.entries import entry_counts
 from ..graph.pagerank import bfs_hops
 from ..select.scores import rank_by_score
 from .candidates import PositiveView, ScannedSimilarity, UnitSimilarity, top_positions
@@ -194,8 +195,7 @@ def _posting_sums(links_csc: sp.csc_matrix, concept_value: np.ndarray,
     faster layout) replaces the column copy: a zero adds nothing.
     """
     used = np.flatnonzero(concept_value)
-    indptr = links_csc.indptr
-    if int((indptr[used + 1] - indptr[used]).sum()) * 2 >= links_csc.nnz:
+    if int(entry_counts(links_csc, used).sum()) * 2 >= links_csc.nnz:
         links = links_csc if links_csr is None else links_csr
         return np.asarray(links @ concept_value, dtype=np.float64).ravel()
     return np.asarray(links_csc[:, used] @ concept_value[used], dtype=np.float64).ravel()

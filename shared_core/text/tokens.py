@@ -68,17 +68,17 @@ def count_tokens_batch(texts: Sequence[str]) -> np.ndarray:
     chunk, so this is most of what a load of many short chunks spends on tokens.
     """
     encode = _encoding().encode_ordinary
-    workers = min(os.cpu_count() or 1, len(texts) // PARALLEL_TEXTS_PER_WORKER)
-    if workers < 2:
-        return np.fromiter((len(encode(t)) for t in texts), dtype=np.int64, count=len(texts))
-    bounds = np.linspace(0, len(texts), workers + 1).astype(int)
 
-    def count(part: int) -> np.ndarray:
-        piece = texts[bounds[part]:bounds[part + 1]]
+    def count(piece: Sequence[str]) -> np.ndarray:
         return np.fromiter((len(encode(t)) for t in piece), dtype=np.int64, count=len(piece))
 
+    workers = min(os.cpu_count() or 1, len(texts) // PARALLEL_TEXTS_PER_WORKER)
+    if workers < 2:
+        return count(texts)
+    bounds = np.linspace(0, len(texts), workers + 1).astype(int)
     with ThreadPoolExecutor(workers) as pool:
-        return np.concatenate(list(pool.map(count, range(workers))))
+        return np.concatenate(list(pool.map(
+            count, [texts[bounds[i]:bounds[i + 1]] for i in range(workers)])))
 
 
 def chunk_by_tokens(text: str, size: int, overlap: int) -> list[str]:
