@@ -166,11 +166,13 @@ class IndexState:
 
     @classmethod
     def build(cls, corpus: CorpusState, config: ConceptGraphConfig,
-              ann: VectorSearch | None = None, saved: SavedGraph | None = None) -> IndexState:
+              ann: VectorSearch | None = None, saved: SavedGraph | None = None,
+              verify: bool = False) -> IndexState:
         """The state over ``corpus``, its graph derived, or restored from ``saved`` parts
-        (which raises ``ValueError`` when they do not fit the chunks)."""
+        (which raises ``ValueError`` when they do not fit the chunks; ``verify``
+        derives what they hold again and compares)."""
         graph = (derive_graph(corpus, config, ann) if saved is None
-                 else restore_graph(corpus, config, saved, ann))
+                 else restore_graph(corpus, config, saved, ann, verify))
         return cls(config, corpus, graph)
 
     def updated(self, corpus: CorpusState) -> IndexState:
@@ -219,19 +221,20 @@ class ConceptGraphIndex:
     @classmethod
     def from_state(cls, embedder: Embedder, config: ConceptGraphConfig,
                    corpus: CorpusState, *, ann: VectorSearch | None = None,
-                   saved: SavedGraph | None = None) -> ConceptGraphIndex:
+                   saved: SavedGraph | None = None, verify: bool = False) -> ConceptGraphIndex:
         """An index over an existing corpus state (e.g. one read from disk).
 
         ``ann`` is an approximate vector index already built over its vectors (a
         saved one); it is used if it fits, and built otherwise. ``saved`` is a
         saved graph's edges and PageRank, checked and used instead of finding
-        the edges again.
+        the edges again (``verify``: the values it holds are derived again and
+        compared; see :func:`~shared_core.state.saved.restore_graph`).
         """
         if corpus.dim != embedder.dim:
             raise ValueError(f"the chunks hold {corpus.dim}-dimensional vectors, but the "
                              f"embedder gives {embedder.dim}")
         index = cls(embedder, config)
-        index._state = IndexState.build(corpus, index.config, ann, saved)
+        index._state = IndexState.build(corpus, index.config, ann, saved, verify)
         return index
 
     @property
@@ -722,18 +725,22 @@ class ConceptGraphIndex:
                     saved_parts(graph))
 
     @classmethod
-    def load(cls, path: str, embedder: Embedder) -> ConceptGraphIndex:
+    def load(cls, path: str, embedder: Embedder, *, verify: bool = False) -> ConceptGraphIndex:
         """Read an index saved by :meth:`save`; ``embedder`` must be the one it was built with.
 
-        Every file is checked against the rules an index obeys before any of it is
-        used; a violation raises :class:`~shared_core.store.CorruptIndexError`.
+        Every file is checked against its checksum and the rules an index obeys
+        before any of it is used; a violation raises
+        :class:`~shared_core.store.CorruptIndexError`. What the save derived of
+        the graph (concepts, concept vectors, cosine decisions) is taken as read
+        after those rules; ``verify=True`` derives it again from the chunks and
+        refuses a save that differs, for an index from a source you do not trust.
         """
         from .store import CorruptIndexError, index_folder, load_corpus
 
         saved = load_corpus(path, embedder.model_id, embedder.dim)
         try:
             return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
-                                  saved=saved.graph)
+                                  saved=saved.graph, verify=verify)
         except ValueError as exc:
             if saved.graph is None:
                 raise

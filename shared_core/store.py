@@ -17,12 +17,19 @@ every rule an index obeys (unique sorted ids and terms, spans inside their texts
 monotonic offsets, finite unit vectors, canonical sparse counts ...) is checked
 before anything is built from the data. Token counts are not stored at all: they
 are recounted from the texts, so no edit can make a context overrun its budget.
-Checksums in the manifest catch accidents; the rules catch deliberate edits.
-A violation raises :class:`CorruptIndexError` naming the file and the rule. The
-one exception is the saved graph's co-occurrence counts (``graph_pair_*.npy``):
-a load checks every pair against the re-derived concepts and thresholds and
-recomputes its cosine, but does not recount which chunks each pair shares, since
-that is the cost a saved graph exists to avoid (``state/saved.py``).
+Checksums in the manifest catch accidents; the rules catch deliberate edits that
+would break the index. A violation raises :class:`CorruptIndexError` naming the
+file and the rule.
+
+The exception is what deriving the graph again would cost most of a load: the
+saved graph's co-occurrence counts (``graph_pair_*.npy``) and, in saves since the
+scale issue's sixth round, which terms are concepts, the concept vectors and each
+strong pair's cosine decision and margin (``DERIVED_ARRAYS``). Their values rest on
+their checksums, after the rules that need no re-derivation (sorted in-range
+terms, unit-length vectors, margins with their decision's sign;
+``state/saved.py``). A wrong value there changes rankings, never a budget or an
+index range. ``verify=True`` derives them again and refuses a save that differs:
+use it on an index from a source you do not trust. Saves without them re-derive them.
 
 Embeddings are memory-mapped on load (format version 3): the OS pages in what
 queries touch, and a loaded index holds no second copy. Version 3 also saves the
@@ -54,7 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .config import ConceptGraphConfig
-from .embeddings.base import VECTOR_BLOCK, same_model
+from .embeddings.base import VECTOR_BLOCK, row_norms, same_model
 from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswVectorIndex
@@ -87,6 +94,11 @@ OPTIONAL_ARRAYS = {"unit_vectors": (VECTOR_DTYPE, 2)}
 # and PageRank; absent in older saves
 GRAPH_ARRAYS = {"graph_pair_source": (np.int32, 1), "graph_pair_target": (np.int32, 1),
                 "graph_pair_count": (np.int32, 1), "graph_rank": (np.float64, 1)}
+# what a load would otherwise derive again (saves since the scale issue's sixth round):
+# which terms are concepts, the concept vectors, each strong pair's cosine decision and
+# margin. Taken as read after cheap rules (``state.saved``); ``verify`` re-derives
+DERIVED_ARRAYS = {"concept_terms": (np.int64, 1), "concept_vectors": (np.float32, 2),
+                  "graph_pair_edge": (np.bool_, 1), "graph_pair_margin": (np.float32, 1)}
 # what saves before strong pairs kept instead of them: the edges alone (still read)
 LEGACY_GRAPH_ARRAYS = {"graph_edge_source": (np.int64, 1), "graph_edge_target": (np.int64, 1),
                        "graph_edge_cooccurrence": (np.int64, 1),
@@ -176,7 +188,11 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         arrays.update(zip(_graph_files(graph.strong),
                           (graph.source, graph.target, graph.cooccurrence, graph.rank),
                           strict=True))
-    kinds = {**ARRAYS, **OPTIONAL_ARRAYS, **LEGACY_GRAPH_ARRAYS, **GRAPH_ARRAYS}
+        derived = {"concept_terms": graph.concept_terms, "concept_vectors": graph.vectors,
+                   "graph_pair_edge": graph.edge, "graph_pair_margin": graph.margin}
+        arrays.update({k: v for k, v in derived.items() if v is not None})
+    kinds = {**ARRAYS, **OPTIONAL_ARRAYS, **LEGACY_GRAPH_ARRAYS, **GRAPH_ARRAYS,
+             **DERIVED_ARRAYS}
     digests: dict[str, str] = {}
     for key, array in arrays.items():
         with _new_file(folder / f"{key}.npy", file_mode) as fh:
@@ -364,8 +380,7 @@ def load_corpus(path: str | os.PathLike[str], model_id: str,
     raise CorruptIndexError(f"{path} kept changing while being read (five saves in a row)")
 
 
-def _load_folder(folder: Path, model_id: str,
-                 dim: int) -> SavedIndex:
+def _load_folder(folder: Path, model_id: str, dim: int) -> SavedIndex:
     manifest = _manifest_in(folder)
     version = manifest["version"]
     built_with = (manifest.get("embedding_model"), manifest.get("embedding_dim"))
@@ -396,12 +411,26 @@ def _load_folder(folder: Path, model_id: str,
     ids, texts, metadata = _read_chunks(folder / "chunks.json", counts["chunks"],
                                         require_sorted=version > 1)
     terms = _read_terms(folder / "terms.json", counts["terms"], require_sorted=version > 1)
+    stored = _stored_derived(folder, manifest, version)
     corpus = _read_arrays(folder, config, dim, ids, texts, metadata, terms, counts["sentences"],
                           version)
     if version == 1:  # older indexes kept insertion order: put them in canonical order
         corpus = sorted_by_id(with_sorted_terms(corpus))
     return SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config),
-                      _read_graph(folder, manifest))
+                      _read_graph(folder, manifest, stored, dim))
+
+
+def _stored_derived(folder: Path, manifest: dict[str, Any], version: int) -> set[str]:
+    """Which of ``DERIVED_ARRAYS`` the version holds, their checksums checked."""
+    files = manifest.get("files")
+    if version < 3 or not isinstance(files, dict):
+        return set()
+    names = {name for name in DERIVED_ARRAYS if f"{name}.npy" in files}
+    if len(names & {"graph_pair_edge", "graph_pair_margin"}) == 1:
+        raise CorruptIndexError(f"{folder}/manifest.json lists one of graph_pair_edge.npy "
+                                "and graph_pair_margin.npy without the other")
+    _check_checksums(folder, manifest, [f"{name}.npy" for name in sorted(names)])
+    return names
 
 
 def _graph_files(strong: bool) -> list[str]:
@@ -409,9 +438,10 @@ def _graph_files(strong: bool) -> list[str]:
     return list(GRAPH_ARRAYS if strong else LEGACY_GRAPH_ARRAYS)
 
 
-def _read_graph(folder: Path, manifest: dict[str, Any]) -> SavedGraph | None:
-    """The saved pairs (or, in older saves, edges) and PageRank, shapes checked; their
-    content is checked on restore."""
+def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
+                dim: int) -> SavedGraph | None:
+    """The saved pairs (or, in older saves, edges) and PageRank, and what of the rest
+    of the graph the save holds, shapes checked; their content is checked on restore."""
     entry = manifest.get("graph")
     if entry is None:
         return None
@@ -429,8 +459,20 @@ def _read_graph(folder: Path, manifest: dict[str, Any]) -> SavedGraph | None:
     pairs = (sizes[kind],)
     source, target, count = (_read_npy(folder / f"{name}.npy", kinds[name][0], pairs)
                              for name in names[:3])
-    rank = _read_npy(folder / f"{names[3]}.npy", np.float64, (sizes["concepts"],))
-    return SavedGraph(source, target, count, rank, strong=strong)
+    concepts = sizes["concepts"]
+    rank = _read_npy(folder / f"{names[3]}.npy", np.float64, (concepts,))
+    shapes: dict[str, tuple[int | None, ...]] = {
+        "concept_terms": (concepts,), "concept_vectors": (concepts, dim),
+        "graph_pair_edge": pairs, "graph_pair_margin": pairs}
+    if not strong:
+        stored = stored - {"graph_pair_edge", "graph_pair_margin"}
+    read = {name: _read_npy(folder / f"{name}.npy", DERIVED_ARRAYS[name][0], shapes[name],
+                            mapped=name == "concept_vectors")
+            for name in sorted(stored & set(shapes))}
+    return SavedGraph(source, target, count, rank, strong=strong,
+                      concept_terms=read.get("concept_terms"),
+                      vectors=read.get("concept_vectors"),
+                      edge=read.get("graph_pair_edge"), margin=read.get("graph_pair_margin"))
 
 
 def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
@@ -594,11 +636,11 @@ def _read_npy(file: Path, dtype: type, shape: tuple[int | None, ...], *,
 
 
 def _check_unit_rows(file: Path, vectors: np.ndarray) -> None:
-    """Finite unit rows, checked a block at a time: no float64 copy of a mapped file."""
+    """Finite unit rows, checked a block at a time: no copy of a whole mapped file."""
     for start in range(0, len(vectors), VECTOR_BLOCK):
-        block = np.asarray(vectors[start:start + VECTOR_BLOCK], dtype=np.float64)
+        block = np.asarray(vectors[start:start + VECTOR_BLOCK], dtype=np.float32)
         _rule(file, bool(np.isfinite(block).all()), "holds non-finite values (NaN or inf)")
-        norms = np.linalg.norm(block, axis=1)
+        norms = row_norms(block)
         _rule(file, bool(np.all(np.abs(norms - 1.0) <= _NORM_TOLERANCE)),
               "holds vectors that are not of unit length")
 
@@ -686,3 +728,4 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
         )
     except ValueError as exc:  # every rule above should have caught it first
         raise CorruptIndexError(f"{folder}: {exc}") from exc
+

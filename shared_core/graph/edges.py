@@ -49,11 +49,17 @@ def concept_vectors(
     # product wants, without a conversion (each sum runs over sentences in order either way)
     incidence = sp.csr_matrix(sentence_concepts, dtype=np.float64, copy=True)
     incidence.data[:] = 1.0
-    counts = np.bincount(incidence.indices, minlength=incidence.shape[1]).astype(np.int64)
+    counts = sentence_counts(incidence)
     sums = np.asarray(sparse_times_vectors(incidence.T, sentence_embeddings), dtype=np.float32)
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
     vectors = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
     return np.ascontiguousarray(vectors, dtype=np.float32), counts
+
+
+def sentence_counts(sentence_concepts: sp.csr_matrix) -> np.ndarray:
+    """|S_w|: how many sentences each concept's vector averages (its stored entries)."""
+    return np.bincount(sentence_concepts.indices,
+                       minlength=sentence_concepts.shape[1]).astype(np.int64)
 
 
 def presence(links: sp.spmatrix, dtype: type = np.int32) -> sp.csr_matrix:

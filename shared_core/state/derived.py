@@ -108,17 +108,22 @@ class ConceptLinks:
     sentence_concepts: sp.csr_matrix
 
 
-def link_concepts(corpus: CorpusState, config: ConceptGraphConfig) -> ConceptLinks:
+def link_concepts(corpus: CorpusState, config: ConceptGraphConfig,
+                  concept_terms: np.ndarray | None = None) -> ConceptLinks:
     """TF-IDF concepts of ``corpus`` and their chunk and sentence links.
 
     Always computed whole: one new chunk moves every idf, so any chunk's top
     keywords may change. It is a few sparse passes, cheap next to the edges.
+    ``concept_terms``, which terms are concepts (a saved, checksummed list),
+    spares the extraction where links do not need it (``concept_links="contains"``).
     """
     sentence_terms = corpus.sentence_terms
     chunk_terms = chunk_term_counts(corpus)
-    extracted = extract_concepts(chunk_terms, config.concepts_per_chunk)
-    concept_terms = np.flatnonzero(np.diff(extracted.tocsc().indptr) > 0)
-    if config.concept_links == "extracted":
+    extracted = None
+    if concept_terms is None or config.concept_links == "extracted":
+        extracted = extract_concepts(chunk_terms, config.concepts_per_chunk)
+        concept_terms = np.flatnonzero(np.diff(extracted.tocsc().indptr) > 0)
+    if extracted is not None and config.concept_links == "extracted":
         links = sp.csr_matrix(extracted[:, concept_terms], dtype=np.float32)
     else:
         links = sp.csr_matrix(chunk_terms[:, concept_terms] > 0, dtype=np.float32)
@@ -173,14 +178,16 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
                    vectors: np.ndarray, sentence_counts: np.ndarray, edges: ConceptEdges,
                    pairs: StrongPairs | None, unit_vectors: np.ndarray | None,
                    search: VectorSearch | None, rank: np.ndarray | None = None,
-                   links_csc: sp.csc_matrix | None = None) -> DerivedGraph:
+                   links_csc: sp.csc_matrix | None = None,
+                   weighted: sp.csr_matrix | None = None) -> DerivedGraph:
     """The graph from its concepts, vectors and edges: adjacency, PageRank (unless
     given, e.g. a checked saved one), unit views. ``links_csc``: ``found.links``
-    column-major, when the caller has it already."""
+    column-major, and ``weighted``: the edges' weighted adjacency, when the caller
+    has them already."""
     cfg = config
     n_sent = len(corpus.sentence_spans)
     links, concept_terms = found.links, found.concept_terms
-    adj = adjacency(edges, len(concept_terms), weighted=True)
+    adj = adjacency(edges, len(concept_terms), weighted=True) if weighted is None else weighted
     rank_adj = adj if cfg.pagerank_weighted else adjacency(edges, len(concept_terms), False)
     # retrieval units: the chunks themselves, or sentence runs within them
     unit_offsets = corpus.unit_offsets()

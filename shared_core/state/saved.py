@@ -12,6 +12,16 @@ be a fixed point of the resulting edges. Only the counts themselves (and that no
 pair is missing) rest on the checksum: recounting them is the cost a saved graph
 avoids.
 
+Saves since the scale issue's sixth round also keep which terms are concepts,
+the concept vectors and each strong pair's cosine decision and margin: a load
+then takes them as read, after the rules that need no re-derivation (sorted
+in-range concept terms; finite vectors of unit length, zero where no sentence
+backs a concept; margins in range with their decision's sign), instead of
+extracting concepts, averaging every sentence vector and taking every pair's
+cosine again. Like the counts, their values rest on the checksum. A load with
+``verify=True`` derives them all again and refuses a save whose stored values
+differ: the check for an index from a source one does not trust.
+
 Saves from before strong pairs were kept hold only the edges; they still load,
 each edge's cosine checked against ``theta_sem``, but such a graph has no strong
 pairs, so its first refresh derives the graph whole.
@@ -24,14 +34,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import ConceptGraphConfig
+from ..embeddings.base import VECTOR_BLOCK, row_norms
 from ..graph.edges import (
     ConceptEdges,
     StrongPairs,
     adjacency,
+    certificate_slack,
     chunk_counts,
     concept_vectors,
     cosine_decisions,
     edges_of,
+    sentence_counts,
     strong_pairs_of,
 )
 from ..graph.pagerank import pagerank_residual
@@ -48,6 +61,10 @@ from .derived import (
 # L1 distance a saved PageRank may move in one more power step, per concept: ten times
 # the per-node tolerance PageRank stops at
 RANK_RESIDUAL_PER_CONCEPT = 1e-9
+# how far a saved concept vector's norm may be from 1 (float32 rounding is ~1e-7)
+UNIT_NORM_TOLERANCE = 1e-3
+# how far past [-1 - theta_sem, 1 - theta_sem] a saved margin may be (float32 rounding)
+MARGIN_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,7 +73,9 @@ class SavedGraph:
 
     ``strong`` says what the pairs are: every pair passing theta_co (True), or only
     the edges (False: saves made before strong pairs were kept, and graphs loaded
-    from them and not refreshed since).
+    from them and not refreshed since). ``concept_terms``, ``vectors``, ``edge``
+    and ``margin`` are what the load would otherwise derive again (None in saves
+    made before they were kept; ``edge`` and ``margin`` only with strong pairs).
     """
 
     source: np.ndarray
@@ -64,23 +83,49 @@ class SavedGraph:
     cooccurrence: np.ndarray
     rank: np.ndarray
     strong: bool = True
+    concept_terms: np.ndarray | None = None
+    vectors: np.ndarray | None = None
+    edge: np.ndarray | None = None
+    margin: np.ndarray | None = None
 
 
 def saved_parts(graph: DerivedGraph) -> SavedGraph:
     if graph.pairs is None:
         edges = graph.edges
         return SavedGraph(edges.source, edges.target, edges.cooccurrence, graph.rank,
-                          strong=False)
+                          strong=False, concept_terms=graph.concept_terms,
+                          vectors=graph.vectors)
     pairs = graph.pairs
-    return SavedGraph(pairs.source, pairs.target, pairs.count, graph.rank)
+    return SavedGraph(pairs.source, pairs.target, pairs.count, graph.rank,
+                      concept_terms=graph.concept_terms, vectors=graph.vectors,
+                      edge=pairs.edge, margin=pairs.margin)
 
 
 def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedGraph,
-                  ann: VectorSearch | None = None) -> DerivedGraph:
-    """The graph of ``corpus`` with its saved pairs and PageRank; ValueError if they disagree."""
-    found = link_concepts(corpus, config)
+                  ann: VectorSearch | None = None, verify: bool = False) -> DerivedGraph:
+    """The graph of ``corpus`` with its saved parts; ValueError if they disagree.
+
+    ``verify`` derives the concepts, vectors and cosine decisions again even
+    where the save holds them, and refuses stored ones that differ.
+    """
+    stored_terms = saved.concept_terms
+    if stored_terms is not None:
+        n_terms = len(corpus.terms)
+        if not (stored_terms.ndim == 1 and np.all((stored_terms >= 0) & (stored_terms < n_terms))
+                and np.all(np.diff(stored_terms) > 0)):
+            raise ValueError(f"the saved concept terms must be sorted, distinct terms of the "
+                             f"{n_terms}")
+    found = link_concepts(corpus, config, None if verify else stored_terms)
+    if stored_terms is not None and not np.array_equal(found.concept_terms, stored_terms):
+        raise ValueError("the saved concept terms are not the concepts the chunks give")
     n = len(found.concept_terms)
-    vectors, counts = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
+    counts = sentence_counts(found.sentence_concepts)
+    if saved.vectors is None or verify:
+        vectors, _ = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
+        if saved.vectors is not None and not np.array_equal(saved.vectors, vectors):
+            raise ValueError("the saved concept vectors are not the means of their sentences")
+    else:
+        vectors = _checked_vectors(saved.vectors, counts, corpus.dim)
     src, dst, co = (np.asarray(a, dtype=np.int64) for a in
                     (saved.source, saved.target, saved.cooccurrence))
     what = "pair" if saved.strong else "edge"
@@ -98,7 +143,7 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
         raise ValueError(f"a saved {what}'s count exceeds the chunks its concepts link")
     pairs: StrongPairs | None = None
     if saved.strong:
-        pairs = strong_pairs_of(src, dst, co, vectors, config.theta_sem)
+        pairs = _restored_pairs(saved, src, dst, co, vectors, config.theta_sem, verify)
         edges = edges_of(pairs, linked)
     else:
         edge, _ = cosine_decisions(vectors, src, dst, config.theta_sem)
@@ -115,4 +160,58 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
     unit_vectors = unit_vectors_of(corpus, config)
     search = vector_search_index(config, corpus, unit_vectors, ann)
     return assemble_graph(corpus, config, found, vectors, counts, edges, pairs, unit_vectors,
-                          search, rank=rank, links_csc=links_csc)
+                          search, rank=rank, links_csc=links_csc,
+                          weighted=rank_adj if config.pagerank_weighted else None)
+
+
+def _checked_vectors(vectors: np.ndarray, counts: np.ndarray, dim: int) -> np.ndarray:
+    """Saved concept vectors that obey Eq. 1's form: finite, unit length, zero without
+    sentences. Checked a block at a time, so a mapped file is never copied whole."""
+    if vectors.shape != (len(counts), dim) or vectors.dtype != np.float32:
+        raise ValueError(f"the saved concept vectors must be {len(counts)} x {dim} float32, "
+                         f"got {vectors.shape} {vectors.dtype}")
+    for start in range(0, len(vectors), VECTOR_BLOCK):
+        block = np.asarray(vectors[start:start + VECTOR_BLOCK])
+        if not np.isfinite(block).all():
+            raise ValueError("the saved concept vectors hold non-finite values")
+        norms = row_norms(block)
+        unit = np.abs(norms - 1.0) <= UNIT_NORM_TOLERANCE
+        empty = counts[start:start + VECTOR_BLOCK] == 0
+        if not np.all(unit | ((norms == 0) & empty)) or np.any(empty & (norms != 0)):
+            raise ValueError("a saved concept vector is not of unit length, or not zero "
+                             "where no sentence contains its concept")
+    return vectors
+
+
+def _restored_pairs(saved: SavedGraph, src: np.ndarray, dst: np.ndarray, co: np.ndarray,
+                    vectors: np.ndarray, theta_sem: float, verify: bool) -> StrongPairs:
+    """The saved strong pairs with their cosine decisions: stored, or computed afresh
+    (no stored ones, or ``verify``: then stored ones must agree with them)."""
+    stored = saved.edge is not None and saved.margin is not None
+    if stored:
+        assert saved.edge is not None and saved.margin is not None
+        edge, margin = saved.edge, saved.margin
+        if edge.shape != src.shape or margin.shape != src.shape:
+            raise ValueError("the saved pair decisions differ in length from the pairs")
+        # a margin is cos - theta_sem in float64 rounded toward zero, with its decision's
+        # sign (a shrunk margin keeps it), except where the decision compared cos with
+        # theta_sem rounded to float32: within that rounding the two may disagree
+        low, high = -1.0 - theta_sem - MARGIN_TOLERANCE, 1.0 - theta_sem + MARGIN_TOLERANCE
+        tie = abs(float(np.float32(theta_sem)) - theta_sem)
+        if not (np.all(np.isfinite(margin)) and np.all((margin >= low) & (margin <= high))
+                and np.all(np.where(edge, margin >= -tie, margin <= tie))):
+            raise ValueError("the saved pair margins must be cosine minus theta_sem, each "
+                             "with its decision's sign")
+        if not verify:
+            return StrongPairs(src.astype(np.int32), dst.astype(np.int32), co.astype(np.int32),
+                               np.asarray(edge, dtype=bool),
+                               np.asarray(margin, dtype=np.float32))
+    pairs = strong_pairs_of(src, dst, co, vectors, theta_sem)
+    if stored:
+        assert saved.edge is not None and saved.margin is not None
+        slack = certificate_slack(vectors.shape[1])
+        if not (np.array_equal(saved.edge, pairs.edge) and np.all(
+                np.abs(saved.margin.astype(np.float64))
+                <= np.abs(pairs.margin.astype(np.float64)) + slack)):
+            raise ValueError("the saved pair decisions are not those of the concept vectors")
+    return pairs

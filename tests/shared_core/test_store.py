@@ -14,6 +14,7 @@ from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
 from shared_core.store import (
     ARRAYS,
+    DERIVED_ARRAYS,
     GRAPH_ARRAYS,
     POINTER,
     CorruptIndexError,
@@ -217,9 +218,10 @@ def test_saving_over_an_index_replaces_it(saved: Path) -> None:
 def test_files_hold_no_pickle(saved: Path, version: Path) -> None:
     assert {p.name for p in saved.iterdir()} == {POINTER, ".lock", version.name}
     names = {p.name for p in version.iterdir()}
-    assert names == {f"{n}.npy" for n in {**ARRAYS, **GRAPH_ARRAYS}} | {
+    written = {**ARRAYS, **GRAPH_ARRAYS, **DERIVED_ARRAYS}
+    assert names == {f"{n}.npy" for n in written} | {
         "chunks.json", "terms.json", "manifest.json"}
-    for name, (dtype, ndim) in {**ARRAYS, **GRAPH_ARRAYS}.items():
+    for name, (dtype, ndim) in written.items():
         arr = np.load(version / f"{name}.npy", allow_pickle=False)
         assert arr.dtype == dtype and arr.ndim == ndim
         assert arr.dtype != object

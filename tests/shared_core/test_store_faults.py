@@ -72,15 +72,20 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
     # what loads is a sound index (checked inside the matrix), e.g. a duplicated row of
     # term counts is a different but valid corpus. A saved strong pair moved to another
     # pair of concepts that share chunks also loads: pairs' counts are not recounted on
-    # load (that is the cost a saved graph avoids; state/saved.py), and their cosines,
-    # hence which pairs are edges, are recomputed from the chunks
+    # load (that is the cost a saved graph avoids; state/saved.py). So does a concept
+    # vector, decision or margin replaced by another that obeys the rules: their values
+    # rest on the checksum too, and ``verify=True`` refuses them (test_saved.py)
     loaded = {(o.file, o.mutation) for o in outcomes if o.outcome == "loaded"}
     assert loaded <= {("sentence_embeddings.npy", "duplicate entries"),
                       ("sentence_terms_data.npy", "duplicate entries"),
                       ("unit_vectors.npy", "duplicate entries"),
                       ("graph_pair_source.npy", "duplicate entries"),
                       ("graph_pair_target.npy", "duplicate entries"),
-                      ("graph_pair_count.npy", "duplicate entries")}
+                      ("graph_pair_count.npy", "duplicate entries"),
+                      ("concept_vectors.npy", "duplicate entries"),
+                      ("graph_pair_edge.npy", "duplicate entries"),
+                      ("graph_pair_edge.npy", "negative values"),
+                      ("graph_pair_margin.npy", "duplicate entries")}
 
 
 def test_repeated_terms_no_longer_crash_the_process(tmp_path: Path) -> None:

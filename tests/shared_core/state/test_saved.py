@@ -13,6 +13,9 @@ from benchmarks.faults import rehash
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.graph import edges as edges_module
 from shared_core.state import DerivedGraph, derive_graph
+from shared_core.state import derived as derived_module
+from shared_core.state import saved as saved_module
+from shared_core.state.saved import SavedGraph
 from shared_core.store import CorruptIndexError, index_folder, read_manifest
 from tests.shared_core.state.test_refresh import CHUNKS, assert_equal_graphs
 from tests.shared_core.test_index_state import CONFIGS
@@ -243,3 +246,180 @@ def test_an_index_saved_without_a_graph_derives_it(tmp_path: Path) -> None:
     (folder / "manifest.json").write_text(json.dumps(manifest))
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     assert_equal_graphs(loaded.state.graph, index.state.graph)
+
+
+# ------------------------------------------------ concepts, vectors, decisions as read
+_DERIVED_FILES = ("concept_terms", "concept_vectors", "graph_pair_edge", "graph_pair_margin")
+
+
+def _refuse(name: str) -> object:
+    """Stands in for ``name``: the empty index every index starts from may call it."""
+    real = getattr(saved_module, name, None) or getattr(derived_module, name)
+
+    def fail(*args: object, **kwargs: object) -> object:
+        if getattr(args[0], "shape", (0,))[0]:
+            raise AssertionError(f"a load of a save that holds them must not call {name}")
+        return real(*args, **kwargs)
+    return fail
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_a_load_takes_the_saved_concepts_vectors_and_decisions_as_read(
+        tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    index, folder = saved_index(tmp_path, name)
+    assert {f"{part}.npy" for part in _DERIVED_FILES} <= set(read_manifest(folder.parent)["files"])
+    monkeypatch.setattr(saved_module, "concept_vectors", _refuse("concept_vectors"))
+    monkeypatch.setattr(saved_module, "strong_pairs_of", _refuse("strong_pairs_of"))
+    if CONFIGS[name].concept_links == "contains":  # extracted links need the extraction
+        monkeypatch.setattr(derived_module, "extract_concepts", _refuse("extract_concepts"))
+    monkeypatch.setattr(derived_module, "concept_vectors", _refuse("concept_vectors"))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    monkeypatch.undo()
+    assert_equal_graphs(loaded.state.graph, derive_graph(loaded.state.corpus, CONFIGS[name]))
+    pairs, before = loaded.state.graph.pairs, index.state.graph.pairs
+    assert pairs is not None and before is not None
+    np.testing.assert_array_equal(pairs.margin, before.margin)
+    assert [r.chunks for r in map(loaded.retrieve, ("engine", "program"))] == \
+        [r.chunks for r in map(index.retrieve, ("engine", "program"))]
+
+
+def _swap_two_live_rows(a: np.ndarray) -> np.ndarray:
+    live = np.flatnonzero(np.linalg.norm(a, axis=1) > 0)
+    out = a.copy()
+    out[[live[0], live[1]]] = out[[live[1], live[0]]]
+    return out
+
+
+def _first_non_edge_made_an_edge(folder: Path) -> None:
+    """Flip a non-edge to an edge with a positive margin, as a careful editor would."""
+    edge = np.load(folder / "graph_pair_edge.npy", allow_pickle=False)
+    margin = np.load(folder / "graph_pair_margin.npy", allow_pickle=False)
+    first = int(np.flatnonzero(~edge)[0])
+    edge[first], margin[first] = True, np.float32(0.05)
+    np.save(folder / "graph_pair_edge.npy", edge, allow_pickle=False)
+    np.save(folder / "graph_pair_margin.npy", margin, allow_pickle=False)
+    rehash(folder, "graph_pair_edge.npy")
+    rehash(folder, "graph_pair_margin.npy")
+
+
+def _a_concept_term_replaced(folder: Path, corpus_terms: int) -> None:
+    """Swap the last concept for the last term that is not one: sorted, distinct, valid."""
+    terms = np.load(folder / "concept_terms.npy", allow_pickle=False)
+    free = np.setdiff1d(np.arange(corpus_terms), terms)
+    changed = np.sort(np.append(terms[:-1], free[-1]))
+    np.save(folder / "concept_terms.npy", changed, allow_pickle=False)
+    rehash(folder, "concept_terms.npy")
+
+
+@pytest.mark.parametrize("edit, message", [
+    ("vectors", "concept vectors are not the means"),
+    ("decision", "pair decisions are not those"),
+    ("terms", "concept terms are not the concepts"),
+])
+def test_verify_refuses_saved_values_that_obey_the_rules_but_differ(
+        tmp_path: Path, edit: str, message: str) -> None:
+    """Such values rest on the checksum: a default load takes them (and the index differs
+    from the one saved; an extra edge or other links fail the PageRank check first), a
+    verifying load derives them again and refuses the save."""
+    config = ConceptGraphConfig.from_dict(CONFIGS["default"].to_dict() | {"theta_sem": 0.3})
+    index = ConceptGraphIndex.from_texts(CHUNKS[:20], ids=[f"c{i:02d}" for i in range(20)],
+                                         embedder=HashingEmbedder(DIM), config=config)
+    index.save(str(tmp_path / "idx"))
+    folder = index_folder(tmp_path / "idx")
+    if edit == "vectors":
+        _tamper(folder, "concept_vectors", _swap_two_live_rows)
+    elif edit == "decision":
+        _first_non_edge_made_an_edge(folder)
+    else:
+        _a_concept_term_replaced(folder, len(index.state.corpus.terms))
+    if edit == "vectors":
+        graph = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM)).state.graph
+        assert not np.array_equal(graph.vectors, index.state.graph.vectors)
+    else:  # an edge more, or other links, move PageRank off the saved one's fixed point
+        with pytest.raises(CorruptIndexError, match="not the PageRank"):
+            ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    with pytest.raises(CorruptIndexError, match=message):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+    # an untouched save passes the verifying load, and equals the one saved
+    index.save(str(tmp_path / "clean"))
+    verified = ConceptGraphIndex.load(str(tmp_path / "clean"), HashingEmbedder(DIM), verify=True)
+    assert_equal_graphs(index.state.graph, verified.state.graph)
+
+
+@pytest.mark.parametrize(("name", "change", "message"), [
+    ("concept_vectors", lambda a: a * 2, "not of unit length"),
+    ("concept_vectors", lambda a: np.where(np.isfinite(a), a, 0) * np.nan, "non-finite"),
+    ("concept_terms", lambda a: a[::-1].copy(), "sorted, distinct"),
+    ("concept_terms", lambda a: a + 10_000, "sorted, distinct"),
+    ("graph_pair_margin", lambda a: -a - np.float32(0.01), "decision's sign"),
+    ("graph_pair_margin", lambda a: a + np.float32(5), "decision's sign"),
+    ("graph_pair_edge", lambda a: ~a, "decision's sign"),
+    ("graph_pair_edge", lambda a: a[1:].copy(), "shape"),
+])
+def test_saved_values_that_break_a_rule_are_refused(
+        tmp_path: Path, name: str, change: object, message: str) -> None:
+    config = ConceptGraphConfig.from_dict(CONFIGS["default"].to_dict() | {"theta_sem": 0.3})
+    ConceptGraphIndex.from_texts(CHUNKS[:20], ids=[f"c{i:02d}" for i in range(20)],
+                                 embedder=HashingEmbedder(DIM), config=config
+                                 ).save(str(tmp_path / "idx"))
+    _tamper(index_folder(tmp_path / "idx"), name, change)
+    with pytest.raises(CorruptIndexError, match=message):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_a_concept_vector_without_sentences_must_be_zero() -> None:
+    """Eq. 1 gives a concept no sentence backs a zero vector; a saved one must agree."""
+    counts = np.array([2, 0], dtype=np.int64)
+    unit = np.array([[0.6, 0.8], [0.0, 0.0]], dtype=np.float32)
+    np.testing.assert_array_equal(saved_module._checked_vectors(unit, counts, 2), unit)
+    with pytest.raises(ValueError, match="not zero where no sentence"):
+        saved_module._checked_vectors(np.array([[0.6, 0.8], [1.0, 0.0]], dtype=np.float32),
+                                      counts, 2)
+    with pytest.raises(ValueError, match="float32"):
+        saved_module._checked_vectors(unit.astype(np.float64), counts, 2)
+
+
+def test_a_save_from_before_these_were_kept_derives_them(tmp_path: Path) -> None:
+    index, folder = saved_index(tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for part in _DERIVED_FILES:
+        (folder / f"{part}.npy").unlink()
+        del manifest["files"][f"{part}.npy"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert_equal_graphs(loaded.state.graph, index.state.graph)
+    loaded.save(str(tmp_path / "again"))  # the next save keeps them
+    assert {f"{part}.npy" for part in _DERIVED_FILES} <= set(
+        read_manifest(tmp_path / "again")["files"])
+
+
+def test_a_save_listing_a_margin_without_its_decision_is_refused(tmp_path: Path) -> None:
+    _, folder = saved_index(tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    del manifest["files"]["graph_pair_edge.npy"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CorruptIndexError, match="without the other"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_a_decision_taken_at_theta_sem_in_float32_may_carry_a_tiny_negative_margin() -> None:
+    """Found at 100 K passages: cos = float32(0.65) passes ``cos >= 0.65`` (compared in
+    float32) while cos - 0.65 in float64 is -2.4e-8. Such a margin is within the float32
+    rounding of theta_sem and must load; one beyond it must not."""
+    theta = 0.65
+    tie = float(np.float32(theta)) - theta
+    assert -3e-8 < tie < 0  # float32(0.65) lies 2.4e-8 below 0.65
+    one = np.zeros(1, dtype=np.int64)
+    vectors = np.eye(2, dtype=np.float32)
+
+    def restored(edge: bool, margin: float) -> np.ndarray:
+        saved = SavedGraph(one, one + 1, one + 1, np.ones(2), edge=np.array([edge]),
+                           margin=np.array([margin], dtype=np.float32))
+        return saved_module._restored_pairs(saved, one, one + 1, one + 1, vectors, theta,
+                                            verify=False).edge
+
+    assert restored(True, np.float32(tie)).tolist() == [True]
+    assert restored(False, -0.2).tolist() == [False]
+    for edge, margin in ((True, -1e-6), (False, 1e-6), (True, -0.2)):
+        with pytest.raises(ValueError, match="decision's sign"):
+            restored(edge, margin)
