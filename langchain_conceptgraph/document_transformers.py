@@ -211,8 +211,14 @@ class CoreChunkSelector(BaseDocumentTransformer):
         embeddings: Embeddings,
         *,
         model_id: str | None = None,
+        verify: bool = False,
         **kwargs: Any,
     ) -> CoreChunkSelector:
-        """Continue selecting over a saved concept graph; the embeddings must match it."""
+        """Continue selecting over a saved concept graph; the embeddings must match it.
+
+        ``verify=True`` derives the saved graph again and refuses a save that differs
+        (for a directory from a source you do not trust; see ``ConceptGraphIndex.load``).
+        """
         embedder = to_core_embedder(embeddings, model_id=model_id)
-        return cls(index=ConceptGraphIndex.load(str(persist_dir), embedder), **kwargs)
+        return cls(index=ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify),
+                   **kwargs)

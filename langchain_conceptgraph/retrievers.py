@@ -224,11 +224,17 @@ class ConceptGraphRetriever(BaseRetriever):
         embeddings: Embeddings,
         *,
         model_id: str | None = None,
+        verify: bool = False,
         **kwargs: Any,
     ) -> Self:
-        """Load an index written by :meth:`save` (or the CLI); the embeddings must match it."""
+        """Load an index written by :meth:`save` (or the CLI); the embeddings must match it.
+
+        ``verify=True`` derives the saved graph again and refuses a save that differs
+        (for a directory from a source you do not trust; see ``ConceptGraphIndex.load``).
+        """
         embedder = to_core_embedder(embeddings, model_id=model_id)
-        return cls(index=ConceptGraphIndex.load(str(persist_dir), embedder), **kwargs)
+        return cls(index=ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify),
+                   **kwargs)
 
     def save(self, persist_dir: str | Path) -> None:
         """Write the index as versioned JSON + .npy (atomic; never pickle)."""

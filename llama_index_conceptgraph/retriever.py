@@ -213,13 +213,18 @@ class ConceptGraphRetriever(BaseRetriever):
 
     @classmethod
     def from_persist_dir(
-        cls, persist_dir: str | Path, embed_model: BaseEmbedding | None = None, **kwargs: Any
+        cls, persist_dir: str | Path, embed_model: BaseEmbedding | None = None, *,
+        verify: bool = False, **kwargs: Any
     ) -> ConceptGraphRetriever:
-        """Load a persisted retriever; ``embed_model`` must be the model it was built with."""
+        """Load a persisted retriever; ``embed_model`` must be the model it was built with.
+
+        ``verify=True`` derives the saved graph again and refuses a save that differs
+        (for a directory from a source you do not trust; see ``ConceptGraphIndex.load``).
+        """
         embed_model = resolve_embed_model(embed_model)
         dim = read_manifest(persist_dir).get("embedding_dim")
         embedder = to_core_embedder(embed_model, dim if isinstance(dim, int) else None)
-        index = ConceptGraphIndex.load(str(persist_dir), embedder)
+        index = ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify)
         settings: dict[str, Any] = {}
         sidecar = Path(persist_dir) / SIDECAR
         if sidecar.is_file():

@@ -107,9 +107,10 @@ def retrieval_table(result: RetrievalResult, width: int = 90) -> str:
             f"{' …' if len(result.direct_concepts) > 10 else ''}")
 
 
-def _load(path: str, cache: str | None) -> ConceptGraphIndex:
+def _load(path: str, cache: str | None, verify: bool = False) -> ConceptGraphIndex:
     manifest = read_manifest(path)
-    return ConceptGraphIndex.load(path, embedder_for_model_id(manifest["embedding_model"], cache))
+    return ConceptGraphIndex.load(path, embedder_for_model_id(manifest["embedding_model"], cache),
+                                  verify=verify)
 
 
 def _warn(warnings: Iterable[str]) -> None:
@@ -294,7 +295,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    index = _load(args.index, args.cache)
+    index = _load(args.index, args.cache, args.verify)
     stats = index.stats()
     if args.json:
         print(json.dumps(stats, ensure_ascii=False))
@@ -389,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     stats = sub.add_parser("stats", help="sizes of the index and its graph")
     stats.add_argument("index")
     stats.add_argument("--json", action="store_true", help="one JSON object")
+    stats.add_argument("--verify", action="store_true",
+                       help="derive the saved graph again and fail if the save differs "
+                       "(for an index from a source you do not trust)")
     stats.set_defaults(func=cmd_stats)
     return parser
 

@@ -9,8 +9,10 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from pydantic import ValidationError
 
+from benchmarks.faults import swap_concept_vectors
 from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings, to_core_embedder
 from shared_core import ConceptGraphConfig, HashingEmbedder, content_id, count_tokens
+from shared_core.store import CorruptIndexError, index_folder
 
 from .conftest import CORPUS
 
@@ -91,6 +93,10 @@ def test_any_langchain_embeddings_and_a_persisted_index(
     with pytest.raises(ValueError, match="dim 32"):
         ConceptGraphRetriever.from_persist_dir(tmp_path / "graph",
                                                DeterministicFakeEmbedding(size=32))
+    swap_concept_vectors(index_folder(tmp_path / "graph"))
+    assert ConceptGraphRetriever.from_persist_dir(tmp_path / "graph", embeddings, k=3).k == 3
+    with pytest.raises(CorruptIndexError, match="concept vectors are not the means"):
+        ConceptGraphRetriever.from_persist_dir(tmp_path / "graph", embeddings, verify=True)
 
 
 def test_core_embeddings_are_unwrapped_so_the_model_id_is_the_cores() -> None:

@@ -118,7 +118,8 @@ def test_the_selectors_graph_serves_retrieval_and_persists(
     assert retriever.index is selector.index
     assert retriever.invoke("Where is CERN?")[0].id == "cern"
     selector.save(tmp_path / "graph")
-    again = CoreChunkSelector.from_persist_dir(tmp_path / "graph", embeddings, kappa=0.5)
+    again = CoreChunkSelector.from_persist_dir(tmp_path / "graph", embeddings, kappa=0.5,
+                                               verify=True)
     assert again.index.chunk_ids == selector.index.chunk_ids
     assert sorted(d.id for d in again.transform_documents(documents)) == sorted(
         selector.index.select(0.5).kept_ids)

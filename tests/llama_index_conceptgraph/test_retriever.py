@@ -13,6 +13,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
+from benchmarks.faults import swap_concept_vectors
 from llama_index_conceptgraph import (
     ConceptGraphPostprocessor,
     ConceptGraphRetriever,
@@ -20,6 +21,7 @@ from llama_index_conceptgraph import (
     to_core_embedder,
 )
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+from shared_core.store import CorruptIndexError, index_folder
 
 from .conftest import CORPUS, CountingEmbedding
 
@@ -101,6 +103,11 @@ def test_persist_round_trip(
     with pytest.raises(ValueError, match="built with embedding model"):
         ConceptGraphRetriever.from_persist_dir(tmp_path / "cg",
                                                embed_model=CoreEmbedding(HashingEmbedder(64)))
+    swap_concept_vectors(index_folder(tmp_path / "cg"))
+    ConceptGraphRetriever.from_persist_dir(tmp_path / "cg", embed_model=embed_model)
+    with pytest.raises(CorruptIndexError, match="concept vectors are not the means"):
+        ConceptGraphRetriever.from_persist_dir(tmp_path / "cg", embed_model=embed_model,
+                                               verify=True)
 
 
 def test_persist_round_trip_with_a_plain_base_embedding(tmp_path: Path) -> None:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.faults import swap_concept_vectors
 from shared_core import ConceptGraphIndex
 from shared_core.cli import format_table, main
 from shared_core.embeddings import resolve_embedder
-from shared_core.store import CorruptIndexError, read_manifest
+from shared_core.store import CorruptIndexError, index_folder, read_manifest
 
 PASSAGES = [
     {"id": "p1", "title": "Ada", "text": "Ada Lovelace wrote the first computer program."},
@@ -216,3 +217,15 @@ def test_select_method_and_query_min_score_reach_the_index(
     assert json.loads(capsys.readouterr().out)["chunks"] == []
     assert main(["query", str(index_dir), "Who wrote the first program?", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["chunks"]
+
+
+def test_stats_verify_derives_the_graph_again_and_fails_on_a_forged_save(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index_dir = tmp_path / "idx"
+    assert build(corpus, index_dir, "--set", "theta_co=1") == 0
+    assert main(["stats", str(index_dir), "--verify"]) == 0
+    swap_concept_vectors(index_folder(index_dir))
+    capsys.readouterr()
+    assert main(["stats", str(index_dir)]) == 0  # the values rest on the checksum
+    assert main(["stats", str(index_dir), "--verify"]) == 2
+    assert "concept vectors are not the means of their sentences" in capsys.readouterr().err

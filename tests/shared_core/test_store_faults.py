@@ -116,6 +116,7 @@ def test_token_counts_cannot_be_forged(tmp_path: Path) -> None:
     (lambda c: c["ids"].__setitem__(0, 5), r"ids\[0\] must be a non-blank string"),
     (lambda c: c["texts"].__setitem__(0, ["x"]), r"texts\[0\] must be a non-blank string"),
     (lambda c: c["texts"].__setitem__(0, "bad \ud800 text"), r"texts\[0\] contains"),
+    (lambda c: c["texts"].__setitem__(2, "bad \x00 text"), r"texts\[2\] contains a NUL"),
     (lambda c: c["metadata"].__setitem__(0, "not an object"), r"metadata\[0\] must be an object"),
     (lambda c: c["ids"].reverse(), "ids must be in sorted order"),
     (lambda c: c["texts"].__setitem__(0, "Ada."), "every span must be a non-empty range inside"),

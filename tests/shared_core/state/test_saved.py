@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from benchmarks.faults import rehash
+from benchmarks.faults import rehash, swap_concept_vectors
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.graph import edges as edges_module
 from shared_core.state import DerivedGraph, derive_graph
@@ -283,13 +283,6 @@ def test_a_load_takes_the_saved_concepts_vectors_and_decisions_as_read(
         [r.chunks for r in map(index.retrieve, ("engine", "program"))]
 
 
-def _swap_two_live_rows(a: np.ndarray) -> np.ndarray:
-    live = np.flatnonzero(np.linalg.norm(a, axis=1) > 0)
-    out = a.copy()
-    out[[live[0], live[1]]] = out[[live[1], live[0]]]
-    return out
-
-
 def _first_non_edge_made_an_edge(folder: Path) -> None:
     """Flip a non-edge to an edge with a positive margin, as a careful editor would."""
     edge = np.load(folder / "graph_pair_edge.npy", allow_pickle=False)
@@ -327,7 +320,7 @@ def test_verify_refuses_saved_values_that_obey_the_rules_but_differ(
     index.save(str(tmp_path / "idx"))
     folder = index_folder(tmp_path / "idx")
     if edit == "vectors":
-        _tamper(folder, "concept_vectors", _swap_two_live_rows)
+        swap_concept_vectors(folder)
     elif edit == "decision":
         _first_non_edge_made_an_edge(folder)
     else:
