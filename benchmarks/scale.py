@@ -104,6 +104,9 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[st
         load_start = time.perf_counter()
         ConceptGraphIndex.load(str(path), embedder)
         load = time.perf_counter() - load_start
+        verified_start = time.perf_counter()
+        ConceptGraphIndex.load(str(path), embedder, verify=True)
+        load_verified = time.perf_counter() - verified_start
     stats = index.stats()
     return {
         "passages": n,
@@ -126,6 +129,7 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[st
         "pagerank_warm_s": round(pagerank_warm, 3),
         "save_s": round(save, 2),
         "load_s": round(load, 2),
+        "load_verified_s": round(load_verified, 2),
         "disk_mb": round(disk / 2**20, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
