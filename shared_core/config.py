@@ -107,7 +107,11 @@ class ConceptGraphConfig:
     that names a film's director from the unit about the film. ``walk_seeds``
     restarts it at the direct concepts (by similarity, weighted as the evidence
     view weights them) or at the query's own terms that are concepts, by idf.
-    Measured in ``benchmarks/RESULTS.md``; off by default.
+    ``"auto"`` (the default) walks two steps where the retrieval units are short
+    (a mean of at most ``search.walk.WALK_MAX_MEAN_UNIT_TOKENS`` tokens: passages,
+    sentence units) and not over long chunks, where a walk spreads over the
+    hundred concepts each chunk links; both sides are measured in
+    ``benchmarks/RESULTS.md``. 0 turns the walk off.
 
     ``vector_index`` is how the fused ranking finds the units most similar to the
     query: ``"exact"`` scores every unit (the reference), ``"hnsw"`` asks an
@@ -146,7 +150,7 @@ class ConceptGraphConfig:
     min_score: float | None = None
     vector_index: VectorIndexKind = "auto"
     candidates: int = 1000
-    walk_hops: int = 0
+    walk_hops: int | Literal["auto"] = "auto"
     walk_nodes: WalkNodes = "sentences"
     walk_seeds: WalkSeeds = "direct"
 
@@ -172,7 +176,8 @@ class ConceptGraphConfig:
         _check_int("rrf_k", self.rrf_k, 1)
         _check_choice("vector_index", self.vector_index, ("auto", "exact", "hnsw"))
         _check_int("candidates", self.candidates, 1)
-        _check_int("walk_hops", self.walk_hops, 0)
+        if self.walk_hops != "auto":
+            _check_int("walk_hops", self.walk_hops, 0)
         _check_choice("walk_nodes", self.walk_nodes, ("sentences", "units"))
         _check_choice("walk_seeds", self.walk_seeds, ("direct", "exact"))
         _check_range("expansion_decay", self.expansion_decay, 0.0, 1.0)

@@ -30,6 +30,7 @@ from .search.candidates import CandidateSimilarity, UnitSimilarity
 from .search.fused import fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
 from .search.vector_index import scan_scores
+from .search.walk import walk_hops_for
 from .select.cost import Selection
 from .select.coverage import coverage_order, order_scores
 from .select.scores import chunk_scores, id_random_scores, select_by_scores, value_per_token
@@ -838,7 +839,8 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     """One retrieval, on one state: nothing here reads the index object."""
     corpus, graph = state.corpus, state.graph
     hits: list[Hit]
-    walks_from_terms = bool(cfg.walk_hops) and cfg.walk_seeds == "exact"
+    walk_hops = walk_hops_for(cfg.walk_hops, graph.unit_tokens)
+    walks_from_terms = bool(walk_hops) and cfg.walk_seeds == "exact"
     query_concepts = (_exact_seeds(graph, analyzer, query)
                       if cfg.exact_match_seeds or walks_from_terms else None)
     exact = query_concepts if cfg.exact_match_seeds else None
@@ -872,7 +874,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             unit_links_csc=graph.unit_links_csc,
             walk=graph.walk if cfg.walk_nodes == "sentences" else None,
             walk_seeds=query_concepts if walks_from_terms else None,
-            walk_hops=cfg.walk_hops,
+            walk_hops=walk_hops,
         )
     else:
         hits, trace = local_search(

@@ -59,8 +59,9 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("candidates", 0),            # at least one unit per view
     ("candidates", 100.0),
     ("entity_terms", "true"),     # must be a real bool
-    ("walk_hops", -1),            # 0 (no walk view) or the concept -> unit steps
+    ("walk_hops", -1),            # "auto", 0 (no walk view) or the concept -> unit steps
     ("walk_hops", 2.0),
+    ("walk_hops", "always"),
     ("walk_nodes", "chunks"),     # sentences or units
     ("walk_seeds", "all"),        # direct or exact
 ]

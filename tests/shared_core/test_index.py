@@ -531,8 +531,9 @@ def _reference_fused_order(index: ConceptGraphIndex, query: str, top_k: int, hop
                                                      (2, 1, True)])
 def test_fused_ranking_matches_a_plain_python_reference(query: str, hops: int, rrf_k: int,
                                                         lexical: bool) -> None:
+    # the reference fuses the three views of the ranking; the walk view has its own tests
     cfg = ConceptGraphConfig(**{**CFG.to_dict(), "ranking": "fused", "hops": hops,
-                                "rrf_k": rrf_k, "lexical": lexical})
+                                "rrf_k": rrf_k, "lexical": lexical, "walk_hops": 0})
     index = ConceptGraphIndex.from_texts(CORPUS, ids=[f"d{i}" for i in range(len(CORPUS))],
                                          embedder=HashingEmbedder(DIM), config=cfg)
     result = index.retrieve(query, budget=10**6)

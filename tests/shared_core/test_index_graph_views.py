@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+from shared_core.search.walk import AUTO_WALK_HOPS, WALK_MAX_MEAN_UNIT_TOKENS, walk_hops_for
 from shared_core.select.coverage import coverage_order
 
 TEXTS = [
@@ -44,7 +45,7 @@ def test_coverage_selection_follows_the_greedy_order_of_the_graph() -> None:
 def test_the_walk_reaches_the_director_through_his_name() -> None:
     # "director" shares no query word or name; only Zorbek Quill links it to "film".
     # Chunks hold 23, 18, 10 and 13 tokens: a 60-token budget takes three.
-    index = build(entity_terms=True)
+    index = build(entity_terms=True, walk_hops=0)
     query = "Where did the director of Harrison and Barrison die?"
     assert [c.id for c in index.retrieve(query, budget=60).chunks] == [
         "film", "lisbon", "iberia"]
@@ -53,3 +54,26 @@ def test_the_walk_reaches_the_director_through_his_name() -> None:
     result = walked.retrieve(query, budget=60)
     assert [c.id for c in result.chunks] == ["film", "director", "lisbon"]
     assert np.isfinite([c.score for c in result.chunks]).all()
+
+
+def test_auto_walks_two_steps_over_short_units_and_none_over_long_chunks() -> None:
+    assert walk_hops_for("auto", np.array([80, 240])) == AUTO_WALK_HOPS == 2
+    assert walk_hops_for("auto", np.array([WALK_MAX_MEAN_UNIT_TOKENS] * 2)) == 2
+    assert walk_hops_for("auto", np.array([WALK_MAX_MEAN_UNIT_TOKENS + 1])) == 0
+    assert walk_hops_for("auto", np.zeros(0, dtype=np.int64)) == 0
+    assert walk_hops_for(3, np.array([2000])) == 3  # a number is taken as given
+    query = "Where did the director of Harrison and Barrison die?"
+    short = build(entity_terms=True)  # the default: "auto", over chunks of 10-23 tokens
+    assert short.config.walk_hops == "auto"
+    assert [c.id for c in short.retrieve(query, budget=60).chunks] == [
+        c.id for c in short.reconfigured(walk_hops=2).retrieve(query, budget=60).chunks]
+    # the same chunks, each padded past the limit with a sentence of its own words
+    long_texts = [f"{t} " + " ".join([t] * 40) for t in TEXTS]
+    long = ConceptGraphIndex.from_texts(
+        long_texts, ids=IDS, embedder=HashingEmbedder(64),
+        config=ConceptGraphConfig(theta_co=1, theta_sem=-1.0, entity_terms=True))
+    assert long.state.graph.unit_tokens.mean() > WALK_MAX_MEAN_UNIT_TOKENS
+    for budget in (600, 2000):
+        got = long.retrieve(query, budget=budget)
+        off = long.reconfigured(walk_hops=0).retrieve(query, budget=budget)
+        assert [(c.id, c.score) for c in got.chunks] == [(c.id, c.score) for c in off.chunks]
