@@ -28,7 +28,6 @@ import scipy.sparse as sp
 from ..graph.entries import compressed_entries
 from .vector_index import top_k_indices
 
-
 # walk_hops="auto": the walk view's steps where the retrieval units are short, and the
 # longest mean unit (in tokens) counted as short. Measured on the dev sets (RESULTS.md):
 # two steps gain up to 3.6 CR points over units averaging 78-240 tokens and lose none
