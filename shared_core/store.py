@@ -61,7 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .config import ConceptGraphConfig
-from .embeddings.base import VECTOR_BLOCK, row_norms, same_model
+from .embeddings.base import UNIT_NORM_TOLERANCE, finite_row_norms, same_model
 from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswVectorIndex
@@ -107,7 +107,6 @@ _V2_VECTOR_DTYPE = np.float32  # what versions 1 and 2 stored embeddings as
 # version 1 also wrote token counts; they are checksummed but recounted
 _V1_ONLY = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
 _JSON_FILES = ("chunks.json", "terms.json")
-_NORM_TOLERANCE = 1e-3
 
 try:  # POSIX advisory locks; elsewhere saves to one path are not serialised
     import fcntl
@@ -561,12 +560,11 @@ def _check_strings(file: Path, values: Any, what: str, count: int) -> list[str]:
     for i, value in enumerate(values):
         _rule(file, isinstance(value, str) and bool(value.strip()),
               f"{what}[{i}] must be a non-blank string")
-    if invalid_character("".join(values)) is None:  # one pass in C for the common case
-        return list(values)
-    for i, value in enumerate(values):
-        bad = invalid_character(value)
-        _rule(file, bad is None, f"{what}[{i}] contains {bad[1] if bad else ''}")
-    raise AssertionError("unreachable: the joined texts held a bad character")
+    if invalid_character("".join(values)) is not None:  # one pass in C; then find which
+        for i, value in enumerate(values):
+            bad = invalid_character(value)
+            _rule(file, bad is None, f"{what}[{i}] contains {bad[1] if bad else ''}")
+    return list(values)
 
 
 def _check_unique_sorted(file: Path, values: list[str], what: str, require_sorted: bool) -> None:
@@ -640,12 +638,11 @@ def _read_npy(file: Path, dtype: type, shape: tuple[int | None, ...], *,
 
 def _check_unit_rows(file: Path, vectors: np.ndarray) -> None:
     """Finite unit rows, checked a block at a time: no copy of a whole mapped file."""
-    for start in range(0, len(vectors), VECTOR_BLOCK):
-        block = np.asarray(vectors[start:start + VECTOR_BLOCK], dtype=np.float32)
-        _rule(file, bool(np.isfinite(block).all()), "holds non-finite values (NaN or inf)")
-        norms = row_norms(block)
-        _rule(file, bool(np.all(np.abs(norms - 1.0) <= _NORM_TOLERANCE)),
-              "holds vectors that are not of unit length")
+    norms = finite_row_norms(vectors)
+    if norms is None:
+        raise CorruptIndexError(f"{file}: holds non-finite values (NaN or inf)")
+    _rule(file, bool(np.all(np.abs(norms - 1.0) <= UNIT_NORM_TOLERANCE)),
+          "holds vectors that are not of unit length")
 
 
 def _read_vectors(file: Path, shape: tuple[int, int], version: int) -> np.ndarray:
@@ -731,4 +728,3 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
         )
     except ValueError as exc:  # every rule above should have caught it first
         raise CorruptIndexError(f"{folder}: {exc}") from exc
-

@@ -99,14 +99,25 @@ def unit_norm_rows(sums: np.ndarray) -> np.ndarray:
     return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
 
 
-def row_norms(vectors: np.ndarray) -> np.ndarray:
-    """Each row's length, float32 rows summed in float32 (a load's unit-length check:
-    its error, ~dim x 6e-8, is far inside the check's 1e-3)."""
-    block = np.asarray(vectors, dtype=np.float32)
-    return np.sqrt(np.einsum("ij,ij->i", block, block))
+def finite_row_norms(vectors: np.ndarray) -> np.ndarray | None:
+    """Each stored row's length, or None when a value is not finite (NaN or inf).
+
+    Read ``VECTOR_BLOCK`` rows at a time, so a mapped file is never copied whole,
+    and summed in float32: its error, ~dim x 6e-8, is far inside
+    ``UNIT_NORM_TOLERANCE``, the slack a load's unit-length checks allow.
+    """
+    norms = np.empty(len(vectors), dtype=np.float32)
+    for start in range(0, len(vectors), VECTOR_BLOCK):
+        block = np.asarray(vectors[start:start + VECTOR_BLOCK], dtype=np.float32)
+        if not np.isfinite(block).all():
+            return None
+        norms[start:start + len(block)] = np.sqrt(np.einsum("ij,ij->i", block, block))
+    return norms
 
 
-VECTOR_BLOCK = 65_536  # stored vector rows converted at a time by a product
+VECTOR_BLOCK = 65_536  # stored vector rows converted at a time by a product or a check
+# how far a stored vector's length may be from 1 and still count as a unit vector
+UNIT_NORM_TOLERANCE = 1e-3
 # Rows converted to float64 at a time inside a block when the product accumulates in place
 # (6 MB at 384 dimensions: it stays in cache, and no large array is ever allocated).
 ROW_BLOCK = 2048

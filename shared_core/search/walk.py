@@ -41,7 +41,7 @@ def walk_hops_for(walk_hops: int | str, unit_tokens: np.ndarray) -> int:
     """The walk's steps for a ``walk_hops`` setting over units of these token counts."""
     if walk_hops != "auto":
         return int(walk_hops)
-    short = len(unit_tokens) and float(unit_tokens.mean()) <= WALK_MAX_MEAN_UNIT_TOKENS
+    short = bool(len(unit_tokens)) and float(unit_tokens.mean()) <= WALK_MAX_MEAN_UNIT_TOKENS
     return AUTO_WALK_HOPS if short else 0
 
 

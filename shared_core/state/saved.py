@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import ConceptGraphConfig
-from ..embeddings.base import VECTOR_BLOCK, row_norms
+from ..embeddings.base import UNIT_NORM_TOLERANCE, finite_row_norms
 from ..graph.edges import (
     ConceptEdges,
     StrongPairs,
@@ -61,8 +61,6 @@ from .derived import (
 # L1 distance a saved PageRank may move in one more power step, per concept: ten times
 # the per-node tolerance PageRank stops at
 RANK_RESIDUAL_PER_CONCEPT = 1e-9
-# how far a saved concept vector's norm may be from 1 (float32 rounding is ~1e-7)
-UNIT_NORM_TOLERANCE = 1e-3
 # how far past [-1 - theta_sem, 1 - theta_sem] a saved margin may be (float32 rounding)
 MARGIN_TOLERANCE = 1e-3
 
@@ -166,20 +164,17 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
 
 def _checked_vectors(vectors: np.ndarray, counts: np.ndarray, dim: int) -> np.ndarray:
     """Saved concept vectors that obey Eq. 1's form: finite, unit length, zero without
-    sentences. Checked a block at a time, so a mapped file is never copied whole."""
+    sentences (read a block at a time, so a mapped file is never copied whole)."""
     if vectors.shape != (len(counts), dim) or vectors.dtype != np.float32:
         raise ValueError(f"the saved concept vectors must be {len(counts)} x {dim} float32, "
                          f"got {vectors.shape} {vectors.dtype}")
-    for start in range(0, len(vectors), VECTOR_BLOCK):
-        block = np.asarray(vectors[start:start + VECTOR_BLOCK])
-        if not np.isfinite(block).all():
-            raise ValueError("the saved concept vectors hold non-finite values")
-        norms = row_norms(block)
-        unit = np.abs(norms - 1.0) <= UNIT_NORM_TOLERANCE
-        empty = counts[start:start + VECTOR_BLOCK] == 0
-        if not np.all(unit | ((norms == 0) & empty)) or np.any(empty & (norms != 0)):
-            raise ValueError("a saved concept vector is not of unit length, or not zero "
-                             "where no sentence contains its concept")
+    norms = finite_row_norms(vectors)
+    if norms is None:
+        raise ValueError("the saved concept vectors hold non-finite values")
+    unit = np.abs(norms - 1.0) <= UNIT_NORM_TOLERANCE
+    if not np.all(np.where(counts == 0, norms == 0, unit)):
+        raise ValueError("a saved concept vector is not of unit length, or not zero "
+                         "where no sentence contains its concept")
     return vectors
 
 
@@ -187,31 +182,26 @@ def _restored_pairs(saved: SavedGraph, src: np.ndarray, dst: np.ndarray, co: np.
                     vectors: np.ndarray, theta_sem: float, verify: bool) -> StrongPairs:
     """The saved strong pairs with their cosine decisions: stored, or computed afresh
     (no stored ones, or ``verify``: then stored ones must agree with them)."""
-    stored = saved.edge is not None and saved.margin is not None
-    if stored:
-        assert saved.edge is not None and saved.margin is not None
-        edge, margin = saved.edge, saved.margin
-        if edge.shape != src.shape or margin.shape != src.shape:
-            raise ValueError("the saved pair decisions differ in length from the pairs")
-        # a margin is cos - theta_sem in float64 rounded toward zero, with its decision's
-        # sign (a shrunk margin keeps it), except where the decision compared cos with
-        # theta_sem rounded to float32: within that rounding the two may disagree
-        low, high = -1.0 - theta_sem - MARGIN_TOLERANCE, 1.0 - theta_sem + MARGIN_TOLERANCE
-        tie = abs(float(np.float32(theta_sem)) - theta_sem)
-        if not (np.all(np.isfinite(margin)) and np.all((margin >= low) & (margin <= high))
-                and np.all(np.where(edge, margin >= -tie, margin <= tie))):
-            raise ValueError("the saved pair margins must be cosine minus theta_sem, each "
-                             "with its decision's sign")
-        if not verify:
-            return StrongPairs(src.astype(np.int32), dst.astype(np.int32), co.astype(np.int32),
-                               np.asarray(edge, dtype=bool),
-                               np.asarray(margin, dtype=np.float32))
+    edge, margin = saved.edge, saved.margin
+    if edge is None or margin is None:
+        return strong_pairs_of(src, dst, co, vectors, theta_sem)
+    if edge.shape != src.shape or margin.shape != src.shape:
+        raise ValueError("the saved pair decisions differ in length from the pairs")
+    # a margin is cos - theta_sem in float64 rounded toward zero, with its decision's
+    # sign (a shrunk margin keeps it), except where the decision compared cos with
+    # theta_sem rounded to float32: within that rounding the two may disagree
+    low, high = -1.0 - theta_sem - MARGIN_TOLERANCE, 1.0 - theta_sem + MARGIN_TOLERANCE
+    tie = abs(float(np.float32(theta_sem)) - theta_sem)
+    if not (np.all(np.isfinite(margin)) and np.all((margin >= low) & (margin <= high))
+            and np.all(np.where(edge, margin >= -tie, margin <= tie))):
+        raise ValueError("the saved pair margins must be cosine minus theta_sem, each "
+                         "with its decision's sign")
+    if not verify:
+        return StrongPairs(src.astype(np.int32), dst.astype(np.int32), co.astype(np.int32),
+                           np.asarray(edge, dtype=bool), np.asarray(margin, dtype=np.float32))
     pairs = strong_pairs_of(src, dst, co, vectors, theta_sem)
-    if stored:
-        assert saved.edge is not None and saved.margin is not None
-        slack = certificate_slack(vectors.shape[1])
-        if not (np.array_equal(saved.edge, pairs.edge) and np.all(
-                np.abs(saved.margin.astype(np.float64))
-                <= np.abs(pairs.margin.astype(np.float64)) + slack)):
-            raise ValueError("the saved pair decisions are not those of the concept vectors")
+    slack = certificate_slack(vectors.shape[1])
+    if not (np.array_equal(edge, pairs.edge) and np.all(
+            np.abs(margin.astype(np.float64)) <= np.abs(pairs.margin.astype(np.float64)) + slack)):
+        raise ValueError("the saved pair decisions are not those of the concept vectors")
     return pairs
