@@ -111,7 +111,10 @@ class ConceptGraphConfig:
     (a mean of at most ``search.walk.WALK_MAX_MEAN_UNIT_TOKENS`` tokens: passages,
     sentence units) and not over long chunks, where a walk spreads over the
     hundred concepts each chunk links; both sides are measured in
-    ``benchmarks/RESULTS.md``. 0 turns the walk off.
+    ``benchmarks/RESULTS.md``. 0 turns the walk off. Where the walk runs it replaces
+    BFS expansion: ``hops="auto"`` (the default) is 0 there and the paper's 2
+    wherever no walk runs (long chunks, ``walk_hops=0``, the paper's ranking;
+    ``search.walk.expansion_hops_for``). A number is taken as given.
 
     ``vector_index`` is how the fused ranking finds the units most similar to the
     query: ``"exact"`` scores every unit (the reference), ``"hnsw"`` asks an
@@ -127,7 +130,7 @@ class ConceptGraphConfig:
     kappa: float = 0.8
     lam: float = 0.6
     top_k: int = 25
-    hops: int = 2
+    hops: int | Literal["auto"] = "auto"
     budget: int = 12000
     concepts_per_chunk: int = 10
     ngram_max: int = 1
@@ -160,7 +163,8 @@ class ConceptGraphConfig:
         _check_range("kappa", self.kappa, 0.0, 1.0, low_open=True)
         _check_range("lam", self.lam, 0.0, 1.0)
         _check_int("top_k", self.top_k, 1)
-        _check_int("hops", self.hops, 0)
+        if self.hops != "auto":
+            _check_int("hops", self.hops, 0)
         _check_int("budget", self.budget, 1)
         _check_int("concepts_per_chunk", self.concepts_per_chunk, 1)
         _check_int("ngram_max", self.ngram_max, 1)

@@ -30,7 +30,7 @@ from .search.candidates import CandidateSimilarity, UnitSimilarity
 from .search.fused import fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
 from .search.vector_index import scan_scores
-from .search.walk import walk_hops_for
+from .search.walk import expansion_hops_for, walk_hops_for
 from .select.cost import Selection
 from .select.coverage import coverage_order, order_scores
 from .select.scores import chunk_scores, id_random_scores, select_by_scores, value_per_token
@@ -839,7 +839,8 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     """One retrieval, on one state: nothing here reads the index object."""
     corpus, graph = state.corpus, state.graph
     hits: list[Hit]
-    walk_hops = walk_hops_for(cfg.walk_hops, graph.unit_tokens)
+    walk_hops = walk_hops_for(cfg.walk_hops, graph.unit_tokens) if cfg.ranking == "fused" else 0
+    hops = expansion_hops_for(cfg.hops, walk_hops)
     walks_from_terms = bool(walk_hops) and cfg.walk_seeds == "exact"
     query_concepts = (_exact_seeds(graph, analyzer, query)
                       if cfg.exact_match_seeds or walks_from_terms else None)
@@ -862,7 +863,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             lexical=graph.unit_bm25.scores(_term_ids(corpus, analyzer, query))
             if cfg.lexical else None,
             top_k=cfg.top_k,
-            hops=cfg.hops,
+            hops=hops,
             decay=cfg.expansion_decay,
             rrf_k=cfg.rrf_k,
             budget=cfg.budget,
@@ -884,7 +885,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             _unit_scorer(corpus, graph, q),
             graph.unit_tokens,
             top_k=cfg.top_k,
-            hops=cfg.hops,
+            hops=hops,
             budget=cfg.budget,
             overflow=cfg.overflow,
             seeds=exact,

@@ -32,6 +32,7 @@ from ..embeddings import Embedder
 from ..index import ConceptGraphIndex, RetrievalResult
 from ..kg.graph import KnowledgeGraph, Relation
 from ..kg.retrieve import KGRetriever
+from ..search.walk import expansion_hops_for
 from ..state.ingest import embed_in_batches
 from ..text.tokens import count_tokens
 from .evidence import Evidence, Level, Source
@@ -133,7 +134,9 @@ class DualLevelRetriever:
     def candidates(self, key: str, level: Level, *, step: int | None = None) -> list[Evidence]:
         """Everything ``key`` finds at ``level``, best first (the two sources alternating)."""
         qv = self.index.embed_query(key)
-        hops = 0 if level == "low" else max(1, self.index.config.hops)
+        # the high level is the concept neighbourhood: at least one BFS hop, even where
+        # the walk replaces BFS in plain retrieval
+        hops = 0 if level == "low" else max(1, expansion_hops_for(self.index.config.hops, 0))
         concept_source: Source = "concept" if level == "low" else "concept_neighbourhood"
         concept = self._concept_evidence(
             self.index.retrieve_by_vector(qv, query=key, hops=hops, budget=self.key_budget),

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from shared_core.config import ConceptGraphConfig
+from shared_core.search.walk import expansion_hops_for
 
 # One bad value per knob (and a second where a knob has two ways to be wrong).
 BAD_VALUES: list[tuple[str, Any]] = [
@@ -26,7 +27,9 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("lam", 1.01),
     ("lam", math.nan),
     ("top_k", 0),                 # >= 1
-    ("hops", -1),                 # >= 0
+    ("hops", -1),                 # "auto" or >= 0
+    ("hops", 2.0),
+    ("hops", "always"),
     ("budget", 0),                # >= 1
     ("budget", 10.5),
     ("concepts_per_chunk", 0),
@@ -98,7 +101,10 @@ def test_paper_defaults() -> None:
     # G2ConS Table 1 / §4.1 defaults as quoted in DESIGN.md
     cfg = ConceptGraphConfig()
     assert (cfg.theta_sem, cfg.theta_co, cfg.kappa, cfg.lam) == (0.65, 3, 0.8, 0.6)
-    assert (cfg.top_k, cfg.hops, cfg.budget) == (25, 2, 12000)
+    # hops: the paper's 2 wherever no walk runs (the walk replaces BFS where it does)
+    assert (cfg.top_k, expansion_hops_for(cfg.hops, 0), cfg.budget) == (25, 2, 12000)
+    assert cfg.hops == "auto" and expansion_hops_for(cfg.hops, 2) == 0
+    assert expansion_hops_for(1, 2) == 1  # a number is taken as given
 
 
 def test_measured_defaults_and_the_paper_search() -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
-from shared_core.search.walk import AUTO_WALK_HOPS, WALK_MAX_MEAN_UNIT_TOKENS, walk_hops_for
+from shared_core.search.walk import (
+    AUTO_HOPS,
+    AUTO_WALK_HOPS,
+    WALK_MAX_MEAN_UNIT_TOKENS,
+    expansion_hops_for,
+    walk_hops_for,
+)
 from shared_core.select.coverage import coverage_order
 
 TEXTS = [
@@ -71,9 +77,31 @@ def test_auto_walks_two_steps_over_short_units_and_none_over_long_chunks() -> No
     long_texts = [f"{t} " + " ".join([t] * 40) for t in TEXTS]
     long = ConceptGraphIndex.from_texts(
         long_texts, ids=IDS, embedder=HashingEmbedder(64),
-        config=ConceptGraphConfig(theta_co=1, theta_sem=-1.0, entity_terms=True))
+        config=ConceptGraphConfig(theta_co=1, theta_sem=-1.0, entity_terms=True, top_k=2))
     assert long.state.graph.unit_tokens.mean() > WALK_MAX_MEAN_UNIT_TOKENS
     for budget in (600, 2000):
         got = long.retrieve(query, budget=budget)
-        off = long.reconfigured(walk_hops=0).retrieve(query, budget=budget)
+        off = long.reconfigured(walk_hops=0, hops=2).retrieve(query, budget=budget)
         assert [(c.id, c.score) for c in got.chunks] == [(c.id, c.score) for c in off.chunks]
+        assert got.expanded_concepts == off.expanded_concepts > 0  # BFS runs where no walk does
+
+
+def test_the_walk_replaces_bfs_expansion_where_it_runs() -> None:
+    assert expansion_hops_for("auto", AUTO_WALK_HOPS) == 0
+    assert expansion_hops_for("auto", 0) == AUTO_HOPS == 2  # the paper's depth, no walk
+    assert expansion_hops_for(1, AUTO_WALK_HOPS) == 1  # a number is taken as given
+    # top_k=2 leaves most of the 24 concepts to BFS: with it, "film" is found through
+    # an expanded concept; the default walks instead and expands nothing
+    query = "Where did the director of Harrison and Barrison die?"
+    index = build(entity_terms=True, top_k=2)
+    got = index.retrieve(query, budget=60)
+    walk_only = index.reconfigured(walk_hops=2, hops=0).retrieve(query, budget=60)
+    both = index.reconfigured(walk_hops=2, hops=2).retrieve(query, budget=60)
+    assert got.expanded_concepts == walk_only.expanded_concepts == 0
+    assert [(c.id, c.score) for c in got.chunks] == [(c.id, c.score) for c in walk_only.chunks]
+    assert both.expanded_concepts > 0
+    assert [c.provenance.stage for c in both.chunks].count("expanded") >= 1
+    assert "expanded" not in {c.provenance.stage for c in got.chunks}
+    # the paper's ranking never walks, so "auto" keeps its BFS
+    paper = index.reconfigured(ranking="paper").retrieve(query, budget=60)
+    assert paper.expanded_concepts == both.expanded_concepts
