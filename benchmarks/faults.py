@@ -168,7 +168,10 @@ def _bytes_mutation(kind: str) -> Mutation | None:
 class TamperOutcome:
     file: str
     mutation: str
-    outcome: str  # "error", "loaded", "not applicable", "crash"
+    # "error" (refused by the load), "refused at use" (a saved token count that a
+    # retrieval found wrong when it first returned the unit), "loaded", "not applicable",
+    # "crash"
+    outcome: str
     detail: str = ""
 
 
@@ -225,8 +228,13 @@ def run_tamper_matrix(saved: Path, embedder: HashingEmbedder, scratch: Path,
         except Exception as exc:  # anything else is a finding: reported, not swallowed
             outcomes.append(TamperOutcome(name, kind, "crash", f"{type(exc).__name__}: {exc}"))
         else:
-            problem = check_loaded(loaded, queries, budget)
-            outcomes.append(TamperOutcome(name, kind, "crash" if problem else "loaded", problem))
+            try:
+                problem = check_loaded(loaded, queries, budget)
+            except CorruptIndexError as exc:
+                outcomes.append(TamperOutcome(name, kind, "refused at use", str(exc)))
+            else:
+                outcomes.append(TamperOutcome(name, kind, "crash" if problem else "loaded",
+                                              problem))
         shutil.rmtree(copy)
     return outcomes
 

@@ -113,7 +113,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             tamper[name] = {"counts": summary(outcomes),
                             "crashes": [o.__dict__ for o in outcomes if o.outcome == "crash"],
                             "loaded": [f"{o.file}: {o.mutation}" for o in outcomes
-                                       if o.outcome == "loaded"]}
+                                       if o.outcome == "loaded"],
+                            "refused_at_use": [f"{o.file}: {o.mutation}" for o in outcomes
+                                               if o.outcome == "refused at use"]}
         report["tamper"] = tamper
     report["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, indent=2))

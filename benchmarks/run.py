@@ -65,7 +65,7 @@ def _max_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                               cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
@@ -221,7 +221,7 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
         "embedder": embedder.model_id,
         "config": {**asdict(config), "data": str(Path(config.data).resolve())},
         "command": command,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "python": platform.python_version(),
         "started_unix": started,
         "wall_time_s": 0.0,

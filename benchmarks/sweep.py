@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from shared_core.embeddings import resolve_embedder
 
 from .data import corpus_for, load_dataset
 from .metrics import answer_in_context, normalize_answer
-from .run import CACHE_PATH
+from .run import CACHE_PATH, git_commit
 
 # knobs that change the built graph; the others only change the search
 BUILD_KNOBS = ("unit_tokens", "concept_links", "concepts_per_chunk", "ngram_max", "theta_co",
@@ -84,8 +86,10 @@ def main(argv: list[str] | None = None) -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({
             "dataset": args.data.name, "protocol": args.protocol, "budget": args.budget,
-            "embedder": args.embedder, "command": "python -m benchmarks.sweep " + " ".join(
-                f"--variant '{v}'" for v in args.variant), "rows": rows}, indent=2) + "\n")
+            "embedder": args.embedder,
+            "command": "python -m benchmarks.sweep " + shlex.join(
+                sys.argv[1:] if argv is None else argv),
+            "git_commit": git_commit(), "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

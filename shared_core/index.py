@@ -49,6 +49,7 @@ from .state.saved import SavedGraph, restore_graph, saved_parts
 from .text.hygiene import check_query, invalid_character
 from .text.sentences import concatenated_ranges
 from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
+from .text.tokens import count_tokens_batch
 
 SelectionMethod = Literal["concept", "coverage", "knn", "random"]
 # chunks split, embedded and counted per step of an add: bounds the memory a step
@@ -732,13 +733,16 @@ class ConceptGraphIndex:
         Every file is checked against its checksum and the rules an index obeys
         before any of it is used; a violation raises
         :class:`~shared_core.store.CorruptIndexError`. What the save derived of
-        the graph (concepts, concept vectors, cosine decisions) is taken as read
-        after those rules; ``verify=True`` derives it again from the chunks and
-        refuses a save that differs, for an index from a source you do not trust.
+        the graph (concepts, concept vectors, cosine decisions) and the token
+        counts are taken as read after those rules; a retrieval recounts a unit's
+        text the first time it returns it, so a wrong count raises there instead
+        of overrunning a budget. ``verify=True`` derives and recounts everything
+        from the chunks and refuses a save that differs, for an index from a
+        source you do not trust.
         """
         from .store import CorruptIndexError, index_folder, load_corpus
 
-        saved = load_corpus(path, embedder.model_id, embedder.dim)
+        saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify)
         try:
             return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
                                   saved=saved.graph, verify=verify)
@@ -900,6 +904,8 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
         )
         for h in hits
     )
+    if graph.unit_tokens_unconfirmed is not None:
+        _confirm_token_counts(graph.unit_tokens_unconfirmed, [h.chunk for h in hits], chunks)
     return RetrievalResult(
         query=query,
         chunks=chunks,
@@ -908,6 +914,29 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
         stopped_by_budget=trace.stopped_by_budget,
         budget=cfg.budget,
     )
+
+
+def _confirm_token_counts(unconfirmed: np.ndarray, units: list[int],
+                          chunks: tuple[RetrievedChunk, ...]) -> None:
+    """Recount, once per unit, the returned units whose counts were read from a save.
+
+    A load takes saved counts as read (recounting a large corpus is most of a
+    load); the budget rests on them, so none reaches a caller unconfirmed.
+    """
+    todo = [i for i, unit in enumerate(units) if unconfirmed[unit]]
+    if not todo:
+        return
+    counted = count_tokens_batch([chunks[i].chunk.text for i in todo]).tolist()
+    for i, tokens in zip(todo, counted, strict=True):
+        chunk = chunks[i].chunk
+        if tokens != chunk.tokens:
+            from .store import CorruptIndexError
+
+            raise CorruptIndexError(
+                f"the saved token count of {chunk.id!r} is {chunk.tokens}, but its text has "
+                f"{tokens} tokens: the index was edited after it was saved. Rebuild it, or "
+                "load it with verify=True to check every count before use")
+    unconfirmed[[units[i] for i in todo]] = False
 
 
 def _term_ids(corpus: CorpusState, analyzer: Analyzer, query: str) -> list[int]:

@@ -15,11 +15,16 @@ Loading never runs code and never trusts a file: arrays are read with
 ``allow_pickle=False`` after their header's dtype and shape are checked, and
 every rule an index obeys (unique sorted ids and terms, spans inside their texts,
 monotonic offsets, finite unit vectors, canonical sparse counts ...) is checked
-before anything is built from the data. Token counts are not stored at all: they
-are recounted from the texts, so no edit can make a context overrun its budget.
-Checksums in the manifest catch accidents; the rules catch deliberate edits that
-would break the index. A violation raises :class:`CorruptIndexError` naming the
-file and the rule.
+before anything is built from the data. Checksums in the manifest catch
+accidents; the rules catch deliberate edits that would break the index. A
+violation raises :class:`CorruptIndexError` naming the file and the rule.
+
+Token counts (``tokens.npy``, ``unit_tokens.npy``, saves since the scale issue's
+seventh round) are read, not recounted: recounting was the largest part of a
+load. The budget rests on them, so retrieval recounts each unit's text the first
+time it returns it and refuses a count that differs (``index._confirm_token_counts``);
+no edit can make a context overrun its budget unnoticed. ``verify=True`` recounts
+every count at load. Saves without them recount them.
 
 The exception is what deriving the graph again would cost most of a load: the
 saved graph's co-occurrence counts (``graph_pair_*.npy``) and, in saves since the
@@ -78,7 +83,7 @@ READABLE_VERSIONS = (1, 2, 3)
 POINTER = "CURRENT"
 LOCK = ".lock"
 _VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
-# name -> (dtype, ndim); token counts are recounted on load, never read
+# name -> (dtype, ndim)
 ARRAYS = {
     "sentence_spans": (np.int64, 2),
     "sentence_offsets": (np.int64, 1),
@@ -104,8 +109,11 @@ LEGACY_GRAPH_ARRAYS = {"graph_edge_source": (np.int64, 1), "graph_edge_target": 
                        "graph_edge_cooccurrence": (np.int64, 1),
                        "graph_rank": (np.float64, 1)}
 _V2_VECTOR_DTYPE = np.float32  # what versions 1 and 2 stored embeddings as
-# version 1 also wrote token counts; they are checksummed but recounted
-_V1_ONLY = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
+# each chunk's and each unit's token count: read in version 3 saves that list them
+# (confirmed against the texts as retrieval returns them; ``verify`` recounts all),
+# checksummed but recounted in version 1, absent in version 2
+TOKEN_ARRAYS = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
+_V1_ONLY = TOKEN_ARRAYS
 _JSON_FILES = ("chunks.json", "terms.json")
 
 try:  # POSIX advisory locks; elsewhere saves to one path are not serialised
@@ -178,6 +186,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         "sentence_terms_indices": terms.indices,
         "sentence_terms_indptr": terms.indptr,
         "unit_starts": corpus.unit_starts,
+        "tokens": corpus.tokens,
+        "unit_tokens": corpus.unit_tokens,
     }
     if config.chunk_similarity == "direct":
         if corpus.unit_vectors is None:
@@ -190,8 +200,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         derived = {"concept_terms": graph.concept_terms, "concept_vectors": graph.vectors,
                    "graph_pair_edge": graph.edge, "graph_pair_margin": graph.margin}
         arrays.update({k: v for k, v in derived.items() if v is not None})
-    kinds = {**ARRAYS, **OPTIONAL_ARRAYS, **LEGACY_GRAPH_ARRAYS, **GRAPH_ARRAYS,
-             **DERIVED_ARRAYS}
+    kinds = {**ARRAYS, **OPTIONAL_ARRAYS, **TOKEN_ARRAYS, **LEGACY_GRAPH_ARRAYS,
+             **GRAPH_ARRAYS, **DERIVED_ARRAYS}
     digests: dict[str, str] = {}
     for key, array in arrays.items():
         with _new_file(folder / f"{key}.npy", file_mode) as fh:
@@ -363,15 +373,16 @@ def _manifest_in(folder: Path) -> dict[str, Any]:
 
 
 def load_corpus(path: str | os.PathLike[str], model_id: str,
-                dim: int) -> SavedIndex:
+                dim: int, *, verify: bool = False) -> SavedIndex:
     """Read and check the current version; retried if a save replaces it mid-read.
 
     Also returns the saved approximate vector index, mapped, if the version has one.
+    ``verify`` recounts saved token counts and refuses a save whose counts differ.
     """
     for _ in range(5):
         folder = index_folder(path)
         try:
-            return _load_folder(folder, model_id, dim)
+            return _load_folder(folder, model_id, dim, verify)
         except FileNotFoundError as exc:
             if index_folder(path) == folder:  # nobody replaced it: the index lost a file
                 raise CorruptIndexError(f"{folder} is missing {Path(str(exc.filename)).name}") \
@@ -379,7 +390,7 @@ def load_corpus(path: str | os.PathLike[str], model_id: str,
     raise CorruptIndexError(f"{path} kept changing while being read (five saves in a row)")
 
 
-def _load_folder(folder: Path, model_id: str, dim: int) -> SavedIndex:
+def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIndex:
     manifest = _manifest_in(folder)
     version = manifest["version"]
     built_with = (manifest.get("embedding_model"), manifest.get("embedding_dim"))
@@ -397,8 +408,9 @@ def _load_folder(folder: Path, model_id: str, dim: int) -> SavedIndex:
     kinds = dict(ARRAYS)
     if config.chunk_similarity == "direct":
         kinds.update(OPTIONAL_ARRAYS)
-    if version == 1:
-        kinds.update(_V1_ONLY)
+    counts_saved = _saved_token_counts(folder, manifest, version)
+    if version == 1 or counts_saved:
+        kinds.update(TOKEN_ARRAYS)
     _check_checksums(folder, manifest, [f"{n}.npy" for n in kinds] + list(_JSON_FILES))
     counts: dict[str, int] = {}
     for key in ("chunks", "sentences", "terms"):
@@ -412,11 +424,23 @@ def _load_folder(folder: Path, model_id: str, dim: int) -> SavedIndex:
     terms = _read_terms(folder / "terms.json", counts["terms"], require_sorted=version > 1)
     stored = _stored_derived(folder, manifest, version)
     corpus = _read_arrays(folder, config, dim, ids, texts, metadata, terms, counts["sentences"],
-                          version)
+                          version, counts_saved, verify)
     if version == 1:  # older indexes kept insertion order: put them in canonical order
         corpus = sorted_by_id(with_sorted_terms(corpus))
     return SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config),
                       _read_graph(folder, manifest, stored, dim))
+
+
+def _saved_token_counts(folder: Path, manifest: dict[str, Any], version: int) -> bool:
+    """Whether the version holds token counts to read (version 3 saves that list both)."""
+    files = manifest.get("files")
+    if version < 3 or not isinstance(files, dict):
+        return False
+    listed = [f"{name}.npy" in files for name in TOKEN_ARRAYS]
+    if any(listed) and not all(listed):
+        raise CorruptIndexError(f"{folder}/manifest.json lists one of tokens.npy and "
+                                "unit_tokens.npy without the other")
+    return all(listed)
 
 
 def _stored_derived(folder: Path, manifest: dict[str, Any], version: int) -> set[str]:
@@ -657,7 +681,7 @@ def _read_vectors(file: Path, shape: tuple[int, int], version: int) -> np.ndarra
 
 def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[str],
                  texts: list[str], metadata: list[str], terms: list[str], n_sent: int,
-                 version: int) -> CorpusState:
+                 version: int, counts_saved: bool, verify: bool) -> CorpusState:
     n, n_terms = len(ids), len(terms)
 
     def path(name: str) -> Path:
@@ -715,16 +739,34 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
         n_units = len(unit_starts) if config.unit_tokens else n
         unit_vectors = _read_vectors(path("unit_vectors"), (n_units, dim), version)
 
-    # token counts are recounted from the texts, never read: no edit can break a budget
-    unit_tokens = (count_tokens_batch(unit_texts(texts, spans, offsets, unit_starts))
-                   if len(unit_starts) else np.zeros(0, dtype=np.int64))
+    def recount() -> tuple[np.ndarray, np.ndarray]:
+        units = (count_tokens_batch(unit_texts(texts, spans, offsets, unit_starts))
+                 if len(unit_starts) else np.zeros(0, dtype=np.int64))
+        return count_tokens_batch(texts), units
+
+    if counts_saved:
+        tokens = _read_npy(path("tokens"), np.int64, (n,))
+        unit_tokens = _read_npy(path("unit_tokens"), np.int64, (len(unit_starts),))
+        for name, read in (("tokens", tokens), ("unit_tokens", unit_tokens)):
+            _rule(path(name), bool(np.all(read > 0)),
+                  "token counts must be positive: every text has at least one token")
+        if verify:
+            for name, read, counted in zip(("tokens", "unit_tokens"), (tokens, unit_tokens),
+                                           recount(), strict=True):
+                wrong = np.flatnonzero(read != counted)
+                _rule(path(name), not len(wrong),
+                      f"{len(wrong)} counts differ from their texts' (the first at position "
+                      f"{int(wrong[0]) if len(wrong) else -1})")
+    else:
+        tokens, unit_tokens = recount()
     try:
         return CorpusState(
             ids=tuple(ids), texts=tuple(texts), metadata=tuple(metadata),
-            tokens=count_tokens_batch(texts),
+            tokens=tokens,
             sentence_offsets=offsets, sentence_spans=spans, sentence_vectors=vectors,
             terms=tuple(terms), sentence_terms=matrix,
             unit_starts=unit_starts, unit_tokens=unit_tokens, unit_vectors=unit_vectors,
+            tokens_read=counts_saved and not verify,
         )
     except ValueError as exc:  # every rule above should have caught it first
         raise CorruptIndexError(f"{folder}: {exc}") from exc

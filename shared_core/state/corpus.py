@@ -42,6 +42,10 @@ class CorpusState:
     changed through a dict handed to a caller. ``unit_starts`` is the first
     sentence of every retrieval unit (empty when units are whole chunks);
     ``unit_vectors`` is ``None`` unless units are embedded directly.
+    ``tokens_read`` says the token counts were read from a save rather than counted
+    from the texts here: retrieval then confirms a unit's count against its text
+    the first time it returns it (``DerivedGraph.unit_tokens_unconfirmed``), so
+    an edited count can never make a context overrun its budget unnoticed.
     """
 
     ids: tuple[str, ...]
@@ -56,6 +60,7 @@ class CorpusState:
     unit_starts: np.ndarray
     unit_tokens: np.ndarray
     unit_vectors: np.ndarray | None
+    tokens_read: bool = False
     position: Mapping[str, int] = field(init=False, repr=False)
     term_position: Mapping[str, int] = field(init=False, repr=False)
 
@@ -143,7 +148,7 @@ def replaced(state: CorpusState, **changes: Any) -> CorpusState:
     values = {name: getattr(state, name) for name in (
         "ids", "texts", "metadata", "tokens", "sentence_offsets", "sentence_spans",
         "sentence_vectors", "terms", "sentence_terms", "unit_starts", "unit_tokens",
-        "unit_vectors")}
+        "unit_vectors", "tokens_read")}
     values.update(changes)
     return CorpusState(**values)
 
@@ -204,6 +209,7 @@ def take(state: CorpusState, chunks: np.ndarray) -> CorpusState:
         unit_starts=np.asarray(unit_starts, dtype=np.int64),
         unit_tokens=np.asarray(unit_tokens, dtype=np.int64),
         unit_vectors=unit_vectors,
+        tokens_read=state.tokens_read,
     )
 
 
@@ -257,6 +263,7 @@ def merge_many(states: Sequence[CorpusState]) -> CorpusState:
                                                                              strict=False)]),
         unit_tokens=np.concatenate([s.unit_tokens for s in parts]),
         unit_vectors=unit_vectors,
+        tokens_read=any(s.tokens_read for s in parts),
     )
     return sorted_by_id(joined)
 

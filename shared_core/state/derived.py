@@ -47,6 +47,12 @@ class DerivedGraph:
     ``pairs`` holds every concept pair passing theta_co (``edges`` are those whose
     cosine passed too), so that a refresh updates counts instead of recounting;
     None for a graph loaded from a save that kept only the edges.
+
+    ``unit_tokens_unconfirmed`` marks the units whose token counts were read from
+    a save and not yet recounted from their texts (None when every count was
+    counted here); retrieval clears a unit's mark the first time it returns it.
+    It is the one array of a graph that changes after publication: a race
+    between readers only repeats a count.
     """
 
     concepts: tuple[str, ...]
@@ -74,6 +80,7 @@ class DerivedGraph:
     ann: VectorIndex | None = None
     ann_rows: np.ndarray | None = None
     ann_row_unit: np.ndarray | None = None
+    unit_tokens_unconfirmed: np.ndarray | None = None
 
 
 def segment_means(offsets: np.ndarray, sentence_vectors: np.ndarray,
@@ -233,6 +240,8 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         ann_rows=None if search is None else search.rows,
         ann_row_unit=None if search is None else _row_units(
             search.rows, None if unit_vectors is not None else unit_offsets),
+        unit_tokens_unconfirmed=np.ones(len(unit_tokens), dtype=bool)
+        if corpus.tokens_read else None,
     )
 
 

@@ -17,6 +17,7 @@ from shared_core.store import (
     DERIVED_ARRAYS,
     GRAPH_ARRAYS,
     POINTER,
+    TOKEN_ARRAYS,
     CorruptIndexError,
     index_folder,
     read_manifest,
@@ -218,7 +219,7 @@ def test_saving_over_an_index_replaces_it(saved: Path) -> None:
 def test_files_hold_no_pickle(saved: Path, version: Path) -> None:
     assert {p.name for p in saved.iterdir()} == {POINTER, ".lock", version.name}
     names = {p.name for p in version.iterdir()}
-    written = {**ARRAYS, **GRAPH_ARRAYS, **DERIVED_ARRAYS}
+    written = {**ARRAYS, **TOKEN_ARRAYS, **GRAPH_ARRAYS, **DERIVED_ARRAYS}
     assert names == {f"{n}.npy" for n in written} | {
         "chunks.json", "terms.json", "manifest.json"}
     for name, (dtype, ndim) in written.items():

@@ -74,7 +74,15 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
     # pair of concepts that share chunks also loads: pairs' counts are not recounted on
     # load (that is the cost a saved graph avoids; state/saved.py). So does a concept
     # vector, decision or margin replaced by another that obeys the rules: their values
-    # rest on the checksum too, and ``verify=True`` refuses them (test_saved.py)
+    # rest on the checksum too, and ``verify=True`` refuses them (test_saved.py).
+    # Saved token counts are read too: a retrieval unit's wrong count is refused the
+    # first time a query returns that unit (here the first query does), and whole
+    # chunks' counts, where units are sentence runs, only weigh selection's cost
+    refused = {(o.file, o.mutation) for o in outcomes if o.outcome == "refused at use"}
+    counts = "unit_tokens.npy" if config.unit_tokens else "tokens.npy"
+    assert refused == {(counts, "duplicate entries")}
+    assert all("load it with verify=True" in o.detail for o in outcomes
+               if o.outcome == "refused at use")
     loaded = {(o.file, o.mutation) for o in outcomes if o.outcome == "loaded"}
     assert loaded <= {("sentence_embeddings.npy", "duplicate entries"),
                       ("sentence_terms_data.npy", "duplicate entries"),
@@ -85,7 +93,8 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
                       ("concept_vectors.npy", "duplicate entries"),
                       ("graph_pair_edge.npy", "duplicate entries"),
                       ("graph_pair_edge.npy", "negative values"),
-                      ("graph_pair_margin.npy", "duplicate entries")}
+                      ("graph_pair_margin.npy", "duplicate entries"),
+                      ("tokens.npy", "duplicate entries")}
 
 
 def test_repeated_terms_no_longer_crash_the_process(tmp_path: Path) -> None:
