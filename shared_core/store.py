@@ -67,6 +67,7 @@ import scipy.sparse as sp
 
 from .config import ConceptGraphConfig
 from .embeddings.base import UNIT_NORM_TOLERANCE, finite_row_norms, same_model
+from .embeddings.models import BF16_SUFFIX
 from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswVectorIndex
@@ -403,6 +404,7 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
             f"{folder} was built with embedding model {manifest.get('embedding_model')!r} "
             f"(dim {manifest.get('embedding_dim')}), but the embedder given is "
             f"{model_id!r} (dim {dim}); query vectors would not be comparable"
+            + _precision_hint(built_with[0], model_id)
         )
     config = _read_config(folder, manifest)
     kinds = dict(ARRAYS)
@@ -429,6 +431,16 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
         corpus = sorted_by_id(with_sorted_terms(corpus))
     return SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config),
                       _read_graph(folder, manifest, stored, dim))
+
+
+def _precision_hint(recorded: str, given: str) -> str:
+    """What to pass when an index was built with the same model at another precision
+    (``precision="auto"`` picks bf16 only where the hardware has it)."""
+    if recorded == given or recorded.removesuffix(BF16_SUFFIX) != given.removesuffix(BF16_SUFFIX):
+        return ""
+    wanted = "bf16" if recorded.endswith(BF16_SUFFIX) else "fp32"
+    return (f". It is the same model at another precision: load it with "
+            f"minilm_embedder(precision={wanted!r}) (or your embedder's equivalent)")
 
 
 def _saved_token_counts(folder: Path, manifest: dict[str, Any], version: int) -> bool:

@@ -191,8 +191,11 @@ class CachedEmbedder:
 
 def resolve_embedder(name: str, cache_path: str | Path | None = None) -> CachedEmbedder:
     """An embedder by CLI name (``minilm``, ``openai``, ``hashing``) with the persistent cache."""
-    ids = {"minilm": MINILM_MODEL_ID, "hashing": HashingEmbedder().model_id,
+    ids = {"hashing": HashingEmbedder().model_id,
            "openai": f"openai/{OPENAI_DEFAULT_MODEL}@{_OPENAI_DIMS[OPENAI_DEFAULT_MODEL]}"}
+    if name == "minilm":  # the default precision: bf16 where the hardware has it
+        return CachedEmbedder(minilm_embedder(), EmbeddingCache(cache_path or
+                                                                 default_cache_path()))
     if name not in ids:
         raise ValueError(f"unknown embedder {name!r}; choose minilm, openai or hashing")
     return embedder_for_model_id(ids[name], cache_path)
@@ -202,7 +205,7 @@ def embedder_for_model_id(model_id: str, cache_path: str | Path | None = None) -
     """Recreate the embedder an index was built with, from the model id it recorded."""
     inner: Embedder
     if model_id == MINILM_MODEL_ID:
-        inner = minilm_embedder()
+        inner = minilm_embedder(precision="fp32")
     elif model_id == MINILM_MODEL_ID + BF16_SUFFIX:
         inner = minilm_embedder(precision="bf16")
     elif model_id.startswith("hashing-bow-"):

@@ -12,6 +12,7 @@ from llama_index.core.schema import TextNode
 from llama_index_conceptgraph import ConceptGraphRetriever, CoreChunkSelector, CoreEmbedding
 from shared_core import HashingEmbedder
 from shared_core.embeddings import MINILM_MODEL_ID
+from shared_core.embeddings.models import BF16_SUFFIX, resolve_precision
 
 NODES = [
     ("bio", "Photosynthesis turns sunlight into chemical energy in plant leaves."),
@@ -34,7 +35,10 @@ def nothing_set(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_defaults_to_offline_minilm_loaded_once(nothing_set: None, tmp_path: Path) -> None:
     retriever = ConceptGraphRetriever.from_defaults(nodes=nodes())
     embedder = retriever.index.embedder
-    assert (embedder.model_id, embedder.dim) == (MINILM_MODEL_ID, 384)
+    # MiniLM at the default precision: bf16 where this CPU computes it natively
+    assert embedder.model_id.removesuffix(BF16_SUFFIX) == MINILM_MODEL_ID
+    assert embedder.model_id.endswith(BF16_SUFFIX) == (resolve_precision("auto", "cpu") == "bf16")
+    assert embedder.dim == 384
     # no content word in common with "Jupiter is the largest planet in the solar system":
     # only a semantic model puts astro first
     top = retriever.retrieve("Which gas giant is the biggest world circling the Sun?")[0]

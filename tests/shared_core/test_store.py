@@ -114,6 +114,28 @@ def test_loading_with_another_embedder_raises(saved: Path, embedder: object) -> 
         ConceptGraphIndex.load(str(saved), embedder)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("built", "given", "wanted"), [
+    ("sentence-transformers/all-MiniLM-L6-v2@bf16", "sentence-transformers/all-MiniLM-L6-v2",
+     "bf16"),
+    ("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2@bf16",
+     "fp32")])
+def test_an_index_built_at_another_precision_says_which_to_load_it_with(
+        tmp_path: Path, built: str, given: str, wanted: str) -> None:
+    # precision="auto" embeds in bf16 only where the CPU computes it natively, so an index
+    # built on one machine can meet the other precision on another
+    def vectors(texts: list[str]) -> np.ndarray:
+        return HashingEmbedder(DIM).embed(texts)
+
+    ConceptGraphIndex.from_texts(TEXTS, embedder=FunctionEmbedder(vectors, built, DIM),
+                                 config=CFG).save(str(tmp_path / "idx"))
+    with pytest.raises(ValueError, match=rf"another precision: load it with "
+                                         rf"minilm_embedder\(precision='{wanted}'\)"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), FunctionEmbedder(vectors, given, DIM))
+    other = FunctionEmbedder(vectors, "some-other-model", DIM)
+    with pytest.raises(ValueError, match=r"would not be comparable$"):  # no hint there
+        ConceptGraphIndex.load(str(tmp_path / "idx"), other)
+
+
 def test_missing_manifest(saved: Path, version: Path) -> None:
     (version / "manifest.json").unlink()
     with pytest.raises(CorruptIndexError, match=r"is missing manifest\.json"):

@@ -466,7 +466,7 @@ def test_minilm_offline_model() -> None:
     from shared_core.embeddings import MINILM_MODEL_ID, minilm_embedder
     from shared_core.index import ConceptGraphIndex
 
-    emb = minilm_embedder()
+    emb = minilm_embedder(precision="fp32")
     assert emb.dim == 384 and emb.model_id == MINILM_MODEL_ID
     vecs = emb.embed([
         "The cat is sleeping on the sofa.",
@@ -531,9 +531,15 @@ def test_bf16_minilm_is_within_cosine_0_9999_of_fp32_and_has_its_own_id() -> Non
     sentences = ["Ada Lovelace wrote the first computer program.",
                  "The analytical engine was designed by Charles Babbage.",
                  "東京は日本の首都です。", "Grace Hopper wrote the first compiler in 1952."]
-    fp32 = minilm_embedder(device="cpu")
+    from shared_core.embeddings.models import resolve_precision
+
+    fp32 = minilm_embedder(device="cpu", precision="fp32")
     bf16 = minilm_embedder(device="cpu", precision="bf16")
     assert fp32.model_id == MINILM_MODEL_ID and bf16.model_id == MINILM_MODEL_ID + "@bf16"
+    # the default is "auto": bf16 where this CPU computes it natively, else fp32
+    default = minilm_embedder(device="cpu")
+    assert default.precision == resolve_precision("auto", "cpu")
+    assert default.model_id == (bf16 if default.precision == "bf16" else fp32).model_id
     a, b = fp32.embed(sentences), bf16.embed(sentences)
     cosines = (a * b).sum(axis=1)
     assert cosines.min() >= 0.9999 and not np.array_equal(a, b)  # close, and really bf16
