@@ -26,7 +26,7 @@ from .config import KNOB_GROUPS, CjkSegmenter, ConceptGraphConfig, SelectBy
 from .embeddings.base import Embedder, check_texts, embed_query
 from .fusion import ContextItem
 from .search.ann import HnswVectorIndex
-from .search.candidates import CandidateSimilarity, UnitSimilarity
+from .search.candidates import CandidateSimilarity, GatheredUnits, UnitSimilarity
 from .search.fused import fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
 from .search.vector_index import scan_scores
@@ -856,7 +856,8 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             _all_unit_similarity(corpus, graph, q) if graph.ann is None
             else CandidateSimilarity(graph.ann, graph.ann_row_unit,
                                      _unit_scorer(corpus, graph, q), q,
-                                     len(graph.unit_tokens)))
+                                     len(graph.unit_tokens),
+                                     _unit_scorer(corpus, graph, q, graph.gathered_units)))
         hits, trace = fused_search(
             graph.vectors @ q,
             graph.unit_links_csr,
@@ -965,20 +966,29 @@ def _unit(corpus: CorpusState, graph: DerivedGraph, pos: int) -> Chunk:
                  {**corpus.metadata_of(parent), "parent_chunk_id": chunk_id, "unit": k})
 
 
-def _unit_scorer(corpus: CorpusState, graph: DerivedGraph,
-                 q: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """cos(query, unit) for given unit positions only: their best sentence, or their vector."""
+def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
+                 kept: GatheredUnits | None = None) -> Callable[[np.ndarray], np.ndarray]:
+    """cos(query, unit) for given unit positions only: their best sentence, or their vector.
+
+    ``kept`` holds the rows of unit sets scored before, gathered: a set asked for
+    again (the rank sample, the same units for every query) is not gathered again.
+    """
     unit_vectors, offsets = graph.unit_vectors, graph.unit_offsets
     sentences = corpus.sentence_vectors
 
-    def score(units: np.ndarray) -> np.ndarray:
+    def gathered(units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if unit_vectors is not None:
-            return scan_scores(unit_vectors[units], q)
-        if not len(units):
-            return np.zeros(0, dtype=np.float32)
+            return unit_vectors[units], np.arange(len(units))
         rows = concatenated_ranges(offsets[units], offsets[units + 1])
         first = np.concatenate([[0], np.cumsum(offsets[units + 1] - offsets[units])[:-1]])
-        return np.maximum.reduceat(scan_scores(sentences[rows], q), first)
+        return sentences[rows], first
+
+    def score(units: np.ndarray) -> np.ndarray:
+        if not len(units):
+            return np.zeros(0, dtype=np.float32)
+        rows, first = gathered(units) if kept is None else kept.rows(units, gathered)
+        scores = scan_scores(rows, q)
+        return scores if unit_vectors is not None else np.maximum.reduceat(scores, first)
 
     return score
 

@@ -12,6 +12,8 @@ to rank below every unit returned, and the sample says how far below.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,6 +25,41 @@ from .vector_index import VectorIndex, top_k_indices
 
 RANK_SAMPLE = 1024  # units scored per query to estimate ranks beyond the candidates
 ROWS_PER_UNIT_SEARCHED = 2  # rows asked of the vector index per unit wanted (max mode)
+
+
+# a unit set's rows (vectors, or its units' sentences) and each unit's first row in them
+Gathered = tuple[np.ndarray, np.ndarray]
+
+
+class GatheredUnits:
+    """The gathered rows of unit sets that every query scores again (the rank sample).
+
+    One per graph state, shared by its readers. Gathering a thousand units' sentence
+    rows from the stored vectors costs as much as scoring them, so a set asked for
+    again is served from the copy kept here. At most ``limit`` sets are kept (the
+    rank sample's size changes only with the number of candidates found).
+    """
+
+    def __init__(self, limit: int = 2) -> None:
+        self._limit = limit
+        self._sets: dict[int, tuple[np.ndarray, Gathered]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def rows(self, units: np.ndarray, gather: Callable[[np.ndarray], Gathered]) -> Gathered:
+        """``gather(units)``, from the kept copy when these units were gathered before."""
+        found = self._sets.get(len(units))
+        if found is not None and np.array_equal(found[0], units):
+            return found[1]
+        rows, first = gather(units)
+        kept = (np.array(units), (np.ascontiguousarray(rows), first))
+        with self._lock:
+            if len(self._sets) >= self._limit:
+                self._sets.clear()
+            self._sets[len(units)] = kept
+        return kept[1]
 
 
 def count_better(rest_units: np.ndarray, rest_scores: np.ndarray, units: np.ndarray,
@@ -167,6 +204,9 @@ class CandidateSimilarity:
     scorer: ChunkScorer  # cos(query, unit) of given unit positions, exactly
     query: np.ndarray
     n_units: int
+    # the same cosines for the rank sample, which is the same units for every query:
+    # a scorer that keeps their rows gathered (None: ``scorer``)
+    sample_scorer: ChunkScorer | None = None
 
     def top(self, k: int | None) -> tuple[np.ndarray, np.ndarray]:
         want = self.n_units if k is None else min(k, self.n_units)
@@ -185,6 +225,7 @@ class CandidateSimilarity:
                     top_units: np.ndarray) -> np.ndarray:
         rest_total = self.n_units - len(top_units)
         everyone = spread_sample(np.arange(self.n_units), RANK_SAMPLE + len(top_units))
-        sample = np.setdiff1d(everyone, top_units)
-        return ranks_beyond(len(top_units), rest_total, sample, self.scorer(sample),
+        outside = ~np.isin(everyone, top_units)  # everyone is sorted and distinct
+        scored = (self.sample_scorer or self.scorer)(everyone)
+        return ranks_beyond(len(top_units), rest_total, everyone[outside], scored[outside],
                             units, scores)

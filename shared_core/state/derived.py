@@ -9,7 +9,7 @@ state it comes from, so readers can hold one while a writer builds the next.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,6 +28,7 @@ from ..graph.edges import (
 )
 from ..graph.pagerank import pagerank
 from ..search.bm25 import BM25Scorer
+from ..search.candidates import GatheredUnits
 from ..search.fused import inverse_document_frequency
 from ..search.vector_index import VectorIndex
 from ..search.walk import WalkGraph
@@ -48,7 +49,9 @@ class DerivedGraph:
     cosine passed too), so that a refresh updates counts instead of recounting;
     None for a graph loaded from a save that kept only the edges.
 
-    ``unit_tokens_unconfirmed`` marks the units whose token counts were read from
+    ``gathered_units`` keeps the rows of unit sets every query scores (the rank
+    sample), like ``unit_tokens_unconfirmed`` below a cache that changes after
+    publication. ``unit_tokens_unconfirmed`` marks the units whose token counts were read from
     a save and not yet recounted from their texts (None when every count was
     counted here); retrieval clears a unit's mark the first time it returns it.
     It is the one array of a graph that changes after publication: a race
@@ -81,6 +84,7 @@ class DerivedGraph:
     ann_rows: np.ndarray | None = None
     ann_row_unit: np.ndarray | None = None
     unit_tokens_unconfirmed: np.ndarray | None = None
+    gathered_units: GatheredUnits = field(default_factory=GatheredUnits, repr=False)
 
 
 def segment_means(offsets: np.ndarray, sentence_vectors: np.ndarray,

@@ -10,6 +10,7 @@ import pytest
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.search.ann import FILE_NAME, ROWS_FILE_NAME, HnswVectorIndex
+from shared_core.search.candidates import GatheredUnits
 from shared_core.state import derived
 from shared_core.store import CorruptIndexError, index_folder
 from tests.shared_core.test_store import TEXTS
@@ -213,3 +214,19 @@ def test_a_loaded_hnsw_index_is_copied_before_rows_are_appended(tmp_path: Path) 
                                          embedder=HashingEmbedder(DIM),
                                          config=ConceptGraphConfig(vector_index="hnsw"))
     assert contexts(loaded) == contexts(fresh)
+
+
+def test_the_rank_sample_is_gathered_once_per_graph_and_ranks_as_gathered_afresh(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # ten sentence units, two candidates per view: some rank beyond the candidates
+    index = build(vector_index="hnsw", candidates=2, unit_tokens=12)
+    kept = index.state.graph.gathered_units
+    assert len(kept) == 0
+    first = contexts(index)
+    assert len(kept) == 1  # the rank sample's rows, kept for the next queries
+    assert contexts(index) == first
+    monkeypatch.setattr(GatheredUnits, "rows", lambda self, units, gather: gather(units))
+    assert contexts(index) == first  # gathering every time ranks the same
+    monkeypatch.undo()
+    index.add(["Konrad Zuse built the Z3 computer in Berlin."], ids=["z3"])
+    assert len(index.state.graph.gathered_units) == 0  # a new state gathers its own

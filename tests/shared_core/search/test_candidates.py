@@ -9,7 +9,13 @@ import scipy.sparse as sp
 from shared_core.search import fused_search
 from shared_core.search import vector_index as vector_index_module
 from shared_core.search.ann import HnswVectorIndex
-from shared_core.search.candidates import CandidateSimilarity, PositiveView, ScannedSimilarity
+from shared_core.search.candidates import (
+    RANK_SAMPLE,
+    CandidateSimilarity,
+    GatheredUnits,
+    PositiveView,
+    ScannedSimilarity,
+)
 from shared_core.search.vector_index import ExactVectorIndex, VectorIndex, scan_scores
 
 
@@ -79,6 +85,38 @@ def test_ranks_below_the_candidates_are_estimated_from_a_sample() -> None:
     np.testing.assert_allclose(estimated, [151, 2501, 5000], atol=50)  # within 1 % of N
     exact = ScannedSimilarity(sims).ranks_below(units, sims[units], top)
     assert exact.tolist() == [151, 2501, 5000]
+
+
+def test_the_rank_sample_is_gathered_once_and_ranks_as_when_gathered_afresh() -> None:
+    vectors = unit_rows(3000, 8, seed=0)
+    q = vectors[7]
+    gathered: list[int] = []
+
+    def gather(units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        gathered.append(len(units))
+        return vectors[units], np.arange(len(units))
+
+    kept = GatheredUnits()
+
+    def kept_scorer(units: np.ndarray) -> np.ndarray:
+        rows, _ = kept.rows(units, gather)
+        return np.asarray(rows @ q, dtype=np.float32)
+
+    def scorer(units: np.ndarray) -> np.ndarray:
+        return np.asarray(vectors[units] @ q, dtype=np.float32)
+
+    plain = CandidateSimilarity(ExactVectorIndex(vectors), None, scorer, q, 3000)
+    cached = CandidateSimilarity(ExactVectorIndex(vectors), None, scorer, q, 3000, kept_scorer)
+    top, _ = plain.top(100)
+    below = np.setdiff1d(np.arange(0, 3000, 7), top)
+    want = plain.ranks_below(below, scorer(below), top)
+    for _ in range(3):  # the sample is gathered on the first query only
+        np.testing.assert_array_equal(cached.ranks_below(below, scorer(below), top), want)
+    assert gathered == [RANK_SAMPLE + 100] and len(kept) == 1
+    other = np.arange(50)  # another set is gathered, and the kept sets stay bounded
+    kept.rows(other, gather)
+    kept.rows(other[:-1], gather)
+    assert gathered[1:] == [50, 49] and len(kept) <= 2
 
 
 def test_a_sparse_view_ranks_ties_by_unit_and_scores_nothing_at_zero() -> None:
