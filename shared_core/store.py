@@ -114,7 +114,6 @@ _V2_VECTOR_DTYPE = np.float32  # what versions 1 and 2 stored embeddings as
 # (confirmed against the texts as retrieval returns them; ``verify`` recounts all),
 # checksummed but recounted in version 1, absent in version 2
 TOKEN_ARRAYS = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
-_V1_ONLY = TOKEN_ARRAYS
 _JSON_FILES = ("chunks.json", "terms.json")
 
 try:  # POSIX advisory locks; elsewhere saves to one path are not serialised
@@ -300,7 +299,7 @@ def _is_ours(entry: Path) -> bool:
 
 
 def _v1_file_names() -> set[str]:
-    names = {f"{n}.npy" for n in {**ARRAYS, **OPTIONAL_ARRAYS, **_V1_ONLY}}
+    names = {f"{n}.npy" for n in {**ARRAYS, **OPTIONAL_ARRAYS, **TOKEN_ARRAYS}}
     return names | set(_JSON_FILES) | {"manifest.json"}
 
 
@@ -443,11 +442,15 @@ def _precision_hint(recorded: str, given: str) -> str:
             f"minilm_embedder(precision={wanted!r}) (or your embedder's equivalent)")
 
 
+def _optional_files(manifest: dict[str, Any], version: int) -> dict[str, Any]:
+    """The files a version-3 manifest lists, where optional ones are looked up ({} before)."""
+    files = manifest.get("files")
+    return files if version >= 3 and isinstance(files, dict) else {}
+
+
 def _saved_token_counts(folder: Path, manifest: dict[str, Any], version: int) -> bool:
     """Whether the version holds token counts to read (version 3 saves that list both)."""
-    files = manifest.get("files")
-    if version < 3 or not isinstance(files, dict):
-        return False
+    files = _optional_files(manifest, version)
     listed = [f"{name}.npy" in files for name in TOKEN_ARRAYS]
     if any(listed) and not all(listed):
         raise CorruptIndexError(f"{folder}/manifest.json lists one of tokens.npy and "
@@ -457,9 +460,7 @@ def _saved_token_counts(folder: Path, manifest: dict[str, Any], version: int) ->
 
 def _stored_derived(folder: Path, manifest: dict[str, Any], version: int) -> set[str]:
     """Which of ``DERIVED_ARRAYS`` the version holds, their checksums checked."""
-    files = manifest.get("files")
-    if version < 3 or not isinstance(files, dict):
-        return set()
+    files = _optional_files(manifest, version)
     names = {name for name in DERIVED_ARRAYS if f"{name}.npy" in files}
     if len(names & {"graph_pair_edge", "graph_pair_margin"}) == 1:
         raise CorruptIndexError(f"{folder}/manifest.json lists one of graph_pair_edge.npy "

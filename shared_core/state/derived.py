@@ -49,13 +49,12 @@ class DerivedGraph:
     cosine passed too), so that a refresh updates counts instead of recounting;
     None for a graph loaded from a save that kept only the edges.
 
-    ``gathered_units`` keeps the rows of unit sets every query scores (the rank
-    sample), like ``unit_tokens_unconfirmed`` below a cache that changes after
-    publication. ``unit_tokens_unconfirmed`` marks the units whose token counts were read from
-    a save and not yet recounted from their texts (None when every count was
-    counted here); retrieval clears a unit's mark the first time it returns it.
-    It is the one array of a graph that changes after publication: a race
-    between readers only repeats a count.
+    Two fields are caches that change after publication; a race between readers
+    only repeats their work. ``unit_tokens_unconfirmed`` marks the units whose
+    token counts were read from a save and not yet recounted from their texts
+    (None when every count was counted here); retrieval clears a unit's mark the
+    first time it returns it. ``gathered_units`` keeps the rows of the unit sets
+    every query scores (the rank sample).
     """
 
     concepts: tuple[str, ...]

@@ -13,15 +13,9 @@ from benchmarks.faults import rehash
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.store import CorruptIndexError, index_folder
 from shared_core.text.tokens import count_tokens
+from tests.shared_core.test_store import TEXTS
 
 DIM = 64
-TEXTS = [
-    "Ada Lovelace wrote the first computer program. She worked with Charles Babbage.",
-    "Charles Babbage designed the analytical engine. The engine was mechanical.",
-    "The analytical engine could run a program. Programs used punched cards.",
-    "Punched cards came from the Jacquard loom. The loom wove silk patterns.",
-    "Grace Hopper wrote the first compiler. The compiler translated programs.",
-]
 IDS = [f"t{i}" for i in range(len(TEXTS))]
 QUERY = "Who wrote the first compiler?"
 CONFIGS = {"chunks": {}, "units": {"unit_tokens": 12}}
