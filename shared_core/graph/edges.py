@@ -33,6 +33,10 @@ SLACK_ROUNDOFFS_PER_DIM = 8
 MASK_BITS = 52
 # Pairs whose cosine decisions :func:`rechecked` takes at a time (temporaries of 8 MB).
 RECHECK_BLOCK = 1 << 20
+# Chunk-concept products :func:`strong_pairs` lets one block of co-occurrence rows cost
+# (an upper bound of that block's entries): 2^24 bounds its temporaries near 200 MB,
+# where the whole matrix at once peaked at 4.2 GB for 100 K passages (RESULTS.md, Scale).
+COOCCURRENCE_BLOCK = 1 << 24
 
 
 def concept_vectors(
@@ -142,14 +146,50 @@ def strong_pairs_of(source: np.ndarray, target: np.ndarray, count: np.ndarray,
 
 
 def strong_pairs(chunk_links: sp.csr_matrix, vectors: np.ndarray, theta_co: int,
-                 theta_sem: float) -> StrongPairs:
-    """Every pair of concepts sharing at least ``theta_co`` chunks, with its cosine decision."""
-    co = cooccurrence(chunk_links)
-    co.sort_indices()  # then the upper triangle comes out in (source, target) order
-    upper = sp.triu(co, k=1).tocoo()
-    strong = upper.data >= theta_co
-    return strong_pairs_of(upper.row[strong], upper.col[strong], upper.data[strong], vectors,
-                           theta_sem)
+                 theta_sem: float, block: int = COOCCURRENCE_BLOCK) -> StrongPairs:
+    """Every pair of concepts sharing at least ``theta_co`` chunks, with its cosine decision.
+
+    Co-occurrence rows are taken a block of concepts at a time, each block costing
+    at most ``block`` chunk-concept products, so only the pairs that pass are ever
+    held whole: most co-occurring pairs share a single chunk.
+    """
+    source, target, count = strong_cooccurrence(chunk_links, theta_co, block)
+    return strong_pairs_of(source, target, count, vectors, theta_sem)
+
+
+def strong_cooccurrence(chunk_links: sp.csr_matrix, theta_co: int,
+                        block: int = COOCCURRENCE_BLOCK) -> tuple[np.ndarray, ...]:
+    """(source, target, Co) of the pairs source < target with Co >= ``theta_co``, in order."""
+    links = presence(chunk_links)
+    by_concept = links.T.tocsr()  # (concepts x chunks): a block of its rows is a block of concepts
+    # row i of the product costs the chunk degrees of concept i's chunks
+    cost = by_concept @ np.diff(links.indptr).astype(np.int64)
+    bounds = _blocks(cost, block)
+    parts: list[tuple[np.ndarray, ...]] = []
+    for low, high in zip(bounds[:-1], bounds[1:], strict=True):
+        co = sp.csr_matrix(by_concept[low:high] @ links)
+        co.sort_indices()  # then each row's targets come out ascending
+        rows = np.repeat(np.arange(low, high, dtype=np.int64), np.diff(co.indptr))
+        keep = (co.indices > rows) & (co.data >= theta_co)
+        parts.append((rows[keep], co.indices[keep].astype(np.int64), co.data[keep]))
+    if not parts:
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(3))
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+
+
+def _blocks(cost: np.ndarray, budget: int) -> np.ndarray:
+    """Boundaries splitting rows into runs whose summed ``cost`` stays within ``budget``.
+
+    A single row costing more than the budget is a run of its own.
+    """
+    bounds = [0]
+    total = np.cumsum(cost)
+    while bounds[-1] < len(cost):
+        start = bounds[-1]
+        spent = total[start - 1] if start else 0
+        end = int(np.searchsorted(total, spent + budget, side="right"))
+        bounds.append(max(end, start + 1))
+    return np.asarray(bounds, dtype=np.int64)
 
 
 def concept_edges(

@@ -31,6 +31,7 @@ from shared_core.graph.edges import (
     pair_counts,
     recertified,
     rechecked,
+    strong_cooccurrence,
     strong_pairs,
     strong_pairs_of,
 )
@@ -124,6 +125,31 @@ def test_strong_pairs_keep_every_pair_passing_theta_co_with_its_decision() -> No
     assert list(zip(edges.source.tolist(), edges.target.tolist(), strict=True)) == [
         (A, D), (B, C)]
     np.testing.assert_allclose(edges.dice, [DICE[(A, D)], DICE[(B, C)]], rtol=1e-12)
+
+
+@pytest.mark.parametrize("block", [1, 2, 5, 1 << 24])
+def test_strong_pairs_in_blocks_of_any_cost_are_the_whole_matrix_pairs(block: int) -> None:
+    """A block budget of 1 product makes every concept a block of its own; the pairs,
+    counts and order stay those of the hand counts (Co >= 2: AB 3, AC 3, AD 2, BC 2)."""
+    source, target, count = strong_cooccurrence(LINKS, 2, block)
+    assert list(zip(source.tolist(), target.tolist(), count.tolist(), strict=True)) == [
+        (A, B, 3), (A, C, 3), (A, D, 2), (B, C, 2)]
+    pairs = strong_pairs(LINKS, VECTORS, 2, 0.6, block)
+    assert pairs.edge.tolist() == [False, False, True, True]
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1, 400), st.integers(1, 3))
+@settings(max_examples=40, deadline=None)
+def test_strong_cooccurrence_equals_the_dense_count(seed: int, block: int, theta: int) -> None:
+    rng = np.random.default_rng(seed)
+    dense = rng.random((25, 18)) < 0.3
+    links = sp.csr_matrix(dense.astype(np.float32))
+    co = dense.astype(np.int64).T @ dense.astype(np.int64)
+    want_src, want_dst = np.nonzero(np.triu(co, k=1) >= theta)  # row-major: (source, target) order
+    source, target, count = strong_cooccurrence(links, theta, block)
+    np.testing.assert_array_equal(source, want_src)
+    np.testing.assert_array_equal(target, want_dst)
+    np.testing.assert_array_equal(count, co[want_src, want_dst])
 
 
 def test_pair_counts_count_only_the_pairs_asked_for() -> None:
