@@ -53,11 +53,13 @@ import contextlib
 import hashlib
 import itertools
 import json
+import mmap
 import os
 import re
 import secrets
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -322,10 +324,13 @@ def _current_version(root: Path) -> str | None:
 
 
 def _sha256(path: Path) -> str:
+    """The file's SHA-256, taken from a read-only mapping in one update: hashlib holds no
+    GIL while it runs, so other threads go on meanwhile (:class:`_FileDigests`)."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
+        if os.fstat(fh.fileno()).st_size:
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                digest.update(mapped)
     return digest.hexdigest()
 
 
@@ -412,7 +417,6 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
     counts_saved = _saved_token_counts(folder, manifest, version)
     if version == 1 or counts_saved:
         kinds.update(TOKEN_ARRAYS)
-    _check_checksums(folder, manifest, [f"{n}.npy" for n in kinds] + list(_JSON_FILES))
     counts: dict[str, int] = {}
     for key in ("chunks", "sentences", "terms"):
         value = manifest.get(key)
@@ -420,16 +424,20 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
             raise CorruptIndexError(f"{folder}/manifest.json: '{key}' must be a count, "
                                     f"got {value!r}")
         counts[key] = value
-    ids, texts, metadata = _read_chunks(folder / "chunks.json", counts["chunks"],
-                                        require_sorted=version > 1)
-    terms = _read_terms(folder / "terms.json", counts["terms"], require_sorted=version > 1)
-    stored = _stored_derived(folder, manifest, version)
-    corpus = _read_arrays(folder, config, dim, ids, texts, metadata, terms, counts["sentences"],
-                          version, counts_saved, verify)
-    if version == 1:  # older indexes kept insertion order: put them in canonical order
-        corpus = sorted_by_id(with_sorted_terms(corpus))
-    return SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config),
-                      _read_graph(folder, manifest, stored, dim))
+    with _FileDigests(folder, manifest, first=_JSON_FILES) as digests:
+        digests.check(list(_JSON_FILES))
+        # the arrays' digests are taken on the other core while the JSON is parsed
+        ids, texts, metadata = _read_chunks(folder / "chunks.json", counts["chunks"],
+                                            require_sorted=version > 1)
+        terms = _read_terms(folder / "terms.json", counts["terms"], require_sorted=version > 1)
+        digests.check([f"{n}.npy" for n in kinds])
+        stored = _stored_derived(folder, manifest, version, digests)
+        corpus = _read_arrays(folder, config, dim, ids, texts, metadata, terms,
+                              counts["sentences"], version, counts_saved, verify)
+        if version == 1:  # older indexes kept insertion order: put them in canonical order
+            corpus = sorted_by_id(with_sorted_terms(corpus))
+        return SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config, digests),
+                          _read_graph(folder, manifest, stored, dim, digests))
 
 
 def _precision_hint(recorded: str, given: str) -> str:
@@ -458,14 +466,15 @@ def _saved_token_counts(folder: Path, manifest: dict[str, Any], version: int) ->
     return all(listed)
 
 
-def _stored_derived(folder: Path, manifest: dict[str, Any], version: int) -> set[str]:
+def _stored_derived(folder: Path, manifest: dict[str, Any], version: int,
+                    digests: _FileDigests) -> set[str]:
     """Which of ``DERIVED_ARRAYS`` the version holds, their checksums checked."""
     files = _optional_files(manifest, version)
     names = {name for name in DERIVED_ARRAYS if f"{name}.npy" in files}
     if len(names & {"graph_pair_edge", "graph_pair_margin"}) == 1:
         raise CorruptIndexError(f"{folder}/manifest.json lists one of graph_pair_edge.npy "
                                 "and graph_pair_margin.npy without the other")
-    _check_checksums(folder, manifest, [f"{name}.npy" for name in sorted(names)])
+    digests.check([f"{name}.npy" for name in sorted(names)])
     return names
 
 
@@ -475,7 +484,7 @@ def _graph_files(strong: bool) -> list[str]:
 
 
 def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
-                dim: int) -> SavedGraph | None:
+                dim: int, digests: _FileDigests) -> SavedGraph | None:
     """The saved pairs (or, in older saves, edges) and PageRank, and what of the rest
     of the graph the save holds, shapes checked; their content is checked on restore."""
     entry = manifest.get("graph")
@@ -491,7 +500,7 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
                                 f"{{'concepts': <count>, 'pairs': <count>}}, got {entry!r}")
     names = _graph_files(strong)
     kinds = GRAPH_ARRAYS if strong else LEGACY_GRAPH_ARRAYS
-    _check_checksums(folder, manifest, [f"{name}.npy" for name in names])
+    digests.check([f"{name}.npy" for name in names])
     pairs = (sizes[kind],)
     source, target, count = (_read_npy(folder / f"{name}.npy", kinds[name][0], pairs)
                              for name in names[:3])
@@ -512,7 +521,7 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
 
 
 def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
-              config: ConceptGraphConfig) -> VectorSearch | None:
+              config: ConceptGraphConfig, digests: _FileDigests) -> VectorSearch | None:
     """The saved approximate index and its row map, checksums and shapes checked first.
 
     Every vector must be indexed exactly once; other rows are dead (-1). Indexes
@@ -529,7 +538,7 @@ def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
         raise CorruptIndexError(f"{folder}/manifest.json: 'ann' must be "
                                 f"{{'file': '{ANN_FILE}', 'rows': <count>, 'row_map': "
                                 f"'{ANN_ROWS_FILE}'}}, got {entry!r}")
-    _check_checksums(folder, manifest, [ANN_FILE] + ([ANN_ROWS_FILE] if row_map else []))
+    digests.check([ANN_FILE] + ([ANN_ROWS_FILE] if row_map else []))
     vectors = (len(corpus.sentence_spans) if config.chunk_similarity == "max"
                else len(corpus.unit_offsets()) - 1)
     if row_map:
@@ -563,19 +572,56 @@ def _read_config(folder: Path, manifest: dict[str, Any]) -> ConceptGraphConfig:
     return config
 
 
-def _check_checksums(folder: Path, manifest: dict[str, Any], needed: list[str]) -> None:
-    expected = manifest.get("files")
-    if not isinstance(expected, dict):
-        raise CorruptIndexError(f"{folder}/manifest.json lists no files")
-    missing = sorted(set(needed) - set(expected))
-    if missing:
-        raise CorruptIndexError(f"{folder}/manifest.json does not list {', '.join(missing)}")
-    for name in needed:
-        file = folder / name
-        if not file.is_file():
-            raise FileNotFoundError(2, "missing", str(file))
-        if _sha256(file) != expected[name]:
-            raise CorruptIndexError(f"{file} does not match its checksum: the index is corrupt")
+class _FileDigests:
+    """The SHA-256 of every file a manifest lists, taken on worker threads as a load starts.
+
+    hashlib and file reads release the GIL, so the digests of the large arrays are
+    taken on the other core while the loading thread parses and checks the JSON.
+    A file is still checked against its digest before it is read (:meth:`check`).
+    """
+
+    WORKERS = 2
+
+    def __init__(self, folder: Path, manifest: dict[str, Any], first: tuple[str, ...]) -> None:
+        self.folder = folder
+        listed = manifest.get("files")
+        self.expected: dict[str, Any] | None = listed if isinstance(listed, dict) else None
+        self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="conceptgraph-digest")
+        self._digests: dict[str, Future[str]] = {}
+        names = [n for n in (self.expected or {}) if _is_plain_name(n)]
+        for name in sorted(names, key=lambda n: (n not in first, n)):
+            if (folder / name).is_file():
+                self._digests[name] = self._pool.submit(_sha256, folder / name)
+
+    def __enter__(self) -> _FileDigests:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def check(self, needed: list[str]) -> None:
+        """Raise unless every ``needed`` file is listed, present and matches its digest."""
+        if self.expected is None:
+            raise CorruptIndexError(f"{self.folder}/manifest.json lists no files")
+        missing = sorted(set(needed) - set(self.expected))
+        if missing:
+            raise CorruptIndexError(f"{self.folder}/manifest.json does not list "
+                                    f"{', '.join(missing)}")
+        for name in needed:
+            file = self.folder / name
+            if not file.is_file():
+                raise FileNotFoundError(2, "missing", str(file))
+            pending = self._digests.get(name)
+            digest = _sha256(file) if pending is None else pending.result()
+            if digest != self.expected[name]:
+                raise CorruptIndexError(f"{file} does not match its checksum: the index "
+                                        "is corrupt")
+
+
+def _is_plain_name(name: object) -> bool:
+    """A manifest entry naming a file directly inside the version folder."""
+    return isinstance(name, str) and bool(name) and "/" not in name and "\\" not in name \
+        and name not in (".", "..")
 
 
 def _rule(file: Path, ok: bool, rule: str) -> None:
@@ -585,7 +631,8 @@ def _rule(file: Path, ok: bool, rule: str) -> None:
 
 def _read_json(file: Path) -> Any:
     try:
-        return json.loads(file.read_text(encoding="utf-8"))
+        # bytes decoded at once: a text-mode read (newline translation) took twice as long
+        return json.loads(file.read_bytes().decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise CorruptIndexError(f"{file} is not valid JSON: {exc}") from exc
 
@@ -594,14 +641,19 @@ def _check_strings(file: Path, values: Any, what: str, count: int) -> list[str]:
     _rule(file, isinstance(values, list), f"{what} must be a list")
     _rule(file, len(values) == count, f"{what} has {len(values)} entries, the manifest says "
                                       f"{count}")
-    for i, value in enumerate(values):
-        _rule(file, isinstance(value, str) and bool(value.strip()),
-              f"{what}[{i}] must be a non-blank string")
-    if invalid_character("".join(values)) is not None:  # one pass in C; then find which
+    # one pass in C each (a join refuses a non-string); the loop below only names the culprit
+    try:
+        joined = "".join(values)
+        sound = all(map(str.strip, values)) and invalid_character(joined) is None
+    except TypeError:
+        sound = False
+    if not sound:
         for i, value in enumerate(values):
+            _rule(file, isinstance(value, str) and bool(value.strip()),
+                  f"{what}[{i}] must be a non-blank string")
             bad = invalid_character(value)
             _rule(file, bad is None, f"{what}[{i}] contains {bad[1] if bad else ''}")
-    return list(values)
+    return values
 
 
 def _check_unique_sorted(file: Path, values: list[str], what: str, require_sorted: bool) -> None:
@@ -609,6 +661,10 @@ def _check_unique_sorted(file: Path, values: list[str], what: str, require_sorte
     if require_sorted:
         _rule(file, all(a < b for a, b in itertools.pairwise(values)),
               f"{what} must be in sorted order")
+
+
+# metadata as the JSON text a state holds (``json.dumps`` with these options, one encoder)
+_METADATA_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
 def _read_chunks(file: Path, count: int,
@@ -625,12 +681,13 @@ def _read_chunks(file: Path, count: int,
     for i, meta in enumerate(metadata):
         _rule(file, isinstance(meta, dict), f"metadata[{i}] must be an object")
         try:
-            text = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+            encoded.append(_METADATA_JSON.encode(meta))
         except ValueError:
             raise CorruptIndexError(f"{file}: metadata[{i}] holds NaN or infinity") from None
-        bad = invalid_character(text)
-        _rule(file, bad is None, f"metadata[{i}] contains {bad[1] if bad else ''}")
-        encoded.append(text)
+    if invalid_character("".join(encoded)) is not None:  # one pass in C; then find which
+        for i, text in enumerate(encoded):
+            bad = invalid_character(text)
+            _rule(file, bad is None, f"metadata[{i}] contains {bad[1] if bad else ''}")
     return ids, texts, encoded
 
 

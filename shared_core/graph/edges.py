@@ -14,6 +14,7 @@ only when its concepts' vectors moved far enough to possibly cross the threshold
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -166,7 +167,7 @@ def strong_cooccurrence(chunk_links: sp.csr_matrix, theta_co: int,
     cost = by_concept @ np.diff(links.indptr).astype(np.int64)
     bounds = _blocks(cost, block)
     parts: list[tuple[np.ndarray, ...]] = []
-    for low, high in zip(bounds[:-1], bounds[1:], strict=True):
+    for low, high in itertools.pairwise(bounds.tolist()):
         co = sp.csr_matrix(by_concept[low:high] @ links)
         co.sort_indices()  # then each row's targets come out ascending
         rows = np.repeat(np.arange(low, high, dtype=np.int64), np.diff(co.indptr))

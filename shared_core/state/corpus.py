@@ -21,6 +21,7 @@ HNSW index's own 8-bit one, rescored exactly from these.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -240,10 +241,10 @@ def merge_many(states: Sequence[CorpusState]) -> CorpusState:
     if len(set(ids)) < len(ids):
         clash = sorted(cid for cid, n in Counter(ids).items() if n > 1)
         raise ValueError(f"chunk ids already present: {', '.join(clash[:5])}")
-    terms = tuple(sorted(set().union(*(s.terms for s in parts))))
+    terms, places = term_union(parts)
     sentence_base = np.cumsum([0, *(len(s.sentence_spans) for s in parts)])
-    matrix = sp.vstack([_with_columns(s.sentence_terms, s.terms, terms) for s in parts],
-                       format="csr")
+    matrix = sp.vstack([_placed(s.sentence_terms, where, len(terms))
+                        for s, where in zip(parts, places, strict=True)], format="csr")
     unit_vectors = (None if first.unit_vectors is None
                     else np.concatenate([s.unit_vectors for s in parts]))
     joined = CorpusState(
@@ -283,8 +284,56 @@ def _with_columns(matrix: sp.csr_matrix, terms: Sequence[str],
     if not len(terms):
         return sp.csr_matrix((matrix.shape[0], len(all_terms)), dtype=np.int32)
     where = np.searchsorted(np.asarray(all_terms, dtype=str), np.asarray(terms, dtype=str))
+    return _placed(matrix, where, len(all_terms))
+
+
+def _placed(matrix: sp.csr_matrix, where: np.ndarray, n_terms: int) -> sp.csr_matrix:
+    """``matrix`` with column j moved to ``where[j]`` of ``n_terms`` (order kept)."""
+    if not matrix.nnz:
+        return sp.csr_matrix((matrix.shape[0], n_terms), dtype=np.int32)
     return _canonical(sp.csr_matrix((matrix.data, where[matrix.indices], matrix.indptr),
-                                    shape=(matrix.shape[0], len(all_terms))))
+                                    shape=(matrix.shape[0], n_terms)))
+
+
+def term_union(parts: Sequence[CorpusState]) -> tuple[tuple[str, ...], list[np.ndarray]]:
+    """The sorted union of the parts' terms, and where each part's terms fall in it.
+
+    Built around the part with the most terms: only the terms it lacks are sorted
+    and found in it (by bisection), and its own positions shift by how many of
+    those precede them. An add of a few chunks to a large index thus costs its
+    new terms, not a sort and a string-array search of the whole vocabulary.
+    """
+    big = max(parts, key=lambda part: len(part.terms))
+    known = big.term_position
+    fresh = sorted({t for part in parts if part is not big for t in part.terms if t not in known})
+    inserted_at = np.asarray([bisect_left(big.terms, t) for t in fresh], dtype=np.int64)
+    if fresh:
+        merged: list[str] = []
+        start = 0
+        for term, at in zip(fresh, inserted_at.tolist(), strict=True):
+            merged.extend(big.terms[start:at])
+            merged.append(term)
+            start = at
+        merged.extend(big.terms[start:])
+        terms = tuple(merged)
+    else:
+        terms = big.terms
+    fresh_place = {t: int(at) + j for j, (t, at) in enumerate(zip(fresh, inserted_at, strict=True))}
+
+    def old_place(positions: np.ndarray) -> np.ndarray:
+        return positions + np.searchsorted(inserted_at, positions, side="right")
+
+    places = []
+    for part in parts:
+        if part is big:
+            places.append(old_place(np.arange(len(big.terms), dtype=np.int64)))
+            continue
+        own = np.asarray([known.get(t, -1) for t in part.terms], dtype=np.int64)
+        where = old_place(own)
+        missing = np.flatnonzero(own < 0)
+        where[missing] = [fresh_place[part.terms[i]] for i in missing.tolist()]
+        places.append(where)
+    return terms, places
 
 
 def _canonical(matrix: sp.csr_matrix) -> sp.csr_matrix:
