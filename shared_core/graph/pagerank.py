@@ -31,8 +31,12 @@ def pagerank(
 def pagerank_residual(adj: sp.csr_matrix, rank: np.ndarray, damping: float = 0.85) -> float:
     """L1 distance ``rank`` moves in one power step: ~0 for the PageRank of ``adj``."""
     n = adj.shape[0]
-    transition, dangling = _transition(adj)
-    step = damping * (transition @ rank + rank[dangling].sum() / n) + (1 - damping) / n
+    # P^T x = A^T (x / out-weight): one product, no transition matrix built (a load checks
+    # a saved rank this way; the rounding differs from power_iteration's by ~1e-16 a node)
+    out_weight = np.asarray(adj.sum(axis=1)).ravel()
+    dangling = out_weight == 0
+    spread = np.divide(rank, out_weight, out=np.zeros(n), where=~dangling)
+    step = damping * (adj.T @ spread + rank[dangling].sum() / n) + (1 - damping) / n
     return float(np.abs(step - rank).sum())
 
 

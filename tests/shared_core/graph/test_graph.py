@@ -35,6 +35,7 @@ from shared_core.graph.edges import (
     strong_pairs,
     strong_pairs_of,
 )
+from shared_core.graph.pagerank import pagerank_residual
 
 A, B, C, D, E = range(5)
 # chunk x concept links (6 chunks, 5 concepts)
@@ -390,6 +391,19 @@ def test_pagerank_matches_networkx_directed_with_dangling_node() -> None:
     dense[0, 1], dense[1, 2], dense[2, 0], dense[2, 3] = 2.0, 1.0, 0.5, 1.5
     ours = pagerank(sp.csr_matrix(dense), tol=1e-14, max_iter=10_000)
     np.testing.assert_allclose(ours, _nx_rank(dense, True, True, 0.85), atol=1e-8)
+
+
+def test_pagerank_residual_of_a_star_by_hand_and_of_the_fixed_point() -> None:
+    """Star 0-1, 0-2 from uniform 1/3: the centre gets .85·(1/3 + 1/3) + .05, each leaf
+    .85·(1/3)/2 + .05, so the step moves .85/3 at the centre and .85/6 at each leaf."""
+    star = sp.csr_matrix(np.array([[0, 1, 1], [1, 0, 0], [1, 0, 0]], dtype=np.float64))
+    assert pagerank_residual(star, np.full(3, 1 / 3)) == pytest.approx(0.85 * 2 / 3, abs=1e-12)
+    dense = np.zeros((5, 5))  # directed, with a dangling node (3) and an isolated one (4)
+    dense[0, 1], dense[1, 2], dense[2, 0], dense[2, 3] = 2.0, 1.0, 0.5, 1.5
+    exact = _nx_rank(dense, True, True, 0.85)
+    assert pagerank_residual(sp.csr_matrix(dense), exact) < 1e-9
+    moved = exact + np.array([0.01, -0.01, 0, 0, 0])
+    assert pagerank_residual(sp.csr_matrix(dense), moved) > 0.01
 
 
 def test_pagerank_default_tolerance_is_within_1e8_of_networkx() -> None:
