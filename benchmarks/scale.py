@@ -75,6 +75,8 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[st
     start = time.perf_counter()
     index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed, config=config)
     build = time.perf_counter() - start
+    # the peak so far: the build's own (later steps hold a second index beside this one)
+    build_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     refresh_start = time.perf_counter()
     derive_graph(index.state.corpus, index.config)
     refresh = time.perf_counter() - refresh_start
@@ -139,6 +141,7 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[st
         "load_s": round(load, 2),
         "load_verified_s": round(load_verified, 2),
         "disk_mb": round(disk / 2**20, 1),
+        "build_peak_rss_mb": round(build_peak_rss, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 

@@ -105,28 +105,54 @@ def ranks_beyond(top_count: int, rest_total: int, sample_units: np.ndarray,
 
 @dataclass(frozen=True, eq=False)
 class PositiveView:
-    """A sparse view of the units (concept evidence, BM25): units scoring above 0 rank."""
+    """A sparse view of the units (concept evidence, BM25, the walk): units above 0 rank.
 
-    scores: np.ndarray
+    Held as the positive units (ascending) and their scores, so ranking in it costs
+    the units it scores, not the corpus (:meth:`of_scores` takes a dense array).
+    """
+
+    units: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def of_scores(cls, scores: np.ndarray) -> PositiveView:
+        """The view of every unit's score (a dense array)."""
+        positive = np.flatnonzero(scores > 0)  # ascending: ties go to the lower unit
+        return cls(positive, np.asarray(scores[positive], dtype=np.float64))
+
+    @classmethod
+    def of_units(cls, units: np.ndarray, values: np.ndarray) -> PositiveView:
+        """The view of some units' scores (``units`` ascending and distinct; others 0)."""
+        positive = values > 0
+        return cls(np.asarray(units[positive], dtype=np.int64),
+                   np.asarray(values[positive], dtype=np.float64))
+
+    def scores_of(self, units: np.ndarray) -> np.ndarray:
+        """The scores of ``units`` (0 where the view holds none)."""
+        out = np.zeros(len(units), dtype=np.float64)
+        if not len(self.units):
+            return out
+        at = np.minimum(np.searchsorted(self.units, units), len(self.units) - 1)
+        held = self.units[at] == units
+        out[held] = self.values[at[held]]
+        return out
 
     def top(self, k: int | None) -> np.ndarray:
         """The ``k`` best units with a positive score (all for ``None``), best first."""
-        positive = np.flatnonzero(self.scores > 0)  # ascending: ties go to the lower unit
-        return positive[top_k_indices(self.scores[positive], len(positive) if k is None else k)]
+        return self.units[top_k_indices(self.values, len(self.units) if k is None else k)]
 
     def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
         """Ranks of ``units`` in this view given its ``top_units`` (best first); 0: no score."""
         ranks = np.zeros(len(units), dtype=np.float64)
-        scores = self.scores[units]
+        scores = self.scores_of(units)
         in_top = top_positions(units, top_units)
         ranks[in_top >= 0] = in_top[in_top >= 0] + 1.0
         rest = (in_top < 0) & (scores > 0)
         if rest.any():
-            others = np.setdiff1d(np.flatnonzero(self.scores > 0), top_units,
-                                  assume_unique=True)
+            others = np.setdiff1d(self.units, top_units, assume_unique=True)
             sample = spread_sample(others)
             ranks[rest] = ranks_beyond(len(top_units), len(others), sample,
-                                       self.scores[sample], units[rest], scores[rest])
+                                       self.scores_of(sample), units[rest], scores[rest])
         return ranks
 
 

@@ -130,9 +130,9 @@ def fused_search(
                                       decay=decay, exact=exact, usable=usable)
     concept_value = weights * idf
     links_csc = sp.csc_matrix(unit_links) if unit_links_csc is None else unit_links_csc
-    views = [PositiveView(_posting_sums(links_csc, concept_value, unit_links))]
+    views = [PositiveView.of_scores(_posting_sums(links_csc, concept_value, unit_links))]
     if lexical is not None:
-        views.append(PositiveView(np.asarray(lexical, dtype=np.float64)))
+        views.append(PositiveView.of_scores(np.asarray(lexical, dtype=np.float64)))
     if walk_hops:
         graph = walk or WalkGraph(sp.csr_matrix(unit_links), given_csc=links_csc)
         if walk_seeds is None:
@@ -140,8 +140,9 @@ def fused_search(
         else:
             seed_mass = np.zeros(len(idf))
             seed_mass[walk_seeds] = idf[walk_seeds]
-        views.append(PositiveView(graph.unit_scores(seed_mass, similarity.n_units,
-                                                    hops=walk_hops, width=walk_width)))
+        views.append(PositiveView.of_scores(graph.unit_scores(seed_mass, similarity.n_units,
+                                                              hops=walk_hops,
+                                                              width=walk_width)))
     view_tops = [view.top(candidates) for view in views]
     top_units, top_sims = similarity.top(candidates)
     if candidates is None:
