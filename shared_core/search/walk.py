@@ -79,10 +79,16 @@ class WalkGraph:
     def links_csc(self) -> sp.csc_matrix:
         return self.links_csr.tocsc() if self.given_csc is None else self.given_csc
 
+    @cached_property
+    def node_degree(self) -> np.ndarray:
+        """How many concepts each node links, float64 (the same for every query)."""
+        return np.diff(self.links_csr.indptr).astype(np.float64)
+
     def unit_scores(self, seed_mass: np.ndarray, n_units: int, *, hops: int,
                     width: int = 200) -> np.ndarray:
         """Each unit's walk mass: the sum over its nodes (the chance the walker is in it)."""
-        mass = walk_scores(seed_mass, self.links_csr, self.links_csc, hops=hops, width=width)
+        mass = walk_scores(seed_mass, self.links_csr, self.links_csc, hops=hops, width=width,
+                           unit_degree=self.node_degree)
         if self.node_unit is None:
             return mass
         return np.bincount(self.node_unit, weights=mass, minlength=n_units)
@@ -101,6 +107,7 @@ def walk_scores(
     hops: int,
     continue_prob: float = 0.5,
     width: int = 200,
+    unit_degree: np.ndarray | None = None,
 ) -> np.ndarray:
     """Truncated personalised PageRank mass of every unit (0 where the walk never arrives).
 
@@ -109,7 +116,8 @@ def walk_scores(
     ``hops`` >= 1 counts the concept -> unit steps taken: 1 is the seeds' own
     units, 2 adds the units one shared concept away, and so on. ``width`` bounds
     the units and concepts each later step expands from (those passing the most
-    mass to each neighbour); ties go to the lower index.
+    mass to each neighbour); ties go to the lower index. ``unit_degree`` is each
+    unit's concept count when the caller keeps it.
     """
     if hops < 1:
         raise ValueError(f"walk hops must be >= 1, got {hops!r}")
@@ -118,7 +126,8 @@ def walk_scores(
     total = float(seed_mass.sum())
     if total <= 0 or not n_units:
         return scores
-    unit_degree = np.diff(links_csr.indptr).astype(np.float64)
+    if unit_degree is None:
+        unit_degree = np.diff(links_csr.indptr).astype(np.float64)
     concept_degree = posting_lengths(links_csc)
     concepts = np.flatnonzero(seed_mass > 0)
     # mass per posting entry: what each of a concept's units receives from it
@@ -129,7 +138,10 @@ def walk_scores(
         scores += weight * arrived
         if hop == hops - 1:
             break
-        units = _widest(arrived / np.maximum(unit_degree, 1.0), width)
+        # only the units reached can pass mass on: the division reads those alone
+        reached = np.flatnonzero(arrived > 0)
+        units = reached[_widest(arrived[reached] / np.maximum(unit_degree[reached], 1.0),
+                                width)]
         back = _spread(links_csr, units, arrived[units] / unit_degree[units], n_concepts)
         concepts = _widest(back / np.maximum(concept_degree, 1.0), width)
         share = back[concepts] / concept_degree[concepts]
