@@ -259,7 +259,7 @@ def test_adjacency_symmetric_dice_or_binary() -> None:
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("weighted", [True, False])
 def test_adjacency_is_built_as_a_sorted_coo_build_gives_it(seed: int, weighted: bool) -> None:
-    """The in-place CSR assembly gives the very arrays of a COO build (then sorted)."""
+    """The triangle-plus-transpose sum gives the very arrays of a COO build (then sorted)."""
     rng = np.random.default_rng(seed)
     links = sp.csr_matrix((rng.random((40, 30)) < 0.2).astype(np.float32))
     edges = concept_edges(links, np.eye(30, dtype=np.float32) + 0.1, 1, 0.0)
