@@ -139,6 +139,10 @@ def link_concepts(corpus: CorpusState, config: ConceptGraphConfig,
         links = sp.csr_matrix(chunk_terms[:, concept_terms] > 0, dtype=np.float32)
     # Eq. 1 over the sentences that contain the concept, within its linked chunks
     contains = sp.csr_matrix(sentence_terms[:, concept_terms] > 0, dtype=np.float32)
+    contains.sum_duplicates()
+    if config.concept_links == "contains":
+        # a chunk's counts are its sentences' summed: it links every concept they contain
+        return ConceptLinks(chunk_terms, concept_terms, links, contains)
     in_linked_chunk = links[corpus.sentence_chunk()]
     return ConceptLinks(chunk_terms, concept_terms, links,
                         sp.csr_matrix(contains.multiply(in_linked_chunk)))
