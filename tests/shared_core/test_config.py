@@ -110,7 +110,7 @@ def test_paper_defaults() -> None:
 def test_measured_defaults_and_the_paper_search() -> None:
     # RESULTS.md: fused ranking and skip-on-overflow beat the paper's search on both sets
     cfg = ConceptGraphConfig()
-    assert (cfg.ranking, cfg.overflow, cfg.rrf_k, cfg.expansion_decay) == ("fused", "skip", 60, 0.5)
+    assert (cfg.ranking, cfg.overflow, cfg.rrf_k, cfg.expansion_decay) == ("fused", "skip", 10, 0.5)
     assert cfg.lexical and cfg.concept_links == "contains" and not cfg.exact_match_seeds
     paper = ConceptGraphConfig.paper(top_k=5)
     assert (paper.ranking, paper.overflow, paper.top_k) == ("paper", "stop", 5)
