@@ -91,7 +91,9 @@ class WalkGraph:
                            unit_degree=self.node_degree)
         if self.node_unit is None:
             return mass
-        return np.bincount(self.node_unit, weights=mass, minlength=n_units)
+        # the nodes reached alone, in node order: each unit adds the same terms in turn
+        reached = np.flatnonzero(mass)
+        return np.bincount(self.node_unit[reached], weights=mass[reached], minlength=n_units)
 
 
 def posting_lengths(links_csc: sp.csc_matrix) -> np.ndarray:
@@ -135,11 +137,11 @@ def walk_scores(
     weight = 1.0
     for hop in range(hops):
         arrived = _spread(links_csc, concepts, share, n_units)
-        scores += weight * arrived
+        # the units reached alone: adding the others' 0 would change no score
+        reached = np.flatnonzero(arrived > 0)
+        scores[reached] += weight * arrived[reached]
         if hop == hops - 1:
             break
-        # only the units reached can pass mass on: the division reads those alone
-        reached = np.flatnonzero(arrived > 0)
         units = reached[_widest(arrived[reached] / np.maximum(unit_degree[reached], 1.0),
                                 width)]
         back = _spread(links_csr, units, arrived[units] / unit_degree[units], n_concepts)
@@ -153,7 +155,9 @@ def _spread(matrix: sp.csr_matrix | sp.csc_matrix, sources: np.ndarray, share: n
             n_out: int) -> np.ndarray:
     """Sum of ``share[i]`` over the entries of compressed rows/columns ``sources[i]``."""
     targets, owner = compressed_entries(matrix, sources)
-    return np.bincount(targets, weights=share[owner], minlength=n_out).astype(np.float64)
+    # bincount sums float weights in float64 already: no copy of the n_out-long result
+    return np.asarray(np.bincount(targets, weights=share[owner], minlength=n_out),
+                      dtype=np.float64)
 
 
 def _widest(per_entry: np.ndarray, width: int) -> np.ndarray:

@@ -104,6 +104,11 @@ def test_the_walk_equals_a_plain_loop_reference_to_the_bit(seed: int, hops: int,
     seeds = np.where(rng.random(15) < 0.3, rng.random(15), 0.0)
     expected = dense_walk(seeds, links, hops, width)
     np.testing.assert_array_equal(scores(links, seeds, hops, width), expected)
+    # nodes as sentences of 12 units: each unit's sum over all its nodes, bit for bit
+    node_unit = np.sort(rng.integers(0, 12, size=40))
+    graph = WalkGraph(links, node_unit)
+    np.testing.assert_array_equal(graph.unit_scores(seeds, 12, hops=hops, width=width),
+                                  np.bincount(node_unit, weights=expected, minlength=12))
 
 
 def test_no_seed_mass_reaches_nothing_and_bad_hops_raise() -> None:
