@@ -91,9 +91,7 @@ class WalkGraph:
                            unit_degree=self.node_degree)
         if self.node_unit is None:
             return mass
-        # the nodes reached alone, in node order: each unit adds the same terms in turn
-        reached = np.flatnonzero(mass)
-        return np.bincount(self.node_unit[reached], weights=mass[reached], minlength=n_units)
+        return np.bincount(self.node_unit, weights=mass, minlength=n_units)
 
 
 def posting_lengths(links_csc: sp.csc_matrix) -> np.ndarray:
@@ -137,11 +135,11 @@ def walk_scores(
     weight = 1.0
     for hop in range(hops):
         arrived = _spread(links_csc, concepts, share, n_units)
-        # the units reached alone: adding the others' 0 would change no score
-        reached = np.flatnonzero(arrived > 0)
-        scores[reached] += weight * arrived[reached]
+        scores += weight * arrived
         if hop == hops - 1:
             break
+        # only the units reached can pass mass on: the division reads those alone
+        reached = np.flatnonzero(arrived > 0)
         units = reached[_widest(arrived[reached] / np.maximum(unit_degree[reached], 1.0),
                                 width)]
         back = _spread(links_csr, units, arrived[units] / unit_degree[units], n_concepts)
