@@ -205,11 +205,13 @@ def concept_edges(
 
 
 def edges_of(pairs: StrongPairs, chunk_count: np.ndarray) -> ConceptEdges:
-    """The pairs whose cosine passed, Dice-weighted by ``chunk_count`` (:func:`chunk_counts`)."""
-    src = pairs.source[pairs.edge].astype(np.int64)
-    dst = pairs.target[pairs.edge].astype(np.int64)
-    counts = pairs.count[pairs.edge].astype(np.int64)
-    dice = 2.0 * counts / (chunk_count[src] + chunk_count[dst])
+    """The pairs whose cosine passed, Dice-weighted by ``chunk_count`` (:func:`chunk_counts`).
+
+    Ends and counts stay the pairs' int32 (20 bytes an edge with the float64 Dice, not
+    32: 61 MB less at 100 K passages); the Dice is computed in float64 as before.
+    """
+    src, dst, counts = pairs.source[pairs.edge], pairs.target[pairs.edge], pairs.count[pairs.edge]
+    dice = 2.0 * counts.astype(np.float64) / (chunk_count[src] + chunk_count[dst])
     return ConceptEdges(source=src, target=dst, cooccurrence=counts, dice=dice)
 
 
