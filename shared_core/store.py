@@ -641,19 +641,25 @@ def _check_strings(file: Path, values: Any, what: str, count: int) -> list[str]:
     _rule(file, isinstance(values, list), f"{what} must be a list")
     _rule(file, len(values) == count, f"{what} has {len(values)} entries, the manifest says "
                                       f"{count}")
-    # one pass in C each (a join refuses a non-string); the loop below only names the culprit
-    try:
-        joined = "".join(values)
-        sound = all(map(str.strip, values)) and invalid_character(joined) is None
+    try:  # one pass in C (str.strip refuses a non-string); the loop only names the culprit
+        nonblank = all(map(str.strip, values))
     except TypeError:
-        sound = False
-    if not sound:
+        nonblank = False
+    if not nonblank:
         for i, value in enumerate(values):
             _rule(file, isinstance(value, str) and bool(value.strip()),
                   f"{what}[{i}] must be a non-blank string")
-            bad = invalid_character(value)
-            _rule(file, bad is None, f"{what}[{i}] contains {bad[1] if bad else ''}")
+    _check_characters(file, values, what)
     return values
+
+
+def _check_characters(file: Path, values: list[str], what: str) -> None:
+    """Refuse a value holding a character no text may hold, naming the first such one."""
+    if invalid_character("".join(values)) is None:  # one pass in C; then find which
+        return
+    for i, value in enumerate(values):
+        bad = invalid_character(value)
+        _rule(file, bad is None, f"{what}[{i}] contains {bad[1] if bad else ''}")
 
 
 def _check_unique_sorted(file: Path, values: list[str], what: str, require_sorted: bool) -> None:
@@ -684,10 +690,7 @@ def _read_chunks(file: Path, count: int,
             encoded.append(_METADATA_JSON.encode(meta))
         except ValueError:
             raise CorruptIndexError(f"{file}: metadata[{i}] holds NaN or infinity") from None
-    if invalid_character("".join(encoded)) is not None:  # one pass in C; then find which
-        for i, text in enumerate(encoded):
-            bad = invalid_character(text)
-            _rule(file, bad is None, f"metadata[{i}] contains {bad[1] if bad else ''}")
+    _check_characters(file, encoded, "metadata")
     return ids, texts, encoded
 
 

@@ -33,20 +33,23 @@ def pagerank_residual(adj: sp.csr_matrix, rank: np.ndarray, damping: float = 0.8
     n = adj.shape[0]
     # P^T x = A^T (x / out-weight): one product, no transition matrix built (a load checks
     # a saved rank this way; the rounding differs from power_iteration's by ~1e-16 a node)
-    out_weight = np.asarray(adj.sum(axis=1)).ravel()
-    dangling = out_weight == 0
-    spread = np.divide(rank, out_weight, out=np.zeros(n), where=~dangling)
+    inv, dangling = _inverse_out_weights(adj)
+    spread = rank * inv
     step = damping * (adj.T @ spread + rank[dangling].sum() / n) + (1 - damping) / n
     return float(np.abs(step - rank).sum())
 
 
 def _transition(adj: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     """The column-stochastic transition matrix (transposed rows) and the dangling nodes."""
-    n = adj.shape[0]
+    inv, dangling = _inverse_out_weights(adj)
+    return sp.csr_matrix(sp.diags(inv) @ adj).T.tocsr(), dangling
+
+
+def _inverse_out_weights(adj: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """1 / each node's out-weight (0 for a dangling node), and the dangling nodes."""
     out_weight = np.asarray(adj.sum(axis=1)).ravel()
     dangling = out_weight == 0
-    inv = np.divide(1.0, out_weight, out=np.zeros(n), where=~dangling)
-    return sp.csr_matrix(sp.diags(inv) @ adj).T.tocsr(), dangling
+    return np.divide(1.0, out_weight, out=np.zeros(len(out_weight)), where=~dangling), dangling
 
 
 def power_iteration(

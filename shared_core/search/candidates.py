@@ -107,8 +107,8 @@ def ranks_beyond(top_count: int, rest_total: int, sample_units: np.ndarray,
 class PositiveView:
     """A sparse view of the units (concept evidence, BM25, the walk): units above 0 rank.
 
-    Held as the positive units (ascending) and their scores, so ranking in it costs
-    the units it scores, not the corpus (:meth:`of_scores` takes a dense array).
+    Held as the positive units (ascending) and their scores (:meth:`of_scores`), so a
+    dense view is scanned once, not again by every ``top`` and ``ranks``.
     """
 
     units: np.ndarray
@@ -119,13 +119,6 @@ class PositiveView:
         """The view of every unit's score (a dense array)."""
         positive = np.flatnonzero(scores > 0)  # ascending: ties go to the lower unit
         return cls(positive, np.asarray(scores[positive], dtype=np.float64))
-
-    @classmethod
-    def of_units(cls, units: np.ndarray, values: np.ndarray) -> PositiveView:
-        """The view of some units' scores (``units`` ascending and distinct; others 0)."""
-        positive = values > 0
-        return cls(np.asarray(units[positive], dtype=np.int64),
-                   np.asarray(values[positive], dtype=np.float64))
 
     def scores_of(self, units: np.ndarray) -> np.ndarray:
         """The scores of ``units`` (0 where the view holds none)."""
