@@ -18,6 +18,7 @@ from .embeddings import CoreEmbeddings, to_core_embedder
 from .graph_facts import graph_facts
 from .llm import LangChainChat, chat_model
 from .retrievers import ConceptGraphRetriever, FusedRetriever
+from .vector_store import LangChainVectorStore
 
 __all__ = [
     "AnswerWithSources",
@@ -27,6 +28,7 @@ __all__ = [
     "CoreEmbeddings",
     "FusedRetriever",
     "LangChainChat",
+    "LangChainVectorStore",
     "chat_model",
     "graph_facts",
     "to_core_embedder",

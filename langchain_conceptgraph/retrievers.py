@@ -16,6 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
+from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, ValidationInfo, field_validator
 from typing_extensions import Self
 
@@ -32,9 +33,11 @@ from shared_core import (
 from shared_core.fusion import FusedContext, KGFact, kg_context_items
 from shared_core.pipeline import afuse_paths, fuse_paths, fused_metadata, provenance_metadata
 from shared_core.records import add_records, delete_chunks
+from shared_core.search.external import VectorStoreBackend
 
 from ._documents import check_documents, chunk_id, to_records
 from .embeddings import to_core_embedder
+from .vector_store import to_backend
 
 
 def _check_optional_int(name: str, value: object, minimum: int) -> int | None:
@@ -205,15 +208,21 @@ class ConceptGraphRetriever(BaseRetriever):
         config: ConceptGraphConfig | None = None,
         model_id: str | None = None,
         show_progress: bool = False,
+        vector_store: VectorStore | VectorStoreBackend | None = None,
         **kwargs: Any,
     ) -> Self:
         """Build the concept graph over ``documents`` (each one chunk) and wrap it.
 
         A document's chunk id is its ``id``, else the hash of its text; its
         metadata must be JSON-serialisable (it is saved with the index).
+        ``vector_store``: a LangChain ``VectorStore`` of the index's own that holds
+        its sentence vectors and finds each query's candidates
+        (:class:`~langchain_conceptgraph.LangChainVectorStore`).
         """
         records = to_records(check_documents(documents))
-        index = ConceptGraphIndex(to_core_embedder(embeddings, model_id=model_id), config)
+        index = ConceptGraphIndex(to_core_embedder(embeddings, model_id=model_id), config,
+                                  vector_store=None if vector_store is None
+                                  else to_backend(vector_store))
         add_records(index, records, show_progress=show_progress)
         return cls(index=index, **kwargs)
 
@@ -225,16 +234,20 @@ class ConceptGraphRetriever(BaseRetriever):
         *,
         model_id: str | None = None,
         verify: bool = False,
+        vector_store: VectorStore | VectorStoreBackend | None = None,
         **kwargs: Any,
     ) -> Self:
         """Load an index written by :meth:`save` (or the CLI); the embeddings must match it.
 
         ``verify=True`` derives the saved graph again and refuses a save that differs
         (for a directory from a source you do not trust; see ``ConceptGraphIndex.load``).
+        ``vector_store``: the store the index was built with; it is reconciled with
+        the saved chunks (rows added or deleted after the last save are repaired).
         """
         embedder = to_core_embedder(embeddings, model_id=model_id)
-        return cls(index=ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify),
-                   **kwargs)
+        backend = None if vector_store is None else to_backend(vector_store)
+        return cls(index=ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify,
+                                                vector_store=backend), **kwargs)
 
     def save(self, persist_dir: str | Path) -> None:
         """Write the index as versioned JSON + .npy (atomic; never pickle)."""

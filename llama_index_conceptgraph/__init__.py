@@ -23,6 +23,7 @@ from .llm import LlamaIndexChat, chat_model
 from .postprocessor import ConceptGraphPostprocessor
 from .retriever import ConceptGraphRetriever
 from .selector import CoreChunkSelector
+from .vector_store import LlamaIndexVectorStore
 
 __all__ = [
     "ConceptGraphPostprocessor",
@@ -32,6 +33,7 @@ __all__ = [
     "CoreEmbedding",
     "FusedConceptKGRetriever",
     "LlamaIndexChat",
+    "LlamaIndexVectorStore",
     "RelationSourcedSynonymRetriever",
     "RelationSourcedVectorContextRetriever",
     "chat_model",

@@ -16,12 +16,14 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.ingestion import run_transformations
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TransformComponent
 from llama_index.core.settings import Settings
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import check_texts, normalise_rows
 from shared_core.index import ConceptGraphIndex, RetrievalResult
 from shared_core.pipeline import concept_context_items
 from shared_core.records import add_records, delete_chunks, delete_where
+from shared_core.search.external import VectorStoreBackend
 from shared_core.store import read_manifest
 
 from ._nodes import (
@@ -32,6 +34,7 @@ from ._nodes import (
     report_ref_doc_deleted,
 )
 from .embeddings import CoreEmbedding, resolve_embed_model, to_core_embedder
+from .vector_store import to_backend
 
 SIDECAR = "llama_index_conceptgraph.json"
 
@@ -131,10 +134,14 @@ class ConceptGraphRetriever(BaseRetriever):
         embed_model: BaseEmbedding | None = None,
         config: ConceptGraphConfig | None = None,
         show_progress: bool = False,
+        vector_store: BasePydanticVectorStore | VectorStoreBackend | None = None,
         **kwargs: Any,
     ) -> ConceptGraphRetriever:
         """Build the concept graph over ``nodes``, or over ``documents`` split by
-        ``transformations`` (default ``Settings.transformations``)."""
+        ``transformations`` (default ``Settings.transformations``). ``vector_store``:
+        a LlamaIndex vector store of the index's own that holds its sentence vectors
+        and finds each query's candidates
+        (:class:`~llama_index_conceptgraph.LlamaIndexVectorStore`)."""
         if (nodes is None) == (documents is None):
             raise ValueError("pass exactly one of nodes= or documents=")
         if documents is not None:
@@ -147,7 +154,9 @@ class ConceptGraphRetriever(BaseRetriever):
         if not records:
             raise ValueError("no nodes to build the concept graph from")
         embed_model = resolve_embed_model(embed_model)
-        index = ConceptGraphIndex(to_core_embedder(embed_model), config)
+        index = ConceptGraphIndex(to_core_embedder(embed_model), config,
+                                  vector_store=None if vector_store is None
+                                  else to_backend(vector_store))
         add_records(index, records, show_progress=show_progress)
         return cls(index, embed_model, **kwargs)
 
@@ -214,17 +223,23 @@ class ConceptGraphRetriever(BaseRetriever):
     @classmethod
     def from_persist_dir(
         cls, persist_dir: str | Path, embed_model: BaseEmbedding | None = None, *,
-        verify: bool = False, **kwargs: Any
+        verify: bool = False,
+        vector_store: BasePydanticVectorStore | VectorStoreBackend | None = None,
+        **kwargs: Any
     ) -> ConceptGraphRetriever:
         """Load a persisted retriever; ``embed_model`` must be the model it was built with.
 
         ``verify=True`` derives the saved graph again and refuses a save that differs
         (for a directory from a source you do not trust; see ``ConceptGraphIndex.load``).
+        ``vector_store``: the store the index was built with; it is reconciled with
+        the saved chunks (rows added or deleted after the last save are repaired).
         """
         embed_model = resolve_embed_model(embed_model)
         dim = read_manifest(persist_dir).get("embedding_dim")
         embedder = to_core_embedder(embed_model, dim if isinstance(dim, int) else None)
-        index = ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify)
+        index = ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify,
+                                       vector_store=None if vector_store is None
+                                       else to_backend(vector_store))
         settings: dict[str, Any] = {}
         sidecar = Path(persist_dir) / SIDECAR
         if sidecar.is_file():

@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import itertools
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,7 @@ from .embeddings.base import Embedder, check_texts, embed_query
 from .fusion import ContextItem
 from .search.ann import HnswVectorIndex
 from .search.candidates import CandidateSimilarity, GatheredUnits, UnitSimilarity
+from .search.external import Reconciled, StoredRows, VectorStoreBackend, changed_rows, reconcile
 from .search.fused import fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
 from .search.vector_index import scan_scores
@@ -42,6 +44,7 @@ from .state.derived import (
     chunk_term_counts,
     derive_graph,
     segment_means,
+    with_vector_store,
 )
 from .state.ingest import prepare_chunks
 from .state.refresh import refresh_graph
@@ -50,6 +53,8 @@ from .text.hygiene import check_query, invalid_character
 from .text.sentences import concatenated_ranges
 from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
 from .text.tokens import count_tokens_batch
+
+logger = logging.getLogger(__name__)
 
 SelectionMethod = Literal["concept", "coverage", "knn", "random"]
 # chunks split, embedded and counted per step of an add: bounds the memory a step
@@ -165,17 +170,24 @@ class IndexState:
     config: ConceptGraphConfig
     corpus: CorpusState
     graph: DerivedGraph
+    vector_store: VectorStoreBackend | None = None
 
     @classmethod
     def build(cls, corpus: CorpusState, config: ConceptGraphConfig,
               ann: VectorSearch | None = None, saved: SavedGraph | None = None,
-              verify: bool = False) -> IndexState:
+              verify: bool = False,
+              vector_store: VectorStoreBackend | None = None) -> IndexState:
         """The state over ``corpus``, its graph derived, or restored from ``saved`` parts
         (which raises ``ValueError`` when they do not fit the chunks; ``verify``
-        derives what they hold again and compares)."""
-        graph = (derive_graph(corpus, config, ann) if saved is None
-                 else restore_graph(corpus, config, saved, ann, verify))
-        return cls(config, corpus, graph)
+        derives what they hold again and compares). ``vector_store``: an outside
+        engine that finds the vector candidates (``search.external``)."""
+        graph = (derive_graph(corpus, config, ann, vector_store) if saved is None
+                 else restore_graph(corpus, config, saved, ann, verify, vector_store))
+        return cls(config, corpus, graph, vector_store)
+
+    def stored_rows(self) -> StoredRows:
+        """The vector rows an outside store holds for this state (see ``search.external``)."""
+        return StoredRows.of(self.corpus, self.graph.unit_vectors)
 
     def updated(self, corpus: CorpusState) -> IndexState:
         """The state over ``corpus`` (this one's chunks after an add or delete).
@@ -184,7 +196,9 @@ class IndexState:
         full derivation (``shared_core.state.refresh``), at a fraction of its cost.
         """
         return IndexState(self.config, corpus,
-                          refresh_graph(self.corpus, self.graph, corpus, self.config))
+                          refresh_graph(self.corpus, self.graph, corpus, self.config,
+                                        vector_store=self.vector_store),
+                          self.vector_store)
 
 
 class ConceptGraphIndex:
@@ -201,9 +215,17 @@ class ConceptGraphIndex:
     broken by content (ids, terms), so an index depends only on the chunks it
     holds: deleting a chunk gives the index that never held it, and adding in
     pieces gives the index built at once.
+
+    ``vector_store`` (a :class:`~shared_core.search.external.VectorStoreBackend`:
+    Milvus, or a LangChain or LlamaIndex vector store through its adapter) holds
+    copies of the vectors and finds each query's vector candidates instead of the
+    in-process scan or HNSW; ranking still rescores them exactly. Every add and
+    delete writes the store before the new state is published. The store is the
+    index's own: on attach (and on :meth:`load`) it is reconciled with the chunks.
     """
 
-    def __init__(self, embedder: Embedder, config: ConceptGraphConfig | None = None) -> None:
+    def __init__(self, embedder: Embedder, config: ConceptGraphConfig | None = None, *,
+                 vector_store: VectorStoreBackend | None = None) -> None:
         if not isinstance(embedder, Embedder):
             raise TypeError(
                 f"embedder must implement the Embedder protocol (model_id, dim, embed), "
@@ -219,24 +241,65 @@ class ConceptGraphIndex:
         self._write_lock = threading.Lock()
         corpus = empty_corpus(embedder.dim, direct_units=config.chunk_similarity == "direct")
         self._state = IndexState.build(corpus, config)
+        self.vector_store_repair: Reconciled | None = None
+        if vector_store is not None:
+            self._attach(vector_store)
+
+    def _attach(self, vector_store: VectorStoreBackend) -> None:
+        """Make ``vector_store`` hold this index's vectors and find its candidates.
+
+        The store is reconciled with the chunks first: rows a crash left behind
+        are deleted and missing ones written (``vector_store_repair`` says how many).
+        """
+        _check_vector_store(vector_store)
+        state = self._state
+        self._publish_reconciled(IndexState(state.config, state.corpus, with_vector_store(
+            state.graph, state.corpus, state.config, vector_store), vector_store))
+
+    def _publish_reconciled(self, state: IndexState) -> None:
+        """Reconcile ``state``'s vector store with its chunks, then publish ``state``."""
+        assert state.vector_store is not None
+        repair = reconcile(state.vector_store, state.stored_rows())
+        if repair.written or repair.deleted:
+            logger.warning("vector store %s reconciled with the index: %d rows written, "
+                           "%d deleted", type(state.vector_store).__name__, repair.written,
+                           repair.deleted)
+        self.vector_store_repair = repair
+        self._state = state
+
+    def _publish(self, before: IndexState, after: IndexState,
+                 rewritten: Iterable[str] = ()) -> None:
+        """Publish ``after``, once its vector store (if any) holds its rows."""
+        if after.vector_store is not None:
+            changed_rows(after.vector_store, before.stored_rows(), after.stored_rows(),
+                         rewritten)
+        self._state = after
 
     @classmethod
     def from_state(cls, embedder: Embedder, config: ConceptGraphConfig,
                    corpus: CorpusState, *, ann: VectorSearch | None = None,
-                   saved: SavedGraph | None = None, verify: bool = False) -> ConceptGraphIndex:
+                   saved: SavedGraph | None = None, verify: bool = False,
+                   vector_store: VectorStoreBackend | None = None) -> ConceptGraphIndex:
         """An index over an existing corpus state (e.g. one read from disk).
 
         ``ann`` is an approximate vector index already built over its vectors (a
         saved one); it is used if it fits, and built otherwise. ``saved`` is a
         saved graph's edges and PageRank, checked and used instead of finding
         the edges again (``verify``: the values it holds are derived again and
-        compared; see :func:`~shared_core.state.saved.restore_graph`).
+        compared; see :func:`~shared_core.state.saved.restore_graph`). ``vector_store``
+        is reconciled with the chunks (see :meth:`__init__`) and finds the vector
+        candidates.
         """
         if corpus.dim != embedder.dim:
             raise ValueError(f"the chunks hold {corpus.dim}-dimensional vectors, but the "
                              f"embedder gives {embedder.dim}")
         index = cls(embedder, config)
-        index._state = IndexState.build(corpus, index.config, ann, saved, verify)
+        if vector_store is None:
+            index._state = IndexState.build(corpus, index.config, ann, saved, verify)
+        else:
+            _check_vector_store(vector_store)
+            index._publish_reconciled(IndexState.build(corpus, index.config, None, saved, verify,
+                                                       vector_store))
         return index
 
     @property
@@ -275,8 +338,14 @@ class ConceptGraphIndex:
             corpus = replaced(corpus, unit_vectors=None)
         index = ConceptGraphIndex(self._embedder, config)
         graph_changed = any(getattr(config, k) != getattr(state.config, k) for k in GRAPH_KNOBS)
-        index._state = (IndexState.build(corpus, config) if graph_changed
-                        else IndexState(config, corpus, state.graph))
+        store = state.vector_store
+        index._state = (IndexState.build(corpus, config, vector_store=store) if graph_changed
+                        else IndexState(config, corpus, state.graph, store))
+        if store is not None and index._state.stored_rows().kind != state.stored_rows().kind:
+            raise ValueError(
+                f"chunk_similarity={config.chunk_similarity!r} compares units by other vectors "
+                "than the vector store holds, and the store is this index's; build a new "
+                "index with a store of its own")
         return index
 
     # ----------------------------------------------------------------- building
@@ -291,9 +360,11 @@ class ConceptGraphIndex:
         config: ConceptGraphConfig | None = None,
         show_progress: bool = False,
         batch_size: int = ADD_BATCH,
+        vector_store: VectorStoreBackend | None = None,
     ) -> ConceptGraphIndex:
-        """An index over ``texts`` (a list, or any iterable: see :meth:`add`)."""
-        index = cls(embedder, config)
+        """An index over ``texts`` (a list, or any iterable: see :meth:`add`); its vectors
+        also go to ``vector_store`` when given (see the class docstring)."""
+        index = cls(embedder, config, vector_store=vector_store)
         index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress,
                   batch_size=batch_size)
         return index
@@ -431,10 +502,12 @@ class ConceptGraphIndex:
                     bar.close()
             if updates:
                 corpus = corpus.with_metadata(updates)
+            rewritten = [corpus.ids[pos] for pos in updates]
             if parts:
-                self._state = state.updated(merge_many([corpus, *parts]))
+                self._publish(state, state.updated(merge_many([corpus, *parts])), rewritten)
             elif updates:  # metadata only: the derived graph does not change
-                self._state = IndexState(cfg, corpus, state.graph)
+                self._publish(state, IndexState(cfg, corpus, state.graph, state.vector_store),
+                              rewritten)
         return all_ids
 
     def delete(self, ids: Iterable[str]) -> None:
@@ -455,7 +528,7 @@ class ConceptGraphIndex:
             if not doomed:
                 return
             keep = np.flatnonzero([cid not in doomed for cid in corpus.ids])
-            self._state = state.updated(take(corpus, keep))
+            self._publish(state, state.updated(take(corpus, keep)))
 
     @staticmethod
     def _check_ids(texts: list[str], ids: Sequence[str] | None, start: int = 0) -> list[str]:
@@ -589,7 +662,9 @@ class ConceptGraphIndex:
             "mean_degree": float(degree.mean()) if n_concepts else 0.0,
             "embedding_model": self._embedder.model_id,
             "embedding_dim": self._embedder.dim,
-            "vector_index": "exact" if graph.ann is None else "hnsw",
+            "vector_index": ("exact" if graph.ann is None else
+                             "hnsw" if isinstance(graph.ann, HnswVectorIndex) else
+                             f"store:{type(state.vector_store).__name__}"),
             "warnings": warnings,
         }
 
@@ -727,7 +802,8 @@ class ConceptGraphIndex:
                     saved_parts(graph))
 
     @classmethod
-    def load(cls, path: str, embedder: Embedder, *, verify: bool = False) -> ConceptGraphIndex:
+    def load(cls, path: str, embedder: Embedder, *, verify: bool = False,
+             vector_store: VectorStoreBackend | None = None) -> ConceptGraphIndex:
         """Read an index saved by :meth:`save`; ``embedder`` must be the one it was built with.
 
         Every file is checked against its checksum and the rules an index obeys
@@ -739,13 +815,18 @@ class ConceptGraphIndex:
         of overrunning a budget. ``verify=True`` derives and recounts everything
         from the chunks and refuses a save that differs, for an index from a
         source you do not trust.
+
+        ``vector_store``: the outside store the index was used with (a save holds
+        no store). It is reconciled with the saved chunks, so rows written or
+        deleted after the last save (a process killed between the store's write
+        and the save) are repaired; ``vector_store_repair`` says how many.
         """
         from .store import CorruptIndexError, index_folder, load_corpus
 
         saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify)
         try:
             return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
-                                  saved=saved.graph, verify=verify)
+                                  saved=saved.graph, verify=verify, vector_store=vector_store)
         except ValueError as exc:
             if saved.graph is None:
                 raise
@@ -753,6 +834,12 @@ class ConceptGraphIndex:
 
 
 # ---------------------------------------------------------------- helpers on one state
+def _check_vector_store(vector_store: object) -> None:
+    if not isinstance(vector_store, VectorStoreBackend):
+        raise TypeError("vector_store must implement the VectorStoreBackend protocol (upsert, "
+                        f"delete, keys, search), got {type(vector_store).__name__}")
+
+
 def _with_resolved_segmenter(config: ConceptGraphConfig) -> ConceptGraphConfig:
     """``cjk_segmenter="auto"`` settled once, at creation, and recorded in the config,
     so an index's analysis never depends on the machine that loads it."""

@@ -9,7 +9,7 @@ state it comes from, so readers can hold one while a writer builds the next.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +29,7 @@ from ..graph.edges import (
 from ..graph.pagerank import pagerank
 from ..search.bm25 import BM25Scorer
 from ..search.candidates import GatheredUnits
+from ..search.external import EngineVectorIndex, StoredRows, VectorStoreBackend
 from ..search.fused import inverse_document_frequency
 from ..search.vector_index import VectorIndex
 from ..search.walk import WalkGraph
@@ -149,11 +150,14 @@ def link_concepts(corpus: CorpusState, config: ConceptGraphConfig,
 
 
 def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
-                 ann: VectorSearch | None = None) -> DerivedGraph:
+                 ann: VectorSearch | None = None,
+                 vector_store: VectorStoreBackend | None = None) -> DerivedGraph:
     """Concepts, graph and unit views of ``corpus`` under ``config``'s graph knobs.
 
     ``ann`` is an approximate vector index built earlier over the same vectors
     (one saved with the index); it is used when it indexes as many vectors.
+    ``vector_store``: an outside engine that holds the vectors and finds candidates
+    instead (it must hold this corpus's rows; see ``search.external``).
     """
     found = link_concepts(corpus, config)
     vectors, sentence_counts = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
@@ -161,7 +165,7 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
     links_csc = found.links.tocsc()
     edges = edges_of(pairs, chunk_counts(links_csc))
     unit_vectors = unit_vectors_of(corpus, config)
-    search = vector_search_index(config, corpus, unit_vectors, ann)
+    search = vector_search_index(config, corpus, unit_vectors, ann, vector_store)
     return assemble_graph(corpus, config, found, vectors, sentence_counts, edges, pairs,
                           unit_vectors, search, links_csc=links_csc)
 
@@ -252,6 +256,15 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
     )
 
 
+def with_vector_store(graph: DerivedGraph, corpus: CorpusState, config: ConceptGraphConfig,
+                      vector_store: VectorStoreBackend) -> DerivedGraph:
+    """``graph`` (of ``corpus``) with ``vector_store`` finding its vector candidates."""
+    search = vector_search_index(config, corpus, graph.unit_vectors, None, vector_store)
+    assert search is not None
+    return replace(graph, ann=search.index, ann_rows=search.rows, ann_row_unit=_row_units(
+        search.rows, None if graph.unit_vectors is not None else graph.unit_offsets))
+
+
 def _row_units(rows: np.ndarray, unit_offsets: np.ndarray | None) -> np.ndarray | None:
     """Each indexed row's unit (-1 for a dead row); None when rows are the units, in order."""
     if unit_offsets is None:
@@ -276,14 +289,19 @@ def uses_ann(config: ConceptGraphConfig, rows: int) -> bool:
 
 def vector_search_index(config: ConceptGraphConfig, corpus: CorpusState,
                          unit_vectors: np.ndarray | None,
-                         built: VectorSearch | None) -> VectorSearch | None:
+                         built: VectorSearch | None,
+                         vector_store: VectorStoreBackend | None = None) -> VectorSearch | None:
     """The approximate index over what unit similarity is made of, or None for exact.
 
     Units with their own vectors are indexed directly; otherwise a unit's
     similarity is its best sentence's, and the sentences are indexed. ``built``
-    (a saved index over the same rows) is used when it holds as many rows.
+    (a saved index over the same rows) is used when it holds as many rows. An
+    outside ``vector_store`` is used whatever the size: the user chose it.
     """
     rows = corpus.sentence_vectors if unit_vectors is None else unit_vectors
+    if vector_store is not None:
+        return VectorSearch(EngineVectorIndex(vector_store, StoredRows.of(corpus, unit_vectors)),
+                            np.arange(len(rows)))
     if not len(rows) or not uses_ann(config, len(rows)):
         return None
     if built is not None and int((built.rows >= 0).sum()) == len(rows):

@@ -39,6 +39,7 @@ from ..graph.edges import (
     rechecked,
     strong_pairs_of,
 )
+from ..search.external import VectorStoreBackend
 from .corpus import VECTOR_DTYPE, CorpusState
 from .derived import (
     ConceptLinks,
@@ -50,6 +51,7 @@ from .derived import (
     segment_means,
     unit_vectors_of,
     uses_ann,
+    vector_search_index,
 )
 
 # Past this share of dead rows, an approximate index is rebuilt rather than appended to.
@@ -96,7 +98,8 @@ def _moved_runs(before_offsets: np.ndarray, after_offsets: np.ndarray,
 
 def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
                   config: ConceptGraphConfig,
-                  max_changed: float = MAX_CHANGED_CHUNKS) -> DerivedGraph:
+                  max_changed: float = MAX_CHANGED_CHUNKS,
+                  vector_store: VectorStoreBackend | None = None) -> DerivedGraph:
     """``derive_graph(after, config)``, computed from ``graph`` (derived from ``before``).
 
     ``graph`` must have been derived under the same graph knobs. A full
@@ -110,7 +113,7 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
     changed_chunks = moves.added_chunks + int((moves.chunk < 0).sum())
     if (graph.pairs is None or not len(before) or not len(after)
             or changed_chunks > max_changed * len(after)):
-        return derive_graph(after, config)
+        return derive_graph(after, config, vector_store=vector_store)
     found = link_concepts(after, config)
     concepts = _concept_changes(graph, after, found, moves)
     vectors, counts, drift = _refreshed_vectors(graph, after, found, concepts)
@@ -119,7 +122,9 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
                                links_csc, graph.concept_chunk_counts, vectors, drift, config)
     edges = edges_of(pairs, chunk_counts(links_csc))
     unit_vectors = _refreshed_unit_vectors(graph, after, config, moves)
-    search = _refreshed_search(graph, after, config, unit_vectors, moves)
+    search = (_refreshed_search(graph, after, config, unit_vectors, moves)
+              if vector_store is None
+              else vector_search_index(config, after, unit_vectors, None, vector_store))
     return assemble_graph(after, config, found, vectors, counts, edges, pairs, unit_vectors,
                           search, links_csc=links_csc)
 

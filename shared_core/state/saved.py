@@ -48,6 +48,7 @@ from ..graph.edges import (
     strong_pairs_of,
 )
 from ..graph.pagerank import pagerank_residual
+from ..search.external import VectorStoreBackend
 from .corpus import CorpusState
 from .derived import (
     DerivedGraph,
@@ -100,7 +101,8 @@ def saved_parts(graph: DerivedGraph) -> SavedGraph:
 
 
 def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedGraph,
-                  ann: VectorSearch | None = None, verify: bool = False) -> DerivedGraph:
+                  ann: VectorSearch | None = None, verify: bool = False,
+                  vector_store: VectorStoreBackend | None = None) -> DerivedGraph:
     """The graph of ``corpus`` with its saved parts; ValueError if they disagree.
 
     ``verify`` derives the concepts, vectors and cosine decisions again even
@@ -156,7 +158,7 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
         raise ValueError("the saved PageRank is not the PageRank of the saved "
                          f"{'pairs' if saved.strong else 'edges'}")
     unit_vectors = unit_vectors_of(corpus, config)
-    search = vector_search_index(config, corpus, unit_vectors, ann)
+    search = vector_search_index(config, corpus, unit_vectors, ann, vector_store)
     return assemble_graph(corpus, config, found, vectors, counts, edges, pairs, unit_vectors,
                           search, rank=rank, links_csc=links_csc,
                           weighted=rank_adj if config.pagerank_weighted else None)

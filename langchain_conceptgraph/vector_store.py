@@ -1,0 +1,133 @@
+"""A LangChain ``VectorStore`` as the concept graph's vector store (Chroma, PGVector, ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+
+from shared_core.search.external import VectorStoreBackend
+
+# cosine below which a store's own embedding of a text is another model's
+SAME_MODEL_COSINE = 0.99
+
+
+class LangChainVectorStore:
+    """Any LangChain ``VectorStore`` as a ``VectorStoreBackend`` of a concept graph index.
+
+    Rows are documents whose id is the row's key, whose text is its sentence (or
+    unit) and whose metadata is its chunk's id, its part and the chunk's scalar
+    metadata. LangChain has no common way to hand a store vectors, so the store
+    embeds the texts with its own embeddings, which must be the index's model
+    (checked on the first write: ``ValueError`` otherwise); give it
+    ``CoreEmbeddings`` over the index's (cached) embedder and nothing is embedded
+    twice. Give the store a
+    collection of its own: the index deletes any row of its key form it does not
+    hold. The store must list its ids: ``InMemoryVectorStore`` and Chroma do;
+    for another, pass ``list_ids``.
+
+    Setup:
+        ```bash
+        pip install conceptgraph langchain-chroma   # or any LangChain vector store
+        ```
+
+    Instantiate:
+        ```python
+        from langchain_core.vectorstores import InMemoryVectorStore
+        from shared_core import HashingEmbedder
+        from langchain_conceptgraph import CoreEmbeddings, LangChainVectorStore
+
+        embeddings = CoreEmbeddings(HashingEmbedder())
+        store = LangChainVectorStore(InMemoryVectorStore(embedding=embeddings))
+        ```
+
+    Use with a retriever:
+        ```python
+        from langchain_core.documents import Document
+        from langchain_conceptgraph import ConceptGraphRetriever
+
+        retriever = ConceptGraphRetriever.from_documents(
+            [Document("Ada Lovelace wrote the first program.")], embeddings,
+            vector_store=store)
+        retriever.invoke("Who wrote the first program?")
+        ```
+    """
+
+    def __init__(self, store: VectorStore,
+                 list_ids: Callable[[VectorStore], Iterable[str]] | None = None) -> None:
+        if not isinstance(store, VectorStore):
+            raise TypeError(f"store must be a LangChain VectorStore, got {type(store).__name__}")
+        if list_ids is None:
+            list_ids = _known_listing(store)
+        self.store = store
+        self._list_ids = list_ids
+        self._model_checked = False
+
+    def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
+               metadatas: Sequence[Mapping[str, Any]]) -> None:
+        if not len(keys):
+            return
+        metas = [dict(m) for m in metadatas]
+        if not self._model_checked:
+            self._check_model(texts[0], np.asarray(vectors[0], dtype=np.float32))
+        self.store.add_documents([Document(id=k, page_content=t, metadata=m)
+                                  for k, t, m in zip(keys, texts, metas, strict=True)],
+                                 ids=list(keys))
+
+    def _check_model(self, text: str, vector: np.ndarray) -> None:
+        embeddings = self.store.embeddings
+        if embeddings is None:
+            raise ValueError(f"{type(self.store).__name__} has no embeddings to embed rows "
+                             "with")
+        own = np.asarray(embeddings.embed_documents([text])[0], dtype=np.float32)
+        if own.shape != vector.shape:
+            raise ValueError(f"the store embeds with {own.shape[0]} dimensions, the index with "
+                             f"{vector.shape[0]}: give the store the index's embeddings")
+        cosine = float(own @ vector / (np.linalg.norm(own) * np.linalg.norm(vector) or 1.0))
+        if cosine < SAME_MODEL_COSINE:
+            raise ValueError(f"the store embeds a text at cosine {cosine:.3f} to the index's "
+                             "vector of it: it uses another model; give the store the "
+                             "index's embeddings")
+        self._model_checked = True
+
+    def delete(self, keys: Sequence[str]) -> None:
+        if len(keys):
+            self.store.delete(ids=list(keys))
+
+    def keys(self) -> Iterable[str]:
+        return list(self._list_ids(self.store))
+
+    def search(self, query: np.ndarray, k: int) -> list[str]:
+        if k <= 0:
+            return []
+        found = self.store.similarity_search_by_vector(np.asarray(query).tolist(), k=k)
+        ids = [doc.id for doc in found]
+        if any(i is None for i in ids):
+            raise ValueError(f"{type(self.store).__name__} returned documents without ids, so "
+                             "they cannot be matched to the index's rows")
+        return [str(i) for i in ids]
+
+
+def _known_listing(store: VectorStore) -> Callable[[VectorStore], Iterable[str]]:
+    """How to list the ids of the stores that can be listed without a query."""
+    if isinstance(store, InMemoryVectorStore):
+        return lambda s: list(s.store)  # type: ignore[attr-defined]
+    if type(store).__name__ == "Chroma" and hasattr(store, "get"):
+        return lambda s: s.get(include=[])["ids"]  # type: ignore[attr-defined]
+    raise TypeError(f"cannot list the ids a {type(store).__name__} holds, which the index "
+                    "needs to repair the store after a crash: pass list_ids=a function "
+                    "returning every id in the store")
+
+
+
+def to_backend(store: object) -> VectorStoreBackend:
+    """A LangChain vector store wrapped as a backend, or a ``VectorStoreBackend`` as given."""
+    if isinstance(store, VectorStore):
+        return LangChainVectorStore(store)
+    if isinstance(store, VectorStoreBackend):
+        return store
+    raise TypeError(f"vector_store must be a LangChain VectorStore or a conceptgraph "
+                    f"VectorStoreBackend, got {type(store).__name__}")

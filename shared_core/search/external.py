@@ -1,0 +1,257 @@
+"""An index's vectors in an engine outside it: Milvus, or a framework's vector store.
+
+The engine proposes candidates; ranking rescores them from the index's own
+vectors, as it does for the HNSW backend. Rows are stored under content keys,
+not positions, so that positions can shift with every add and delete while the
+engine's rows stay put::
+
+    <chunk id>#<digest of the chunk's text>.<s|u><row within the chunk>
+
+``s`` rows are a chunk's sentences, ``u`` rows its retrieval units (indexes whose
+units have vectors of their own). A key names one chunk text: a chunk deleted and
+added again with other text gets other keys, so a store left behind by a crash is
+found out by comparing keys (:func:`reconcile`).
+
+A store holds one index's rows and nothing else: :func:`reconcile` deletes any
+key of this form that the index does not hold, and refuses a store that holds
+other ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..text.sentences import concatenated_ranges
+from .vector_index import scan_scores
+
+if TYPE_CHECKING:  # the state package imports this module
+    from ..state.corpus import CorpusState
+
+DIGEST_CHARS = 12  # hex characters of a chunk text's BLAKE2b digest in its keys
+_KEY = re.compile(rf"^(?P<chunk>.+)#(?P<digest>[0-9a-f]{{{DIGEST_CHARS}}})"
+                  r"\.(?P<kind>[su])(?P<part>0|[1-9][0-9]*)$", re.DOTALL)
+
+
+@runtime_checkable
+class VectorStoreBackend(Protocol):
+    """What an outside engine does for an index: keep keyed rows and find the closest.
+
+    Implementations: :class:`~shared_core.search.milvus.MilvusVectorStore`, and the
+    framework adapters' wrappers of a LangChain ``VectorStore`` or a LlamaIndex
+    vector store. ``vectors`` are unit float32 rows; ``search`` ranks by inner
+    product (cosine), best first.
+    """
+
+    def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
+               metadatas: Sequence[Mapping[str, Any]]) -> None:
+        """Write these rows, replacing any row held under the same key."""
+        ...
+
+    def delete(self, keys: Sequence[str]) -> None:
+        """Remove the rows under these keys; a key not held is not an error."""
+        ...
+
+    def keys(self) -> Iterable[str]:
+        """Every key the store holds."""
+        ...
+
+    def search(self, query: np.ndarray, k: int) -> list[str]:
+        """The keys of the (up to) ``k`` rows closest to ``query``, best first."""
+        ...
+
+
+def text_digest(text: str) -> str:
+    """The digest that ties a chunk's keys to its text."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=DIGEST_CHARS // 2).hexdigest()
+
+
+def row_key(chunk_id: str, digest: str, kind: str, part: int) -> str:
+    return f"{chunk_id}#{digest}.{kind}{part}"
+
+
+def parse_key(key: str) -> tuple[str, str, str, int] | None:
+    """``(chunk id, digest, kind, part)`` of a key of this module's form, else None."""
+    found = _KEY.match(key)
+    if found is None:
+        return None
+    return found["chunk"], found["digest"], found["kind"], int(found["part"])
+
+
+@dataclass(frozen=True, eq=False)
+class StoredRows:
+    """Where the rows an engine holds for one corpus state sit in its vectors.
+
+    Row ``first[c] + p`` of ``vectors`` is part ``p`` of chunk ``c``; chunk ``c``
+    has ``count[c]`` parts. ``kind`` is ``"s"`` (sentence rows) or ``"u"`` (units).
+    """
+
+    corpus: CorpusState
+    kind: str
+    vectors: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+
+    @classmethod
+    def of(cls, corpus: CorpusState, unit_vectors: np.ndarray | None) -> StoredRows:
+        """The rows a vector index over ``corpus`` holds: sentences, or units with vectors."""
+        n_chunks = len(corpus)
+        if unit_vectors is None:
+            first = np.asarray(corpus.sentence_offsets[:-1], dtype=np.int64)
+            count = np.diff(corpus.sentence_offsets).astype(np.int64)
+            return cls(corpus, "s", corpus.sentence_vectors, first, count)
+        unit_chunk = corpus.sentence_chunk()[corpus.unit_offsets()[:-1]]
+        count = np.bincount(unit_chunk, minlength=n_chunks).astype(np.int64)
+        first = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+        return cls(corpus, "u", unit_vectors, first, count)
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def keys_of(self, chunks: Iterable[int]) -> list[str]:
+        """Every key of these chunk positions, chunk by chunk."""
+        out: list[str] = []
+        for c in chunks:
+            digest = text_digest(self.corpus.texts[c])
+            cid = self.corpus.ids[c]
+            out.extend(row_key(cid, digest, self.kind, p) for p in range(int(self.count[c])))
+        return out
+
+    def rows_of(self, chunks: Sequence[int]) -> np.ndarray:
+        """The row positions of these chunks, in :meth:`keys_of` order."""
+        c = np.asarray(chunks, dtype=np.int64)
+        return concatenated_ranges(self.first[c], self.first[c] + self.count[c])
+
+    def texts_of(self, rows: np.ndarray) -> list[str]:
+        """Each row's text: its sentence, or its unit's sentences."""
+        corpus = self.corpus
+        spans = corpus.sentence_spans
+        chunk_of = corpus.sentence_chunk()
+        if self.kind == "s":
+            sentence_first, sentence_last = rows, rows
+        else:
+            offsets = corpus.unit_offsets()
+            sentence_first, sentence_last = offsets[rows], offsets[rows + 1] - 1
+        return [corpus.texts[int(chunk_of[a])][int(spans[a][0]):int(spans[b][1])]
+                for a, b in zip(sentence_first.tolist(), sentence_last.tolist(), strict=True)]
+
+    def metadatas_of(self, chunks: Sequence[int]) -> list[dict[str, Any]]:
+        """Each row's metadata, in :meth:`keys_of` order: its chunk's id, its part, and
+        the chunk's scalar metadata fields (what every store can filter on)."""
+        out: list[dict[str, Any]] = []
+        for c in chunks:
+            scalar = {k: v for k, v in self.corpus.metadata_of(c).items()
+                      if isinstance(v, (str, int, float, bool))}
+            cid = self.corpus.ids[c]
+            out.extend({**scalar, "chunk_id": cid, "part": p} for p in range(int(self.count[c])))
+        return out
+
+    def write(self, store: VectorStoreBackend, chunks: Sequence[int],
+              batch_rows: int = 4096) -> int:
+        """Upsert every row of these chunks, ``batch_rows`` at a time; returns rows written."""
+        keys = self.keys_of(chunks)
+        rows = self.rows_of(chunks)
+        metadatas = self.metadatas_of(chunks)
+        for start in range(0, len(keys), batch_rows):
+            part = slice(start, start + batch_rows)
+            picked = rows[part]
+            store.upsert(keys[part], np.asarray(self.vectors[picked], dtype=np.float32),
+                         self.texts_of(picked), metadatas[part])
+        return len(keys)
+
+
+@dataclass(frozen=True, eq=False)
+class EngineVectorIndex:
+    """A :class:`~shared_core.search.vector_index.VectorIndex` over an outside engine.
+
+    The engine's keys are mapped to this state's rows; a key of a chunk this state
+    does not hold (a writer's newer rows, or rows a crash left behind) is skipped.
+    Scores are the exact cosines of the rows found, from the index's own vectors.
+    """
+
+    store: VectorStoreBackend
+    rows: StoredRows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        k = min(k, len(self))
+        if k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        position, rows = self.rows.corpus.position, self.rows
+        found: list[int] = []
+        for key in self.store.search(query, k):
+            parsed = parse_key(key)
+            if parsed is None:
+                continue
+            chunk_id, _, kind, part = parsed
+            c = position.get(chunk_id)
+            if c is None or kind != rows.kind or part >= rows.count[c]:
+                continue
+            found.append(int(rows.first[c]) + part)
+        picked = np.asarray(found, dtype=np.int64)
+        return picked, scan_scores(rows.vectors[picked], query)
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What :func:`reconcile` changed in a store: rows written and rows deleted."""
+
+    written: int
+    deleted: int
+
+
+def reconcile(store: VectorStoreBackend, rows: StoredRows) -> Reconciled:
+    """Make ``store`` hold exactly ``rows``' keys: write the missing, delete the rest.
+
+    A chunk is rewritten whole when any of its keys is missing. Raises
+    ``ValueError``, changing nothing, when the store holds ids of another form
+    (it is not this index's store).
+    """
+    held = set(store.keys())
+    foreign = [key for key in held if parse_key(key) is None]
+    if foreign:
+        raise ValueError(
+            f"the vector store holds {len(foreign)} ids that are not a conceptgraph index's "
+            f"(e.g. {sorted(foreign)[0]!r}); give the index a store or collection of its own")
+    missing_chunks: list[int] = []
+    expected: set[str] = set()
+    for c in range(len(rows.corpus)):
+        keys = rows.keys_of([c])
+        expected.update(keys)
+        if not held.issuperset(keys):
+            missing_chunks.append(c)
+    stale = sorted(held - expected)
+    if stale:
+        store.delete(stale)
+    written = rows.write(store, missing_chunks) if missing_chunks else 0
+    return Reconciled(written, len(stale))
+
+
+def changed_rows(store: VectorStoreBackend, before: StoredRows, after: StoredRows,
+                 rewritten: Iterable[str] = ()) -> None:
+    """Bring ``store`` from ``before``'s rows to ``after``'s: one write of the new chunks
+    (and of ``rewritten`` ids, whose metadata changed), one delete of the gone ones.
+
+    On an error the rows it wrote are deleted again before it raises, so that the
+    store holds what it held; rows it could not delete are found by the next
+    :func:`reconcile`.
+    """
+    kinds_differ = before.kind != after.kind
+    before_ids, after_ids = before.corpus.position, after.corpus.position
+    new = sorted({after_ids[i] for i in rewritten if i in after_ids}
+                 | {c for i, c in after_ids.items() if kinds_differ or i not in before_ids})
+    gone = [c for i, c in before_ids.items() if kinds_differ or i not in after_ids]
+    try:
+        after.write(store, new)
+    except BaseException:
+        store.delete(after.keys_of(c for c in new if after.corpus.ids[c] not in before_ids))
+        raise
+    if gone:
+        store.delete(before.keys_of(gone))

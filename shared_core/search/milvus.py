@@ -1,0 +1,127 @@
+"""Milvus as an index's vector store (the ``milvus`` extra): a cluster, or Milvus Lite in a file.
+
+``MilvusVectorStore("./vectors.db")`` runs Milvus Lite in-process over a local
+file; ``MilvusVectorStore("http://host:19530", token=...)`` talks to a Milvus
+server or cluster with the same client code. A collection holds one index's rows:
+its key (primary), its chunk's id, its vector and its chunk's scalar metadata
+(a JSON field). Texts stay in the index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+KEY_CHARS = 4096  # a key's VARCHAR length: chunk id, digest and part
+MAX_TOP_K = 16_384  # the most rows one Milvus search returns
+WRITE_BATCH = 2048  # rows per upsert or delete request
+LIST_BATCH = 16_384  # keys per page when the collection is listed
+
+
+def _client_class() -> Any:
+    try:
+        from pymilvus import MilvusClient
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("MilvusVectorStore needs pymilvus (and milvus-lite for a local "
+                          "file): pip install 'conceptgraph[milvus]'") from exc
+    return MilvusClient
+
+
+class MilvusVectorStore:
+    """One Milvus collection as a :class:`~shared_core.search.external.VectorStoreBackend`.
+
+    The collection is created on the first write, with an inner-product index
+    (``index_type``, ``AUTOINDEX`` by default) and strong consistency, so a
+    search sees every write before it. An existing collection must have this
+    layout and dimension, else ``ValueError``.
+    """
+
+    def __init__(self, uri: str, collection: str = "conceptgraph", *, token: str = "",
+                 index_type: str = "AUTOINDEX", client: Any = None) -> None:
+        if not isinstance(collection, str) or not collection:
+            raise ValueError(f"collection must be a non-empty str, got {collection!r}")
+        self.uri = uri
+        self.collection = collection
+        self.index_type = index_type
+        self.client = client if client is not None else _client_class()(uri=uri, token=token)
+        self._dim: int | None = self._existing_dim()
+
+    def _existing_dim(self) -> int | None:
+        if not self.client.has_collection(self.collection):
+            return None
+        fields = {f["name"]: f for f in self.client.describe_collection(self.collection)["fields"]}
+        key, vector = fields.get("key"), fields.get("vector")
+        if key is None or not key.get("is_primary") or vector is None or "chunk_id" not in fields:
+            raise ValueError(f"Milvus collection {self.collection!r} exists with fields "
+                             f"{sorted(fields)}, not a conceptgraph index's (key, chunk_id, "
+                             "vector, metadata); name another collection")
+        self.client.load_collection(self.collection)  # a reopened collection starts released
+        return int(vector["params"]["dim"])
+
+    def _create(self, dim: int) -> None:
+        from pymilvus import DataType
+
+        schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("key", DataType.VARCHAR, is_primary=True, max_length=KEY_CHARS)
+        schema.add_field("chunk_id", DataType.VARCHAR, max_length=KEY_CHARS)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+        schema.add_field("metadata", DataType.JSON)
+        params = self.client.prepare_index_params()
+        params.add_index("vector", index_type=self.index_type, metric_type="IP")
+        self.client.create_collection(self.collection, schema=schema, index_params=params,
+                                      consistency_level="Strong")
+        self._dim = dim
+
+    def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
+               metadatas: Sequence[Mapping[str, Any]]) -> None:
+        if not len(keys):
+            return
+        rows = np.asarray(vectors, dtype=np.float32)
+        if self._dim is None:
+            self._create(rows.shape[1])
+        if rows.shape[1] != self._dim:
+            raise ValueError(f"Milvus collection {self.collection!r} holds {self._dim}-"
+                             f"dimensional vectors, got {rows.shape[1]}")
+        too_long = next((k for k in keys if len(k.encode("utf-8")) > KEY_CHARS), None)
+        if too_long is not None:
+            raise ValueError(f"chunk id too long for Milvus ({KEY_CHARS} bytes with its key "
+                             f"suffix): {too_long[:80]!r}...")
+        for start in range(0, len(keys), WRITE_BATCH):
+            end = start + WRITE_BATCH
+            self.client.upsert(self.collection, [
+                {"key": key, "chunk_id": meta["chunk_id"], "vector": vector,
+                 "metadata": dict(meta)}
+                for key, vector, meta in zip(keys[start:end], rows[start:end].tolist(),
+                                             metadatas[start:end], strict=True)])
+
+    def delete(self, keys: Sequence[str]) -> None:
+        if not len(keys) or self._dim is None:
+            return
+        for start in range(0, len(keys), WRITE_BATCH):
+            self.client.delete(self.collection, ids=list(keys[start:start + WRITE_BATCH]))
+
+    def keys(self) -> Iterable[str]:
+        if self._dim is None:
+            return []
+        out: list[str] = []
+        pages = self.client.query_iterator(self.collection, batch_size=LIST_BATCH, filter="",
+                                           output_fields=["key"])
+        try:
+            while page := pages.next():
+                out.extend(row["key"] for row in page)
+        finally:
+            pages.close()
+        return out
+
+    def search(self, query: np.ndarray, k: int) -> list[str]:
+        if self._dim is None or k <= 0:
+            return []
+        found = self.client.search(self.collection, data=[np.asarray(query, np.float32).tolist()],
+                                   limit=min(k, MAX_TOP_K), search_params={"metric_type": "IP"})
+        return [hit["key"] for hit in found[0]]
+
+    def close(self) -> None:
+        """Release the client (Milvus Lite stops its local server)."""
+        self.client.close()

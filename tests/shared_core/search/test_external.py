@@ -1,0 +1,282 @@
+"""An index's vectors in an outside store: keys, row layout, write-through, repair.
+
+The store here is Milvus Lite (a real Milvus server in a local file), through
+``MilvusVectorStore``: the same client code that talks to a Milvus cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+from shared_core.search.external import (
+    StoredRows,
+    VectorStoreBackend,
+    parse_key,
+    row_key,
+    text_digest,
+)
+from shared_core.search.milvus import MilvusVectorStore
+from tests.shared_core.test_store import TEXTS
+
+DIM = 64
+IDS = [f"t{i}" for i in range(len(TEXTS))]
+QUERIES = ["Who wrote the first compiler?", "analytical engine", "punched cards and looms"]
+# Milvus Lite's server talks to its client over loopback
+loopback = pytest.mark.allow_hosts(["127.0.0.1"])
+
+
+def milvus(tmp_path: Path, name: str = "cg") -> MilvusVectorStore:
+    return MilvusVectorStore(str(tmp_path / "vectors.db"), name, index_type="FLAT")
+
+
+def build(store: VectorStoreBackend | None = None, **knobs: object) -> ConceptGraphIndex:
+    return ConceptGraphIndex.from_texts(
+        TEXTS, ids=IDS, embedder=HashingEmbedder(DIM), vector_store=store,
+        metadatas=[{"n": i, "tags": ["a", "b"]} for i in range(len(TEXTS))],
+        config=ConceptGraphConfig(**knobs))  # type: ignore[arg-type]
+
+
+def expected_keys(ids: list[str], texts: list[str], parts: int = 2) -> set[str]:
+    """Every TEXTS chunk has two sentences, so two sentence rows."""
+    return {row_key(i, text_digest(t), "s", p) for i, t in zip(ids, texts, strict=True)
+            for p in range(parts)}
+
+
+def contexts(index: ConceptGraphIndex) -> list[list[tuple[str, float]]]:
+    return [[(c.id, round(c.score, 9)) for c in index.retrieve(q).chunks] for q in QUERIES]
+
+
+# ------------------------------------------------------------------ keys and rows
+def test_a_key_names_chunk_text_kind_and_part() -> None:
+    digest = text_digest("some text")
+    assert len(digest) == 12 and int(digest, 16) >= 0
+    assert row_key("a#1.s2", digest, "s", 3) == f"a#1.s2#{digest}.s3"
+    # the chunk id is everything before the last '#': ids may hold '#' and '.'
+    assert parse_key(f"a#1.s2#{digest}.s3") == ("a#1.s2", digest, "s", 3)
+    assert parse_key(f"x#{digest}.u0") == ("x", digest, "u", 0)
+    for other in ["foo", f"#{digest}.s1", f"x#{digest}.s01", f"x#{digest}.t1",
+                  f"x#{digest[:-1]}.s1", f"x#{digest.upper()}.s1", "550e8400-e29b-41d4"]:
+        assert parse_key(other) is None, other
+
+
+@settings(max_examples=200, deadline=None)
+@given(chunk_id=st.text(min_size=1, max_size=40), text=st.text(min_size=1, max_size=40),
+       kind=st.sampled_from("su"), part=st.integers(0, 10**6))
+def test_every_key_parses_back(chunk_id: str, text: str, kind: str, part: int) -> None:
+    digest = text_digest(text)
+    assert parse_key(row_key(chunk_id, digest, kind, part)) == (chunk_id, digest, kind, part)
+
+
+def test_sentence_rows_are_laid_out_chunk_by_chunk() -> None:
+    index = build()
+    rows = index.state.stored_rows()
+    assert rows.kind == "s" and len(rows) == 10
+    assert rows.first.tolist() == [0, 2, 4, 6, 8] and rows.count.tolist() == [2] * 5
+    assert rows.rows_of([1, 3]).tolist() == [2, 3, 6, 7]
+    assert rows.keys_of([1]) == [f"t1#{text_digest(TEXTS[1])}.s0",
+                                 f"t1#{text_digest(TEXTS[1])}.s1"]
+    assert rows.texts_of(np.array([2, 3])) == ["Charles Babbage designed the analytical engine.",
+                                               "The engine was mechanical."]
+    # scalar metadata only (the list is left in the index), with the chunk id and part
+    assert rows.metadatas_of([1]) == [{"n": 1, "chunk_id": "t1", "part": 0},
+                                      {"n": 1, "chunk_id": "t1", "part": 1}]
+
+
+def test_unit_rows_are_the_units_when_units_have_vectors() -> None:
+    index = build(chunk_similarity="direct", unit_tokens=12)
+    rows = index.state.stored_rows()
+    graph = index.state.graph
+    assert rows.kind == "u" and len(rows) == len(graph.unit_tokens)
+    assert rows.count.sum() == len(graph.unit_tokens)
+    # unit u of chunk c is row first[c] + u, and its text is the unit's text
+    for c in range(len(TEXTS)):
+        assert (graph.unit_chunk[rows.first[c]:rows.first[c] + rows.count[c]] == c).all()
+    first_unit = rows.texts_of(np.array([0]))[0]
+    assert TEXTS[0].startswith(first_unit) and first_unit != TEXTS[0]
+
+
+# ------------------------------------------------------------------ Milvus, write-through
+@loopback
+@pytest.mark.parametrize("knobs", [{}, {"chunk_similarity": "mean"},
+                                   {"chunk_similarity": "direct", "unit_tokens": 12}])
+def test_a_milvus_store_retrieves_what_the_in_process_index_retrieves(
+        tmp_path: Path, knobs: dict[str, object]) -> None:
+    # two candidates per query, so which rows the backend proposes decides the ranking;
+    # on a few rows both backends propose the truly closest ones
+    store = milvus(tmp_path)
+    engine = build(store, candidates=2, **knobs)
+    local = build(vector_index="hnsw", candidates=2, **knobs)
+    assert engine.stats()["vector_index"] == "store:MilvusVectorStore"
+    assert contexts(engine) == contexts(local)
+    assert len(set(store.keys())) == len(engine.state.stored_rows())
+    store.close()
+
+
+@loopback
+def test_adds_and_deletes_write_through_to_the_store(tmp_path: Path) -> None:
+    store = milvus(tmp_path)
+    index = build(store)
+    assert set(store.keys()) == expected_keys(IDS, TEXTS)
+    index.delete(["t1", "t3"])
+    left = [0, 2, 4]
+    assert set(store.keys()) == expected_keys([IDS[i] for i in left], [TEXTS[i] for i in left])
+    new = "Alan Turing described a universal machine. It could compute anything computable."
+    index.add([new], ids=["t9"])
+    assert set(store.keys()) == expected_keys([IDS[i] for i in left] + ["t9"],
+                                              [TEXTS[i] for i in left] + [new])
+    assert index.vector_store_repair is not None
+    assert (index.vector_store_repair.written, index.vector_store_repair.deleted) == (0, 0)
+    store.close()
+
+
+@loopback
+def test_a_metadata_update_rewrites_the_chunks_rows(tmp_path: Path) -> None:
+    store = milvus(tmp_path)
+    index = build(store)
+    index.add([TEXTS[2]], ids=["t2"], metadatas=[{"n": 20, "source": "new"}])
+    rows = store.client.query("cg", filter='chunk_id == "t2"', output_fields=["metadata"])
+    assert sorted(r["metadata"]["part"] for r in rows) == [0, 1]
+    assert all(r["metadata"]["n"] == 20 and r["metadata"]["source"] == "new" for r in rows)
+    store.close()
+
+
+@loopback
+def test_load_repairs_rows_written_or_deleted_after_the_last_save(tmp_path: Path) -> None:
+    store = milvus(tmp_path)
+    index = build(store)
+    index.save(str(tmp_path / "idx"))
+    index.add(["Alan Turing described a universal machine."], ids=["t9"])  # not saved
+    index.delete(["t0"])  # not saved either
+    assert "t0" not in {parse_key(k)[0] for k in store.keys()}  # type: ignore[index]
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                    vector_store=store)
+    # t9's one sentence row deleted, t0's two rows written again
+    assert loaded.vector_store_repair is not None
+    assert (loaded.vector_store_repair.written, loaded.vector_store_repair.deleted) == (2, 1)
+    assert set(store.keys()) == expected_keys(IDS, TEXTS)
+    assert contexts(loaded) == contexts(build(vector_index="hnsw"))
+    store.close()
+
+
+CHILD = textwrap.dedent("""
+    import os, sys, time
+    from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+    from shared_core.search.milvus import MilvusVectorStore
+    from tests.shared_core.test_store import TEXTS
+    folder = sys.argv[1]
+    store = MilvusVectorStore(os.path.join(folder, "vectors.db"), "cg", index_type="FLAT")
+    index = ConceptGraphIndex.from_texts(TEXTS, ids=[f"t{i}" for i in range(len(TEXTS))],
+                                         embedder=HashingEmbedder(64), vector_store=store)
+    index.save(os.path.join(folder, "idx"))
+    index.{step}
+    print("written", flush=True)
+    time.sleep(600)  # killed here: the store holds the step, the save does not
+    index.save(os.path.join(folder, "idx"))
+""")
+
+
+@loopback
+@pytest.mark.parametrize(("step", "written", "deleted"), [
+    ('add(["Alan Turing described a universal machine."], ids=["t9"])', 0, 1),
+    ('delete(["t2", "t4"])', 4, 0),
+])
+def test_a_process_killed_between_the_store_write_and_the_save_is_repaired(
+        tmp_path: Path, step: str, written: int, deleted: int) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD.replace("{step}", step), str(tmp_path)],
+        stdout=subprocess.PIPE, cwd=Path(__file__).parents[3],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])},
+        start_new_session=True)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == b"written"
+    os.killpg(child.pid, signal.SIGKILL)  # the child and Milvus Lite's server with it
+    child.wait()
+    store = milvus(tmp_path)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                    vector_store=store)
+    assert loaded.vector_store_repair is not None
+    assert (loaded.vector_store_repair.written, loaded.vector_store_repair.deleted) == (
+        written, deleted)
+    assert set(store.keys()) == expected_keys(IDS, TEXTS)
+    assert contexts(loaded) == contexts(build(vector_index="hnsw"))
+    store.close()
+
+
+# ------------------------------------------------------------------ bad input
+@loopback
+def test_a_store_holding_other_ids_is_refused_and_left_alone(tmp_path: Path) -> None:
+    store = milvus(tmp_path)
+    vector = np.ones((1, DIM), dtype=np.float32) / np.sqrt(DIM)
+    store.upsert(["their-doc-1"], vector, ["theirs"], [{"chunk_id": "x"}])
+    with pytest.raises(ValueError, match="1 ids that are not a conceptgraph index's.*"
+                                         "their-doc-1.*store or collection of its own"):
+        build(store)
+    assert list(store.keys()) == ["their-doc-1"]
+    store.close()
+
+
+@loopback
+def test_a_collection_of_another_layout_is_refused(tmp_path: Path) -> None:
+    store = milvus(tmp_path)
+    store.client.create_collection("theirs", dimension=DIM)
+    with pytest.raises(ValueError, match="'theirs' exists with fields .*not a conceptgraph"):
+        MilvusVectorStore(str(tmp_path / "vectors.db"), "theirs", client=store.client)
+    store.close()
+
+
+@loopback
+def test_a_store_of_another_dimension_fails_the_add_and_changes_nothing(tmp_path: Path) -> None:
+    store = milvus(tmp_path)
+    build(store).delete(IDS)  # the collection now exists, empty, with 64 dimensions
+    index = ConceptGraphIndex(HashingEmbedder(32), vector_store=store)
+    with pytest.raises(ValueError, match="holds 64-dimensional vectors, got 32"):
+        index.add(TEXTS, ids=IDS)
+    assert len(index) == 0 and list(store.keys()) == []
+    store.close()
+
+
+@loopback
+def test_a_write_failing_midway_is_undone(tmp_path: Path) -> None:
+    # 2,100 two-sentence chunks: the rows go in two upserts, and the second fails
+    # (its last chunk's id is too long for the key field): the first is deleted again
+    store = milvus(tmp_path)
+    index = build(store)
+    texts = [f"Chunk {i} names item{i}. It has a second sentence." for i in range(2100)]
+    ids = [f"n{i:05d}" for i in range(2099)] + ["z" * 5000]
+    with pytest.raises(ValueError, match="chunk id too long for Milvus"):
+        index.add(texts, ids=ids)
+    assert len(index) == len(TEXTS)
+    assert set(store.keys()) == expected_keys(IDS, TEXTS)
+    store.close()
+
+
+def test_a_vector_store_must_implement_the_protocol() -> None:
+    with pytest.raises(TypeError, match="VectorStoreBackend protocol .*got dict"):
+        ConceptGraphIndex(HashingEmbedder(DIM), vector_store={})  # type: ignore[arg-type]
+
+
+@loopback
+def test_reconfiguring_to_other_rows_than_the_store_holds_raises(tmp_path: Path) -> None:
+    store = milvus(tmp_path)
+    index = build(store)
+    with pytest.raises(ValueError, match="compares units by other vectors than the vector "
+                                         "store holds"):
+        index.reconfigured(chunk_similarity="mean")
+    assert contexts(index.reconfigured(top_k=3)) != []  # search knobs keep the store
+    store.close()
+
+
+def test_stored_rows_of_an_empty_index_are_empty() -> None:
+    rows = StoredRows.of(ConceptGraphIndex(HashingEmbedder(DIM)).state.corpus, None)
+    assert len(rows) == 0 and rows.keys_of([]) == [] and rows.rows_of([]).tolist() == []
