@@ -97,7 +97,7 @@ class LangChainVectorStore:
         if len(keys):
             self.store.delete(ids=list(keys))
 
-    def keys(self) -> Iterable[str]:
+    def list_keys(self) -> Iterable[str]:
         return list(self._list_ids(self.store))
 
     def search(self, query: np.ndarray, k: int) -> list[str]:

@@ -51,7 +51,7 @@ class LlamaIndexVectorStore:
         if len(keys):
             self.store.delete_nodes(node_ids=list(keys))
 
-    def keys(self) -> Iterable[str]:
+    def list_keys(self) -> Iterable[str]:
         return list(self._list_ids(self.store))
 
     def search(self, query: np.ndarray, k: int) -> list[str]:

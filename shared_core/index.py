@@ -837,7 +837,7 @@ class ConceptGraphIndex:
 def _check_vector_store(vector_store: object) -> None:
     if not isinstance(vector_store, VectorStoreBackend):
         raise TypeError("vector_store must implement the VectorStoreBackend protocol (upsert, "
-                        f"delete, keys, search), got {type(vector_store).__name__}")
+                        f"delete, list_keys, search), got {type(vector_store).__name__}")
 
 
 def _with_resolved_segmenter(config: ConceptGraphConfig) -> ConceptGraphConfig:

@@ -57,7 +57,7 @@ class VectorStoreBackend(Protocol):
         """Remove the rows under these keys; a key not held is not an error."""
         ...
 
-    def keys(self) -> Iterable[str]:
+    def list_keys(self) -> Iterable[str]:
         """Every key the store holds."""
         ...
 
@@ -214,7 +214,7 @@ def reconcile(store: VectorStoreBackend, rows: StoredRows) -> Reconciled:
     ``ValueError``, changing nothing, when the store holds ids of another form
     (it is not this index's store).
     """
-    held = set(store.keys())
+    held = set(store.list_keys())
     foreign = [key for key in held if parse_key(key) is None]
     if foreign:
         raise ValueError(

@@ -102,7 +102,7 @@ class MilvusVectorStore:
         for start in range(0, len(keys), WRITE_BATCH):
             self.client.delete(self.collection, ids=list(keys[start:start + WRITE_BATCH]))
 
-    def keys(self) -> Iterable[str]:
+    def list_keys(self) -> Iterable[str]:
         if self._dim is None:
             return []
         out: list[str] = []

@@ -119,7 +119,7 @@ def test_a_milvus_store_retrieves_what_the_in_process_index_retrieves(
     local = build(vector_index="hnsw", candidates=2, **knobs)
     assert engine.stats()["vector_index"] == "store:MilvusVectorStore"
     assert contexts(engine) == contexts(local)
-    assert len(set(store.keys())) == len(engine.state.stored_rows())
+    assert len(set(store.list_keys())) == len(engine.state.stored_rows())
     store.close()
 
 
@@ -127,13 +127,13 @@ def test_a_milvus_store_retrieves_what_the_in_process_index_retrieves(
 def test_adds_and_deletes_write_through_to_the_store(tmp_path: Path) -> None:
     store = milvus(tmp_path)
     index = build(store)
-    assert set(store.keys()) == expected_keys(IDS, TEXTS)
+    assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
     index.delete(["t1", "t3"])
     left = [0, 2, 4]
-    assert set(store.keys()) == expected_keys([IDS[i] for i in left], [TEXTS[i] for i in left])
+    assert set(store.list_keys()) == expected_keys([IDS[i] for i in left], [TEXTS[i] for i in left])
     new = "Alan Turing described a universal machine. It could compute anything computable."
     index.add([new], ids=["t9"])
-    assert set(store.keys()) == expected_keys([IDS[i] for i in left] + ["t9"],
+    assert set(store.list_keys()) == expected_keys([IDS[i] for i in left] + ["t9"],
                                               [TEXTS[i] for i in left] + [new])
     assert index.vector_store_repair is not None
     assert (index.vector_store_repair.written, index.vector_store_repair.deleted) == (0, 0)
@@ -158,13 +158,13 @@ def test_load_repairs_rows_written_or_deleted_after_the_last_save(tmp_path: Path
     index.save(str(tmp_path / "idx"))
     index.add(["Alan Turing described a universal machine."], ids=["t9"])  # not saved
     index.delete(["t0"])  # not saved either
-    assert "t0" not in {parse_key(k)[0] for k in store.keys()}  # type: ignore[index]
+    assert "t0" not in {parse_key(k)[0] for k in store.list_keys()}  # type: ignore[index]
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
                                     vector_store=store)
     # t9's one sentence row deleted, t0's two rows written again
     assert loaded.vector_store_repair is not None
     assert (loaded.vector_store_repair.written, loaded.vector_store_repair.deleted) == (2, 1)
-    assert set(store.keys()) == expected_keys(IDS, TEXTS)
+    assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
     assert contexts(loaded) == contexts(build(vector_index="hnsw"))
     store.close()
 
@@ -208,7 +208,7 @@ def test_a_process_killed_between_the_store_write_and_the_save_is_repaired(
     assert loaded.vector_store_repair is not None
     assert (loaded.vector_store_repair.written, loaded.vector_store_repair.deleted) == (
         written, deleted)
-    assert set(store.keys()) == expected_keys(IDS, TEXTS)
+    assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
     assert contexts(loaded) == contexts(build(vector_index="hnsw"))
     store.close()
 
@@ -219,10 +219,10 @@ def test_a_store_holding_other_ids_is_refused_and_left_alone(tmp_path: Path) -> 
     store = milvus(tmp_path)
     vector = np.ones((1, DIM), dtype=np.float32) / np.sqrt(DIM)
     store.upsert(["their-doc-1"], vector, ["theirs"], [{"chunk_id": "x"}])
-    with pytest.raises(ValueError, match="1 ids that are not a conceptgraph index's.*"
+    with pytest.raises(ValueError, match=r"1 ids that are not a conceptgraph index's.*"
                                          "their-doc-1.*store or collection of its own"):
         build(store)
-    assert list(store.keys()) == ["their-doc-1"]
+    assert list(store.list_keys()) == ["their-doc-1"]
     store.close()
 
 
@@ -230,7 +230,7 @@ def test_a_store_holding_other_ids_is_refused_and_left_alone(tmp_path: Path) -> 
 def test_a_collection_of_another_layout_is_refused(tmp_path: Path) -> None:
     store = milvus(tmp_path)
     store.client.create_collection("theirs", dimension=DIM)
-    with pytest.raises(ValueError, match="'theirs' exists with fields .*not a conceptgraph"):
+    with pytest.raises(ValueError, match=r"'theirs' exists with fields .*not a conceptgraph"):
         MilvusVectorStore(str(tmp_path / "vectors.db"), "theirs", client=store.client)
     store.close()
 
@@ -240,9 +240,9 @@ def test_a_store_of_another_dimension_fails_the_add_and_changes_nothing(tmp_path
     store = milvus(tmp_path)
     build(store).delete(IDS)  # the collection now exists, empty, with 64 dimensions
     index = ConceptGraphIndex(HashingEmbedder(32), vector_store=store)
-    with pytest.raises(ValueError, match="holds 64-dimensional vectors, got 32"):
+    with pytest.raises(ValueError, match=r"holds 64-dimensional vectors, got 32"):
         index.add(TEXTS, ids=IDS)
-    assert len(index) == 0 and list(store.keys()) == []
+    assert len(index) == 0 and list(store.list_keys()) == []
     store.close()
 
 
@@ -254,15 +254,15 @@ def test_a_write_failing_midway_is_undone(tmp_path: Path) -> None:
     index = build(store)
     texts = [f"Chunk {i} names item{i}. It has a second sentence." for i in range(2100)]
     ids = [f"n{i:05d}" for i in range(2099)] + ["z" * 5000]
-    with pytest.raises(ValueError, match="chunk id too long for Milvus"):
+    with pytest.raises(ValueError, match=r"chunk id too long for Milvus"):
         index.add(texts, ids=ids)
     assert len(index) == len(TEXTS)
-    assert set(store.keys()) == expected_keys(IDS, TEXTS)
+    assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
     store.close()
 
 
 def test_a_vector_store_must_implement_the_protocol() -> None:
-    with pytest.raises(TypeError, match="VectorStoreBackend protocol .*got dict"):
+    with pytest.raises(TypeError, match=r"VectorStoreBackend protocol .*got dict"):
         ConceptGraphIndex(HashingEmbedder(DIM), vector_store={})  # type: ignore[arg-type]
 
 
@@ -270,7 +270,7 @@ def test_a_vector_store_must_implement_the_protocol() -> None:
 def test_reconfiguring_to_other_rows_than_the_store_holds_raises(tmp_path: Path) -> None:
     store = milvus(tmp_path)
     index = build(store)
-    with pytest.raises(ValueError, match="compares units by other vectors than the vector "
+    with pytest.raises(ValueError, match=r"compares units by other vectors than the vector "
                                          "store holds"):
         index.reconfigured(chunk_similarity="mean")
     assert contexts(index.reconfigured(top_k=3)) != []  # search knobs keep the store

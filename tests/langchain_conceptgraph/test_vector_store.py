@@ -1,0 +1,126 @@
+"""A LangChain vector store as the index's vector store: InMemoryVectorStore and Chroma."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import chromadb
+import pytest
+from langchain_chroma import Chroma
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.embeddings.fake import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+
+from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings, LangChainVectorStore
+from shared_core import ConceptGraphConfig, HashingEmbedder
+from shared_core.search.external import parse_key, row_key, text_digest
+
+from .conftest import CORPUS
+
+QUERIES = ["Who wrote the first computer program?", "Where is CERN?", "first compiler"]
+# two candidates per query: which rows the store proposes decides the ranking
+CONFIG = ConceptGraphConfig(candidates=2, theta_co=1, theta_sem=0.0)
+
+
+def answers(retriever: ConceptGraphRetriever) -> list[list[tuple[str, float]]]:
+    return [[(d.id or "", round(d.metadata["score"], 9)) for d in retriever.invoke(q)]
+            for q in QUERIES]
+
+
+def in_process(documents: list[Document], embeddings: CoreEmbeddings) -> ConceptGraphRetriever:
+    config = ConceptGraphConfig(**{**CONFIG.to_dict(), "vector_index": "hnsw"})
+    return ConceptGraphRetriever.from_documents(documents, embeddings, config=config)
+
+
+def chunk_ids(store: LangChainVectorStore) -> set[str]:
+    return {parse_key(k)[0] for k in store.list_keys()}  # type: ignore[index]
+
+
+def chroma(tmp_path: Path, embeddings: CoreEmbeddings) -> Chroma:
+    client = chromadb.PersistentClient(
+        str(tmp_path / "chroma"), settings=chromadb.Settings(anonymized_telemetry=False))
+    return Chroma("conceptgraph", embedding_function=embeddings, client=client)
+
+
+@pytest.mark.parametrize("kind", ["memory", "chroma"])
+def test_a_langchain_store_retrieves_what_the_in_process_index_retrieves(
+        tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings,
+        kind: str) -> None:
+    raw: VectorStore = (InMemoryVectorStore(embedding=embeddings) if kind == "memory"
+                        else chroma(tmp_path, embeddings))
+    retriever = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
+                                                     vector_store=raw)
+    assert retriever.index.stats()["vector_index"] == "store:LangChainVectorStore"
+    assert answers(retriever) == answers(in_process(documents, embeddings))
+    # each one-sentence chunk is one document in the store, keyed and tagged with its chunk
+    held = raw.get_by_ids([row_key("ada", text_digest(CORPUS["ada"]), "s", 0)])
+    assert [(d.page_content, d.metadata["chunk_id"], d.metadata["title"]) for d in held] == [
+        (CORPUS["ada"], "ada", "ada")]
+
+
+def test_deletes_and_adds_reach_the_store_and_a_load_repairs_it(
+        tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings) -> None:
+    store = LangChainVectorStore(InMemoryVectorStore(embedding=embeddings))
+    retriever = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
+                                                     vector_store=store)
+    assert chunk_ids(store) == set(CORPUS)
+    retriever.save(tmp_path / "idx")
+    retriever.delete(["web", "cern"])
+    retriever.add_documents([Document("Linus Torvalds wrote Linux.", id="linux")])
+    assert chunk_ids(store) == set(CORPUS) - {"web", "cern"} | {"linux"}
+    loaded = ConceptGraphRetriever.from_persist_dir(tmp_path / "idx", embeddings,
+                                                    vector_store=store)
+    repair = loaded.index.vector_store_repair
+    assert repair is not None and (repair.written, repair.deleted) == (2, 1)
+    assert chunk_ids(store) == set(CORPUS)
+    assert answers(loaded) == answers(in_process(documents, embeddings))
+
+
+def test_a_store_embedding_with_another_model_is_refused(
+        documents: list[Document], embeddings: CoreEmbeddings) -> None:
+    other = InMemoryVectorStore(embedding=DeterministicFakeEmbedding(size=HashingEmbedder().dim))
+    with pytest.raises(ValueError, match=r"at cosine .* another model; give the store the "
+                                         r"index's embeddings"):
+        ConceptGraphRetriever.from_documents(documents, embeddings, vector_store=other)
+    smaller = InMemoryVectorStore(embedding=DeterministicFakeEmbedding(size=8))
+    with pytest.raises(ValueError, match=r"the store embeds with 8 dimensions, the index "
+                                         "with 256"):
+        ConceptGraphRetriever.from_documents(documents, embeddings, vector_store=smaller)
+    assert list(other.store) == [] and list(smaller.store) == []
+
+
+class AppendOnlyStore(VectorStore):
+    """A store with LangChain's minimal surface (add and search, no listing), like many
+    remote ones."""
+
+    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None,
+                  **kwargs: Any) -> list[str]:
+        raise AssertionError("never reached: the store is refused first")
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        return []
+
+    @classmethod
+    def from_texts(cls, texts: list[str], embedding: Embeddings,
+                   metadatas: list[dict] | None = None, **kwargs: Any) -> AppendOnlyStore:
+        return cls()
+
+
+def test_a_store_that_cannot_list_its_ids_needs_list_ids(embeddings: CoreEmbeddings) -> None:
+    with pytest.raises(TypeError, match=r"cannot list the ids a AppendOnlyStore holds.*"
+                                        "pass list_ids="):
+        LangChainVectorStore(AppendOnlyStore())
+    listed = LangChainVectorStore(AppendOnlyStore(), list_ids=lambda store: ["a#0"])
+    assert list(listed.list_keys()) == ["a#0"]
+
+
+def test_vector_store_must_be_a_store(documents: list[Document],
+                                      embeddings: CoreEmbeddings) -> None:
+    with pytest.raises(TypeError, match=r"must be a LangChain VectorStore or a conceptgraph "
+                                        "VectorStoreBackend, got int"):
+        ConceptGraphRetriever.from_documents(documents, embeddings, vector_store=42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"must be a LangChain VectorStore, got dict"):
+        LangChainVectorStore({})  # type: ignore[arg-type]

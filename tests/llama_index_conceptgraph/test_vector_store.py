@@ -1,0 +1,82 @@
+"""A LlamaIndex vector store as the index's vector store: SimpleVectorStore."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from llama_index.core.schema import TextNode
+from llama_index.core.vector_stores import SimpleVectorStore
+
+from llama_index_conceptgraph import ConceptGraphRetriever, CoreEmbedding, LlamaIndexVectorStore
+from shared_core import ConceptGraphConfig
+from shared_core.search.external import parse_key, row_key, text_digest
+
+from .conftest import CORPUS
+
+NODES = [TextNode(id_=key, text=text, metadata={"key": key}) for key, text, _ in CORPUS]
+QUERIES = ["Who discovered polonium?", "Where did Einstein work?", "nuclear reactor"]
+# two candidates per query: which rows the store proposes decides the ranking
+CONFIG = ConceptGraphConfig(candidates=2)
+
+
+def answers(retriever: ConceptGraphRetriever) -> list[list[tuple[str, float]]]:
+    return [[(n.node.node_id, round(n.score or 0.0, 9)) for n in retriever.retrieve(q)]
+            for q in QUERIES]
+
+
+def in_process(embed_model: CoreEmbedding) -> ConceptGraphRetriever:
+    config = ConceptGraphConfig(**{**CONFIG.to_dict(), "vector_index": "hnsw"})
+    return ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
+                                               config=config)
+
+
+def chunk_ids(store: SimpleVectorStore) -> set[str]:
+    return {parse_key(k)[0] for k in store.data.embedding_dict}  # type: ignore[index]
+
+
+def test_a_simple_vector_store_retrieves_what_the_in_process_index_retrieves(
+        embed_model: CoreEmbedding) -> None:
+    store = SimpleVectorStore()
+    retriever = ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
+                                                    config=CONFIG, vector_store=store)
+    assert retriever.index.stats()["vector_index"] == "store:LlamaIndexVectorStore"
+    assert answers(retriever) == answers(in_process(embed_model))
+    # the store holds the index's own sentence vectors, keyed and tagged with the chunk
+    rows = retriever.index.state.stored_rows()
+    key, text = CORPUS[0][0], CORPUS[0][1]
+    first = row_key(key, text_digest(text), "s", 0)
+    position = retriever.index.state.corpus.position[key]  # chunks are kept in id order
+    assert store.get(first) == rows.vectors[rows.first[position]].tolist()
+    assert store.data.metadata_dict[first]["chunk_id"] == key
+    assert store.data.metadata_dict[first]["key"] == key
+
+
+def test_deletes_and_inserts_reach_the_store_and_a_load_repairs_it(
+        tmp_path: Path, embed_model: CoreEmbedding) -> None:
+    store = SimpleVectorStore()
+    retriever = ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
+                                                    config=CONFIG, vector_store=store)
+    everything = {key for key, _, _ in CORPUS}
+    assert chunk_ids(store) == everything
+    retriever.persist(tmp_path / "idx")
+    retriever.delete_nodes(["fermi"])
+    retriever.insert_nodes([TextNode(id_="noether", text="Emmy Noether proved a theorem.")])
+    assert chunk_ids(store) == everything - {"fermi"} | {"noether"}
+    loaded = ConceptGraphRetriever.from_persist_dir(tmp_path / "idx", embed_model,
+                                                    vector_store=store)
+    repair = loaded.index.vector_store_repair
+    fermi_rows = int(loaded.index.state.stored_rows().count[
+        loaded.index.state.corpus.position["fermi"]])  # its sentences
+    assert repair is not None and (repair.written, repair.deleted) == (fermi_rows, 1)
+    assert chunk_ids(store) == everything
+    assert answers(loaded) == answers(in_process(embed_model))
+
+
+def test_vector_store_must_be_a_store(embed_model: CoreEmbedding) -> None:
+    with pytest.raises(TypeError, match="must be a LlamaIndex BasePydanticVectorStore or a "
+                                        "conceptgraph VectorStoreBackend, got str"):
+        ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
+                                            vector_store="qdrant")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a LlamaIndex BasePydanticVectorStore, got"):
+        LlamaIndexVectorStore([])  # type: ignore[arg-type]
