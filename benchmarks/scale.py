@@ -2,6 +2,12 @@
 
     python -m benchmarks.scale --sizes 10000 100000 --out benchmarks/results/scale.json
     python -m benchmarks.scale --plot benchmarks/results/scale.json --plot-out scale.png
+    python -m benchmarks.scale --backend milvus-lite --sizes 10000 100000
+
+``--backend`` puts the vectors in an outside store (Milvus Lite in a temporary
+folder, or Chroma's embedded client through the LangChain wrapper) instead of the
+in-process exact scan or HNSW; the store's own share of each query is reported,
+and the context is compared with the local exact search's.
 
 Corpora are synthetic but made of real text: the sentences of ``../shared/data``'s
 corpora, shuffled and recombined into passages of 3–6 sentences with unique ids,
@@ -61,10 +67,73 @@ def folder_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[str, Any]:
+class TimedStore:
+    """A vector store with the seconds its searches took (the engine's share of a query)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.search_seconds = 0.0
+
+    def upsert(self, keys: Any, vectors: Any, texts: Any, metadatas: Any) -> None:
+        self.store.upsert(keys, vectors, texts, metadatas)
+
+    def delete(self, keys: Any) -> None:
+        self.store.delete(keys)
+
+    def list_keys(self) -> Any:
+        return self.store.list_keys()
+
+    def flush(self) -> None:
+        self.store.flush()
+
+    def search(self, query: np.ndarray, k: int) -> list[str]:
+        start = time.perf_counter()
+        try:
+            found: list[str] = self.store.search(query, k)
+            return found
+        finally:
+            self.search_seconds += time.perf_counter() - start
+
+
+def open_store(backend: str, folder: Path, dim: int) -> Any:
+    """The outside vector store ``--backend`` names, in ``folder``; None for ``local``."""
+    if backend == "local":
+        return None
+    if backend == "milvus-lite":
+        from shared_core.search.milvus import MilvusVectorStore
+
+        return TimedStore(MilvusVectorStore(str(folder / "milvus.db"), "conceptgraph",
+                                            index_type=os.environ.get("MILVUS_INDEX",
+                                                                      "AUTOINDEX")))
+    if backend == "chroma":
+        import chromadb
+        from langchain_chroma import Chroma
+
+        from langchain_conceptgraph import CoreEmbeddings, LangChainVectorStore
+        from shared_core import HashingEmbedder
+
+        client = chromadb.PersistentClient(
+            str(folder / "chroma"), settings=chromadb.Settings(anonymized_telemetry=False))
+        chroma = Chroma("conceptgraph", embedding_function=CoreEmbeddings(HashingEmbedder(dim)),
+                        client=client, collection_metadata={"hnsw:space": "ip"})
+        return TimedStore(LangChainVectorStore(chroma))
+    raise ValueError(f"unknown backend {backend!r}")
+
+
+def measure_size(n: int, data: Path, queries: int, vector_index: str,
+                 backend: str = "local") -> dict[str, Any]:
     """One corpus size, in this process: every cost the issue asks for."""
+    with tempfile.TemporaryDirectory() as folder:
+        return _measure_size(n, data, queries, vector_index, backend, Path(folder))
+
+
+def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: str,
+                  folder: Path) -> dict[str, Any]:
+    from dataclasses import replace
+
     from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
     from shared_core.state.derived import derive_graph
+    from shared_core.state.saved import saved_parts
 
     pool = sentence_pool(data)
     ids, texts = passages(pool, n, seed=1)
@@ -72,8 +141,10 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[st
     embedder = HashingEmbedder(384)
     timed = TimedEmbedder(embedder)
     config = ConceptGraphConfig(vector_index=vector_index)  # type: ignore[arg-type]
+    store = open_store(backend, folder, embedder.dim)
     start = time.perf_counter()
-    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed, config=config)
+    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed, config=config,
+                                         vector_store=store)
     build = time.perf_counter() - start
     # the peak so far: the build's own (later steps hold a second index beside this one)
     build_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -83,10 +154,17 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[st
     pagerank_cold, pagerank_warm = pagerank_seconds(index)
     question_rng = random.Random(3)
     vectors = embedder.embed([question_rng.choice(pool) for _ in range(queries)])
+    if store is not None:
+        store.search_seconds = 0.0
     latencies, contexts = query_latencies(index, vectors)
     row: dict[str, Any] = {}
+    if store is not None:
+        row["store_search_ms_mean"] = round(store.search_seconds * 1000 / queries, 2)
     if index.state.graph.ann is not None:  # the approximate path: how close to exact
-        exact = index.reconfigured(vector_index="exact")
+        exact = (index.reconfigured(vector_index="exact") if store is None else
+                 ConceptGraphIndex.from_state(  # the same graph, scanned in this process
+                     embedder, replace(index.config, vector_index="exact"),
+                     index.state.corpus, saved=saved_parts(index.state.graph)))
         exact_latencies, exact_contexts = query_latencies(exact, vectors)
         row["exact_query_ms_p50"] = round(float(np.percentile(exact_latencies, 50)), 2)
         row["context_recall_vs_exact"] = round(context_recall(contexts, exact_contexts), 4)
@@ -104,7 +182,7 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[st
         save = time.perf_counter() - save_start
         disk = folder_size(path)
         load_start = time.perf_counter()
-        loaded = ConceptGraphIndex.load(str(path), embedder)
+        loaded = ConceptGraphIndex.load(str(path), embedder, vector_store=store)
         load = time.perf_counter() - load_start
         # a loaded index recounts each unit's text the first time it returns it
         # (saved token counts are confirmed, not trusted): the first pass pays that
@@ -123,7 +201,8 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str) -> dict[st
         "sentences": stats["sentences"],
         "concepts": stats["concepts"],
         "edges": stats["edges"],
-        "vector_index": "hnsw" if index.state.graph.ann is not None else "exact",
+        "vector_index": index.stats()["vector_index"],
+        "backend": backend,
         "build_s": round(build, 2),
         "embedding_s_hashing": round(timed.seconds, 2),
         "sentences_embedded": timed.texts,
@@ -242,6 +321,9 @@ def plot_costs(rows: Sequence[dict[str, Any]], out: Path) -> None:
     plt.close(fig)
 
 
+BACKENDS = ("local", "milvus-lite", "chroma")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -249,6 +331,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--minilm-sample", type=int, default=2000)
     parser.add_argument("--vector-index", default="auto", choices=("auto", "exact", "hnsw"))
+    parser.add_argument("--backend", default="local", choices=BACKENDS,
+                        help="where the vectors live: this process (local), Milvus Lite, or "
+                             "Chroma's embedded client")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, nargs="+", metavar="REPORT",
@@ -260,13 +345,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         plot_costs(rows_by_size(args.plot), args.plot_out)
         return
     if args.one:
-        print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index)))
+        print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index,
+                                      args.backend)))
         return
     rows = []
     for n in args.sizes:
         child = subprocess.run(
             [sys.executable, "-m", "benchmarks.scale", "--one", str(n), "--data", str(args.data),
-             "--queries", str(args.queries), "--vector-index", args.vector_index],
+             "--queries", str(args.queries), "--vector-index", args.vector_index,
+             "--backend", args.backend],
             capture_output=True, text=True, check=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         row = json.loads(child.stdout.strip().splitlines()[-1])
@@ -282,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     report = {"command": "python -m benchmarks.scale " + " ".join(
                   f"--{k.replace('_', '-')} {v}" for k, v in
                   (("sizes", " ".join(map(str, args.sizes))), ("queries", args.queries),
-                   ("minilm_sample", args.minilm_sample))),
+                   ("minilm_sample", args.minilm_sample), ("backend", args.backend))),
               "minilm_sentences_per_s": None if rate is None else round(rate, 1),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                          f"{platform.python_version()}",

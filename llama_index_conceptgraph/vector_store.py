@@ -54,6 +54,9 @@ class LlamaIndexVectorStore:
     def list_keys(self) -> Iterable[str]:
         return list(self._list_ids(self.store))
 
+    def flush(self) -> None:
+        """Nothing to do: the framework's store makes its own writes visible."""
+
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if k <= 0:
             return []

@@ -12,12 +12,14 @@ the old index or the new one, never half of each.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import itertools
 import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
@@ -46,7 +48,7 @@ from .state.derived import (
     segment_means,
     with_vector_store,
 )
-from .state.ingest import prepare_chunks
+from .state.ingest import prepare_chunks, prepare_shard
 from .state.refresh import refresh_graph
 from .state.saved import SavedGraph, restore_graph, saved_parts
 from .text.hygiene import check_query, invalid_character
@@ -60,6 +62,9 @@ SelectionMethod = Literal["concept", "coverage", "knn", "random"]
 # chunks split, embedded and counted per step of an add: bounds the memory a step
 # takes beyond the stored data, whatever the input's size
 ADD_BATCH = 2048
+# batches submitted to an add's executor and not yet collected: keeps its workers busy
+# while bounding what waits in memory
+SHARDS_IN_FLIGHT = 8
 # what reconfigured() must rebuild or re-derive (see config.KNOB_GROUPS)
 CORPUS_KNOBS = KNOB_GROUPS["build"]
 GRAPH_KNOBS = (*KNOB_GROUPS["graph"], "chunk_similarity")
@@ -361,12 +366,13 @@ class ConceptGraphIndex:
         show_progress: bool = False,
         batch_size: int = ADD_BATCH,
         vector_store: VectorStoreBackend | None = None,
+        executor: Executor | None = None,
     ) -> ConceptGraphIndex:
         """An index over ``texts`` (a list, or any iterable: see :meth:`add`); its vectors
         also go to ``vector_store`` when given (see the class docstring)."""
         index = cls(embedder, config, vector_store=vector_store)
         index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress,
-                  batch_size=batch_size)
+                  batch_size=batch_size, executor=executor)
         return index
 
     def add(
@@ -377,6 +383,7 @@ class ConceptGraphIndex:
         metadatas: Iterable[Mapping[str, Any]] | None = None,
         show_progress: bool = False,
         batch_size: int = ADD_BATCH,
+        executor: Executor | None = None,
     ) -> list[str]:
         """Add chunks; returns their ids. All or nothing: on any error the index is unchanged.
 
@@ -396,6 +403,13 @@ class ConceptGraphIndex:
         ``CachedEmbedder`` over a file cache, a build that dies midway (a killed
         process, a bad chunk late in the stream) resumes without re-embedding
         what it had embedded.
+
+        ``executor`` (any ``concurrent.futures.Executor``: a ``ProcessPoolExecutor``,
+        a Dask cluster's ``client.get_executor()``, ...) splits, embeds and counts
+        the batches in its workers, a few at a time, while this process checks ids
+        and merges; the index equals the one built here. The embedder travels to
+        the workers (this package's embedders load their model, or open their
+        cache file, there).
         """
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -412,7 +426,7 @@ class ConceptGraphIndex:
                             f"{type(texts).__name__}")
         else:
             batches = self._stream(texts, ids, metadatas, batch_size)
-        return self._add_batches(batches, total, ids is None, show_progress)
+        return self._add_batches(batches, total, ids is None, show_progress, executor)
 
     def _stream(self, texts: Iterable[str], ids: Iterable[str] | None,
                 metadatas: Iterable[Mapping[str, Any]] | None, batch_size: int
@@ -446,7 +460,7 @@ class ConceptGraphIndex:
             start += len(block)
 
     def _add_batches(self, batches: Iterable[_Batch], total: int | None, content_ids: bool,
-                     show_progress: bool) -> list[str]:
+                     show_progress: bool, executor: Executor | None = None) -> list[str]:
         """Prepare every batch's new chunks, then publish one state (or nothing, on error)."""
         bar = None
         if show_progress:
@@ -458,8 +472,8 @@ class ConceptGraphIndex:
             corpus, cfg = state.corpus, state.config
             first_of: dict[str, tuple[int, str | None]] = {}  # id -> first position, metadata
             all_ids: list[str] = []
-            parts: list[CorpusState] = []
             updates: dict[int, str] = {}
+            shards = _Shards(executor, self._embedder, self._analyzer, cfg, bar)
             try:
                 for batch in batches:
                     new: list[int] = []
@@ -486,18 +500,13 @@ class ConceptGraphIndex:
                         elif meta is not None and corpus.metadata[held] != meta:
                             updates[held] = meta
                     all_ids.extend(batch.ids)
-                    if new:
-                        new.sort(key=batch.ids.__getitem__)  # canonical order: no reordering
-                        parts.append(prepare_chunks(
-                            [batch.ids[j] for j in new], [batch.texts[j] for j in new],
-                            [batch.metadata[j] if batch.metadata is not None else "{}"
-                             for j in new],
-                            embedder=self._embedder, analyzer=self._analyzer,
-                            unit_tokens=cfg.unit_tokens,
-                            direct_units=cfg.chunk_similarity == "direct"))
-                    if bar is not None:
-                        bar.update(len(batch.texts))
+                    new.sort(key=batch.ids.__getitem__)  # canonical order: no reordering
+                    shards.put([batch.ids[j] for j in new], [batch.texts[j] for j in new],
+                               [batch.metadata[j] if batch.metadata is not None else "{}"
+                                for j in new], len(batch.texts))
+                parts = shards.results()
             finally:
+                shards.close()
                 if bar is not None:
                     bar.close()
             if updates:
@@ -845,6 +854,64 @@ def _with_resolved_segmenter(config: ConceptGraphConfig) -> ConceptGraphConfig:
     so an index's analysis never depends on the machine that loads it."""
     segmenter = cast(CjkSegmenter, resolve_cjk_segmenter(config.cjk_segmenter))
     return replace(config, cjk_segmenter=segmenter)
+
+
+class _Shards:
+    """New chunks split, embedded and counted batch by batch: here, or in an executor's
+    workers with at most ``SHARDS_IN_FLIGHT`` batches submitted and not yet collected."""
+
+    def __init__(self, executor: Executor | None, embedder: Embedder, analyzer: Analyzer,
+                 config: ConceptGraphConfig, bar: Any) -> None:
+        if executor is not None and not isinstance(executor, Executor):
+            raise TypeError("executor must be a concurrent.futures.Executor (e.g. a "
+                            "ProcessPoolExecutor, or a Dask client's get_executor()), got "
+                            f"{type(executor).__name__}")
+        self._executor = executor
+        self._embedder, self._analyzer, self._bar = embedder, analyzer, bar
+        self._analysis = (config.ngram_max, config.min_term_chars, config.cjk_segmenter,
+                          config.entity_terms)
+        self._units = (config.unit_tokens, config.chunk_similarity == "direct")
+        self._done: list[CorpusState] = []
+        self._pending: collections.deque[tuple[Future[CorpusState], int]] = collections.deque()
+
+    def put(self, ids: list[str], texts: list[str], metadata: list[str], seen: int) -> None:
+        """Prepare these new chunks (``seen``: the batch's chunks, new or not)."""
+        if self._executor is None:
+            if ids:
+                self._done.append(prepare_chunks(
+                    ids, texts, metadata, embedder=self._embedder, analyzer=self._analyzer,
+                    unit_tokens=self._units[0], direct_units=self._units[1]))
+            self._advance(seen)
+            return
+        if not ids:
+            self._advance(seen)
+            return
+        while len(self._pending) >= SHARDS_IN_FLIGHT:
+            self._collect_one()
+        self._pending.append((self._executor.submit(
+            prepare_shard, ids, texts, metadata, self._embedder, self._analysis,
+            *self._units), seen))
+
+    def _collect_one(self) -> None:
+        future, seen = self._pending.popleft()
+        self._done.append(future.result())
+        self._advance(seen)
+
+    def _advance(self, seen: int) -> None:
+        if self._bar is not None:
+            self._bar.update(seen)
+
+    def results(self) -> list[CorpusState]:
+        """Every batch's new chunks, in the order they were put."""
+        while self._pending:
+            self._collect_one()
+        return self._done
+
+    def close(self) -> None:
+        """Cancel what is still queued (after an error, nothing of it is used)."""
+        for future, _ in self._pending:
+            future.cancel()
+        self._pending.clear()
 
 
 @dataclass(frozen=True)

