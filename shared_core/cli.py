@@ -22,12 +22,14 @@ go to stderr as ``conceptgraph: warning: ...``, with the setting to change.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -142,11 +144,12 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"building a concept graph from {args.corpus} with {embedder.model_id}")
     start = time.perf_counter()
     texts, ids, metadatas = itertools.tee(records, 3)  # consumed in step: one record buffered
-    index = ConceptGraphIndex.from_texts(
-        (r.text for r in texts), ids=(r.id for r in ids),
-        metadatas=(r.metadata for r in metadatas), embedder=embedder, config=config,
-        show_progress=not args.quiet,
-    )
+    with _cluster_executor(args.dask) as executor:
+        index = ConceptGraphIndex.from_texts(
+            (r.text for r in texts), ids=(r.id for r in ids),
+            metadatas=(r.metadata for r in metadatas), embedder=embedder, config=config,
+            show_progress=not args.quiet, executor=executor,
+        )
     index.save(args.out)
     stats = index.stats()
     print(f"built in {time.perf_counter() - start:.1f}s ({embedder.embedded_texts:,} sentences "
@@ -155,6 +158,22 @@ def cmd_build(args: argparse.Namespace) -> int:
                                        if isinstance(v, int) and not isinstance(v, bool)]))
     _warn(stats["warnings"])
     return 0
+
+
+@contextlib.contextmanager
+def _cluster_executor(address: str | None) -> Iterator[Executor | None]:
+    """The Dask cluster at ``address`` as an executor for the build, or None (this process)."""
+    if address is None:
+        yield None
+        return
+    try:
+        import distributed
+    except ImportError as exc:
+        raise SystemExit("--dask needs the distributed package: "
+                         "pip install 'conceptgraph[dask]'") from exc
+    print(f"splitting, embedding and counting on the Dask cluster at {address}")
+    with distributed.Client(address) as client:  # type: ignore[no-untyped-call]
+        yield client.get_executor()
 
 
 def cmd_select(args: argparse.Namespace) -> int:
@@ -323,6 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a ConceptGraphConfig knob, e.g. --set theta_co=1 (a small "
                        "corpus needs it: the default 3 leaves its graph without edges)")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
+    build.add_argument("--dask", metavar="ADDRESS", default=None,
+                       help="split, embed and count on this Dask cluster (its scheduler's "
+                            "address, e.g. tcp://10.0.0.5:8786); the graph is built here")
     build.set_defaults(func=cmd_build)
 
     select = sub.add_parser("select", help="choose core chunks and print the cost saving")

@@ -68,6 +68,23 @@ def test_build_then_stats_select_query(corpus: Path, tmp_path: Path,
     assert answer["chunks"][0]["provenance"]["stage"] == "direct"
 
 
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_build_on_a_dask_cluster_writes_the_index_a_local_build_writes(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, host="127.0.0.1") as cluster:
+        assert build(corpus, tmp_path / "sharded", "--dask", cluster.scheduler_address) == 0
+    assert f"on the Dask cluster at {cluster.scheduler_address}" in capsys.readouterr().out
+    assert build(corpus, tmp_path / "local") == 0
+    embedder = resolve_embedder("hashing")
+    sharded = ConceptGraphIndex.load(str(tmp_path / "sharded"), embedder)
+    local = ConceptGraphIndex.load(str(tmp_path / "local"), embedder)
+    assert sharded.chunk_ids == local.chunk_ids and sharded.concepts == local.concepts
+    assert sharded.edges == local.edges
+    assert sharded.concept_pagerank() == pytest.approx(local.concept_pagerank(), abs=1e-6)
+
+
 def test_titles_are_prepended_and_metadata_kept(corpus: Path, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     index_dir = tmp_path / "idx"
