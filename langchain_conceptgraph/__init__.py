@@ -10,6 +10,8 @@
   dual-level fallback) as a runnable: ``invoke``/``stream``/``astream``, with sources and trace.
 - :class:`LangChainChat` / :func:`chat_model` — any LangChain chat model as the core's
   ``ChatModel``.
+- :class:`LangChainVectorStore` — any LangChain ``VectorStore`` (Chroma, ...) as the index's
+  vector store: it holds the sentence vectors and proposes each query's candidates.
 """
 
 from .answer import AnswerWithSources, ConceptGraphAnswerer

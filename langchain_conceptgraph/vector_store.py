@@ -44,15 +44,22 @@ class LangChainVectorStore:
         store = LangChainVectorStore(InMemoryVectorStore(embedding=embeddings))
         ```
 
-    Use with a retriever:
+    Build a retriever on it:
         ```python
         from langchain_core.documents import Document
         from langchain_conceptgraph import ConceptGraphRetriever
 
         retriever = ConceptGraphRetriever.from_documents(
-            [Document("Ada Lovelace wrote the first program.")], embeddings,
+            [Document("Ada Lovelace wrote the first program.", id="ada"),
+             Document("Charles Babbage designed the engine.", id="babbage")], embeddings,
             vector_store=store)
-        retriever.invoke("Who wrote the first program?")
+        ```
+
+    Invoke (the store proposes the candidates, the index ranks them):
+        ```python
+        docs = retriever.invoke("Who wrote the first program?")
+        assert docs[0].id == "ada"
+        assert {k.split("#")[0] for k in store.list_keys()} == {"ada", "babbage"}
         ```
     """
 

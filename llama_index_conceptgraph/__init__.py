@@ -8,6 +8,8 @@
 - :class:`ConceptGraphQueryEngine` — HuixiangDou2's answer pipeline (logic form, pre-check,
   dual-level fallback) as a query engine, streaming or not, with sources and trace.
 - :class:`LlamaIndexChat` / :func:`chat_model` — any LlamaIndex ``LLM`` as the core's ``ChatModel``.
+- :class:`LlamaIndexVectorStore` — any LlamaIndex vector store as the index's vector store:
+  it holds the index's own sentence vectors and proposes each query's candidates.
 """
 
 from .answer import ConceptGraphQueryEngine

@@ -20,6 +20,8 @@ from .embeddings import (
 )
 from .fusion import ContextItem, FusedContext, FusedItem, KGFact, fuse_contexts, kg_context_items
 from .index import Chunk, ConceptGraphIndex, Provenance, RetrievalResult, RetrievedChunk, content_id
+from .search.external import VectorStoreBackend
+from .search.milvus import MilvusVectorStore
 from .select import CostReport, Selection, knn_chunk_graph, knn_pagerank_scores
 from .store import CorruptIndexError
 from .text import Units, chunk_by_tokens, count_tokens, split_into_units, split_sentences
@@ -39,6 +41,7 @@ __all__ = [
     "FusedItem",
     "HashingEmbedder",
     "KGFact",
+    "MilvusVectorStore",
     "OpenAIEmbedder",
     "Provenance",
     "QueryEmbedder",
@@ -47,6 +50,7 @@ __all__ = [
     "Selection",
     "SentenceTransformerEmbedder",
     "Units",
+    "VectorStoreBackend",
     "chunk_by_tokens",
     "content_id",
     "count_tokens",

@@ -16,6 +16,7 @@ from langchain_conceptgraph import (
     CoreChunkSelector,
     CoreEmbeddings,
     FusedRetriever,
+    LangChainVectorStore,
 )
 from tests.doctest_support import check_doctests, package_modules
 
@@ -23,7 +24,7 @@ SNIPPET = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
 @pytest.mark.parametrize("cls", [ConceptGraphRetriever, FusedRetriever, CoreChunkSelector,
-                                 CoreEmbeddings, ConceptGraphAnswerer])
+                                 CoreEmbeddings, ConceptGraphAnswerer, LangChainVectorStore])
 async def test_docstring_snippets_run(cls: type) -> None:
     doc = inspect.getdoc(cls) or ""
     snippets = SNIPPET.findall(doc)
