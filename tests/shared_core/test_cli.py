@@ -71,7 +71,8 @@ def test_build_then_stats_select_query(corpus: Path, tmp_path: Path,
 @pytest.mark.allow_hosts(["127.0.0.1"])
 def test_build_on_a_dask_cluster_writes_the_index_a_local_build_writes(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    distributed = pytest.importorskip("distributed")
+    import distributed
+
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None, host="127.0.0.1") as cluster:
         assert build(corpus, tmp_path / "sharded", "--dask", cluster.scheduler_address) == 0

@@ -1,7 +1,8 @@
 """A build whose batches are split, embedded and counted in other processes or on a cluster.
 
-The cluster is a real Dask one: a scheduler and two worker processes on loopback,
-started by the test, reached through the same client code as a remote cluster.
+The clusters are real: Dask's scheduler and two worker processes on loopback, and a
+local Ray cluster, each started by the test and reached through the same client code
+as a remote cluster.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import pickle
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import distributed
 import numpy as np
 import pytest
 
 from shared_core import ConceptGraphConfig, HashingEmbedder
 from shared_core.embeddings import CachedEmbedder, EmbeddingCache
 from shared_core.index import ConceptGraphIndex
+from shared_core.ray_executor import RayExecutor
 from tests.shared_core.test_index_state import CONFIGS, POOL, assert_same_index, ids_for
 
 loopback = pytest.mark.allow_hosts(["127.0.0.1"])
@@ -43,7 +46,6 @@ def assert_equal_builds(sharded: ConceptGraphIndex, local: ConceptGraphIndex) ->
 @loopback
 @pytest.mark.parametrize("name", ["default", "direct_units", "bigrams_exact"])
 def test_a_build_sharded_over_a_dask_cluster_equals_a_local_build(name: str) -> None:
-    distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None, host="127.0.0.1") as cluster, \
             distributed.Client(cluster) as client:
@@ -109,3 +111,10 @@ def test_minilm_travels_as_how_to_load_it() -> None:
     assert copy.model_id == model.model_id
     np.testing.assert_allclose(copy.embed(["Ada wrote a program."]),
                                model.embed(["Ada wrote a program."]), atol=1e-6)
+
+
+@loopback
+def test_a_build_sharded_over_a_ray_cluster_equals_a_local_build() -> None:
+    with RayExecutor(num_cpus=2, include_dashboard=False, log_to_driver=False) as ray_pool:
+        sharded = built(CONFIGS["direct_units"], executor=ray_pool)
+    assert_equal_builds(sharded, built(CONFIGS["direct_units"]))
