@@ -327,6 +327,8 @@ class ConceptGraphIndex:
         knobs (``theta_co``, ``concept_links`` ...) re-derive the graph from the
         stored chunks without embedding anything. Knobs that shape the stored
         chunks (``unit_tokens``, ``ngram_max`` ...) need a rebuild and raise.
+        The new index shares this one's vector store, if any, which holds one
+        index's rows: add to and delete from only one of the two.
         """
         state = self._state
         config = _with_resolved_segmenter(
