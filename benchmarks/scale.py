@@ -86,6 +86,13 @@ class TimedStore:
     def flush(self) -> None:
         self.store.flush()
 
+    def read_marker(self) -> str | None:
+        marker: str | None = self.store.read_marker()
+        return marker
+
+    def write_marker(self, value: str) -> None:
+        self.store.write_marker(value)
+
     def search(self, query: np.ndarray, k: int) -> list[str]:
         start = time.perf_counter()
         try:

@@ -110,6 +110,13 @@ class LangChainVectorStore:
     def flush(self) -> None:
         """Nothing to do: the framework's store makes its own writes visible."""
 
+    def read_marker(self) -> str | None:
+        """None: a framework store has no place for it, so every open lists the store."""
+        return None
+
+    def write_marker(self, value: str) -> None:
+        """Nothing: see :meth:`read_marker`."""
+
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if k <= 0:
             return []

@@ -176,6 +176,8 @@ class IndexState:
     corpus: CorpusState
     graph: DerivedGraph
     vector_store: VectorStoreBackend | None = None
+    # the store's generation once it holds this state's rows (see search.external)
+    store_generation: str | None = None
 
     @classmethod
     def build(cls, corpus: CorpusState, config: ConceptGraphConfig,
@@ -262,29 +264,31 @@ class ConceptGraphIndex:
             state.graph, state.corpus, state.config, vector_store), vector_store))
 
     def _publish_reconciled(self, state: IndexState) -> None:
-        """Reconcile ``state``'s vector store with its chunks, then publish ``state``."""
+        """Reconcile ``state``'s vector store with its chunks, then publish ``state``
+        (whose ``store_generation``, if any, is the one it was saved with)."""
         assert state.vector_store is not None
-        repair = reconcile(state.vector_store, state.stored_rows())
+        repair = reconcile(state.vector_store, state.stored_rows(), state.store_generation)
         if repair.written or repair.deleted:
             logger.warning("vector store %s reconciled with the index: %d rows written, "
                            "%d deleted", type(state.vector_store).__name__, repair.written,
                            repair.deleted)
         self.vector_store_repair = repair
-        self._state = state
+        self._state = replace(state, store_generation=repair.generation)
 
     def _publish(self, before: IndexState, after: IndexState,
                  rewritten: Iterable[str] = ()) -> None:
         """Publish ``after``, once its vector store (if any) holds its rows."""
         if after.vector_store is not None:
-            changed_rows(after.vector_store, before.stored_rows(), after.stored_rows(),
-                         rewritten)
+            after = replace(after, store_generation=changed_rows(
+                after.vector_store, before.stored_rows(), after.stored_rows(), rewritten))
         self._state = after
 
     @classmethod
     def from_state(cls, embedder: Embedder, config: ConceptGraphConfig,
                    corpus: CorpusState, *, ann: VectorSearch | None = None,
                    saved: SavedGraph | None = None, verify: bool = False,
-                   vector_store: VectorStoreBackend | None = None) -> ConceptGraphIndex:
+                   vector_store: VectorStoreBackend | None = None,
+                   store_generation: str | None = None) -> ConceptGraphIndex:
         """An index over an existing corpus state (e.g. one read from disk).
 
         ``ann`` is an approximate vector index already built over its vectors (a
@@ -293,7 +297,8 @@ class ConceptGraphIndex:
         the edges again (``verify``: the values it holds are derived again and
         compared; see :func:`~shared_core.state.saved.restore_graph`). ``vector_store``
         is reconciled with the chunks (see :meth:`__init__`) and finds the vector
-        candidates.
+        candidates; ``store_generation`` is the store generation the chunks were
+        saved with (a store that records the same one is not listed).
         """
         if corpus.dim != embedder.dim:
             raise ValueError(f"the chunks hold {corpus.dim}-dimensional vectors, but the "
@@ -303,8 +308,8 @@ class ConceptGraphIndex:
             index._state = IndexState.build(corpus, index.config, ann, saved, verify)
         else:
             _check_vector_store(vector_store)
-            index._publish_reconciled(IndexState.build(corpus, index.config, None, saved, verify,
-                                                       vector_store))
+            state = IndexState.build(corpus, index.config, None, saved, verify, vector_store)
+            index._publish_reconciled(replace(state, store_generation=store_generation))
         return index
 
     @property
@@ -810,7 +815,7 @@ class ConceptGraphIndex:
         ann = (VectorSearch(graph.ann, graph.ann_rows) if isinstance(graph.ann, HnswVectorIndex)
                and graph.ann_rows is not None else None)
         save_corpus(path, state.corpus, state.config, self._embedder.model_id, ann,
-                    saved_parts(graph))
+                    saved_parts(graph), store_generation=state.store_generation)
 
     @classmethod
     def load(cls, path: str, embedder: Embedder, *, verify: bool = False,
@@ -837,7 +842,8 @@ class ConceptGraphIndex:
         saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify)
         try:
             return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
-                                  saved=saved.graph, verify=verify, vector_store=vector_store)
+                                  saved=saved.graph, verify=verify, vector_store=vector_store,
+                                  store_generation=saved.store_generation)
         except ValueError as exc:
             if saved.graph is None:
                 raise

@@ -86,6 +86,8 @@ READABLE_VERSIONS = (1, 2, 3)
 POINTER = "CURRENT"
 LOCK = ".lock"
 _VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
+STORE_GENERATION = "vector_store_generation"  # manifest key (see search.external)
+_GENERATION = re.compile(r"[0-9a-f]{32}")
 # name -> (dtype, ndim)
 ARRAYS = {
     "sentence_spans": (np.int64, 2),
@@ -136,18 +138,22 @@ class SavedIndex:
     config: ConceptGraphConfig
     ann: VectorSearch | None
     graph: SavedGraph | None
+    store_generation: str | None = None  # of the outside vector store it was saved with
 
 
 # ------------------------------------------------------------------------------- saving
 def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: ConceptGraphConfig,
                 model_id: str, ann: VectorSearch | None = None,
-                graph: SavedGraph | None = None) -> None:
+                graph: SavedGraph | None = None, *,
+                store_generation: str | None = None) -> None:
     """Write ``corpus`` as a new version under ``path`` and make it the current one.
 
     ``ann``, the approximate vector index derived from it (an HNSW index and
     its row map), is saved beside it so that a load maps it instead of
     rebuilding it; ``graph``, the derived graph's strong pairs and PageRank, so
-    that a load checks them instead of counting co-occurrences again.
+    that a load checks them instead of counting co-occurrences again;
+    ``store_generation``, the generation of the outside vector store that holds
+    its rows (``search.external``), so that a load need not list the store.
     """
     target = Path(os.path.realpath(path))  # a symlinked path writes where it points
     if target.exists() and not target.is_dir():
@@ -164,7 +170,8 @@ def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: Conce
         folder.mkdir()
         os.chmod(folder, dir_mode)
         try:
-            _write_version(folder, corpus, config, model_id, dir_mode & 0o666, ann, graph)
+            _write_version(folder, corpus, config, model_id, dir_mode & 0o666, ann, graph,
+                           store_generation)
             _fsync_path(folder)
             pointer_tmp = target / f".{POINTER}.tmp-{name}"
             _write_file(pointer_tmp, (name + "\n").encode(), dir_mode & 0o666)
@@ -178,7 +185,7 @@ def save_corpus(path: str | os.PathLike[str], corpus: CorpusState, config: Conce
 
 def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig,
                    model_id: str, file_mode: int, ann: VectorSearch | None,
-                   graph: SavedGraph | None) -> None:
+                   graph: SavedGraph | None, store_generation: str | None = None) -> None:
     terms = corpus.sentence_terms
     arrays: dict[str, np.ndarray] = {
         "sentence_spans": corpus.sentence_spans,
@@ -242,6 +249,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     if graph is not None:
         manifest["graph"] = {"concepts": len(graph.rank),
                              "pairs" if graph.strong else "edges": len(graph.source)}
+    if store_generation:
+        manifest[STORE_GENERATION] = store_generation
     _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
 
 
@@ -437,7 +446,18 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
         if version == 1:  # older indexes kept insertion order: put them in canonical order
             corpus = sorted_by_id(with_sorted_terms(corpus))
         return SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config, digests),
-                          _read_graph(folder, manifest, stored, dim, digests))
+                          _read_graph(folder, manifest, stored, dim, digests),
+                          _read_store_generation(folder, manifest))
+
+
+def _read_store_generation(folder: Path, manifest: dict[str, Any]) -> str | None:
+    value = manifest.get(STORE_GENERATION)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _GENERATION.fullmatch(value):
+        raise CorruptIndexError(f"{folder}/manifest.json: '{STORE_GENERATION}' must be 32 "
+                                f"hex digits, got {str(value)[:80]!r}")
+    return value
 
 
 def _precision_hint(recorded: str, given: str) -> str:

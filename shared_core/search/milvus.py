@@ -108,6 +108,34 @@ class MilvusVectorStore:
         if self._dim is not None:
             self.client.flush(self.collection)
 
+    @property
+    def marker_collection(self) -> str:
+        """The one-row collection beside the rows that records the store's generation."""
+        return f"{self.collection}__generation"
+
+    def read_marker(self) -> str | None:
+        if not self.client.has_collection(self.marker_collection):
+            return None
+        self.client.load_collection(self.marker_collection)  # a reopened one starts released
+        found = self.client.get(self.marker_collection, ids=["generation"],
+                                output_fields=["value"])
+        return str(found[0]["value"]) if found else None
+
+    def write_marker(self, value: str) -> None:
+        if not self.client.has_collection(self.marker_collection):
+            from pymilvus import DataType
+
+            schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
+            schema.add_field("key", DataType.VARCHAR, is_primary=True, max_length=16)
+            schema.add_field("value", DataType.VARCHAR, max_length=64)
+            schema.add_field("vector", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs one
+            params = self.client.prepare_index_params()
+            params.add_index("vector", index_type="FLAT", metric_type="IP")
+            self.client.create_collection(self.marker_collection, schema=schema,
+                                          index_params=params, consistency_level="Strong")
+        self.client.upsert(self.marker_collection,
+                           [{"key": "generation", "value": value, "vector": [0.0, 0.0]}])
+
     def list_keys(self) -> Iterable[str]:
         if self._dim is None:
             return []

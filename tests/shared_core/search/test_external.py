@@ -164,6 +164,7 @@ def test_load_repairs_rows_written_or_deleted_after_the_last_save(tmp_path: Path
     # t9's one sentence row deleted, t0's two rows written again
     assert loaded.vector_store_repair is not None
     assert (loaded.vector_store_repair.written, loaded.vector_store_repair.deleted) == (2, 1)
+    assert loaded.vector_store_repair.listed  # the store's generation was not the save's
     assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
     assert contexts(loaded) == contexts(build(vector_index="hnsw"))
     store.close()
@@ -208,6 +209,7 @@ def test_a_process_killed_between_the_store_write_and_the_save_is_repaired(
     assert loaded.vector_store_repair is not None
     assert (loaded.vector_store_repair.written, loaded.vector_store_repair.deleted) == (
         written, deleted)
+    assert loaded.vector_store_repair.listed
     assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
     assert contexts(loaded) == contexts(build(vector_index="hnsw"))
     store.close()
@@ -258,6 +260,53 @@ def test_a_write_failing_midway_is_undone(tmp_path: Path) -> None:
         index.add(texts, ids=ids)
     assert len(index) == len(TEXTS)
     assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
+    assert store.read_marker() == ""  # cleared: the next open lists the store
+    store.close()
+
+
+@loopback
+def test_a_load_after_a_clean_save_trusts_the_store_generation(tmp_path: Path) -> None:
+    store = milvus(tmp_path)
+    index = build(store)
+    index.delete(["t4"])
+    index.save(str(tmp_path / "idx"))
+    generation = index.state.store_generation
+    assert generation is not None and store.read_marker() == generation
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                    vector_store=store)
+    repair = loaded.vector_store_repair
+    assert repair is not None and not repair.listed and (repair.written, repair.deleted) == (0, 0)
+    assert loaded.state.store_generation == generation
+    assert contexts(loaded) == contexts(index)
+    # each update moves the generation: the save before it no longer matches the store
+    loaded.add(["Alan Turing described a universal machine."], ids=["t9"])
+    assert store.read_marker() not in ("", generation)
+    again = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                   vector_store=store)
+    assert again.vector_store_repair is not None and again.vector_store_repair.listed
+    assert (again.vector_store_repair.written, again.vector_store_repair.deleted) == (0, 1)
+    store.close()
+
+
+@loopback
+def test_a_tampered_store_generation_is_refused_or_listed(tmp_path: Path) -> None:
+    import json
+
+    from shared_core.store import CorruptIndexError, index_folder
+
+    store = milvus(tmp_path)
+    build(store).save(str(tmp_path / "idx"))
+    manifest_path = index_folder(tmp_path / "idx") / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["vector_store_generation"] = "0" * 32  # well-formed, but not the store's
+    manifest_path.write_text(json.dumps(manifest))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                    vector_store=store)
+    assert loaded.vector_store_repair is not None and loaded.vector_store_repair.listed
+    manifest["vector_store_generation"] = "not hex"
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(CorruptIndexError, match=r"'vector_store_generation' must be 32 hex"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), vector_store=store)
     store.close()
 
 
