@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Callable, Sequence
@@ -178,12 +179,16 @@ def minilm_embedder(batch_size: int = 64, *, device: str | None = None,
     return embedder
 
 
+# A worker receives the embedder with every task it runs: it loads each model once
+# (seconds each) and reuses it for the tasks that follow.
+@functools.lru_cache(maxsize=4)
 def _sentence_transformer(model_dir: str, model_id: str, batch_size: int, device: str | None,
                           precision: Precision) -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(model_dir, model_id, batch_size, device=device,
                                        precision=precision)
 
 
+@functools.lru_cache(maxsize=4)
 def _minilm(batch_size: int, device: str | None, precision: Precision
             ) -> SentenceTransformerEmbedder:
     return minilm_embedder(batch_size, device=device, precision=precision)

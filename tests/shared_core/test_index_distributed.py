@@ -108,6 +108,7 @@ def test_minilm_travels_as_how_to_load_it() -> None:
     sent = pickle.dumps(model)
     assert len(sent) < 10_000  # no weights inside
     copy = pickle.loads(sent)
+    assert pickle.loads(sent) is copy  # a worker loads the model once for all its tasks
     assert copy.model_id == model.model_id
     np.testing.assert_allclose(copy.embed(["Ada wrote a program."]),
                                model.embed(["Ada wrote a program."]), atol=1e-6)
