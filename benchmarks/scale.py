@@ -102,7 +102,7 @@ class TimedStore:
             self.search_seconds += time.perf_counter() - start
 
 
-def open_store(backend: str, folder: Path, dim: int) -> Any:
+def open_store(backend: str, folder: Path, dim: int, milvus_index: str = "AUTOINDEX") -> Any:
     """The outside vector store ``--backend`` names, in ``folder``; None for ``local``."""
     if backend == "local":
         return None
@@ -110,8 +110,7 @@ def open_store(backend: str, folder: Path, dim: int) -> Any:
         from shared_core.search.milvus import MilvusVectorStore
 
         return TimedStore(MilvusVectorStore(str(folder / "milvus.db"), "conceptgraph",
-                                            index_type=os.environ.get("MILVUS_INDEX",
-                                                                      "AUTOINDEX")))
+                                            index_type=milvus_index))
     if backend == "chroma":
         import chromadb
         from langchain_chroma import Chroma
@@ -128,14 +127,15 @@ def open_store(backend: str, folder: Path, dim: int) -> Any:
 
 
 def measure_size(n: int, data: Path, queries: int, vector_index: str,
-                 backend: str = "local") -> dict[str, Any]:
+                 backend: str = "local", milvus_index: str = "AUTOINDEX") -> dict[str, Any]:
     """One corpus size, in this process: every cost the issue asks for."""
     with tempfile.TemporaryDirectory() as folder:
-        return _measure_size(n, data, queries, vector_index, backend, Path(folder))
+        return _measure_size(n, data, queries, vector_index, backend, milvus_index,
+                             Path(folder))
 
 
 def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: str,
-                  folder: Path) -> dict[str, Any]:
+                  milvus_index: str, folder: Path) -> dict[str, Any]:
     from dataclasses import replace
 
     from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
@@ -148,7 +148,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
     embedder = HashingEmbedder(384)
     timed = TimedEmbedder(embedder)
     config = ConceptGraphConfig(vector_index=vector_index)  # type: ignore[arg-type]
-    store = open_store(backend, folder, embedder.dim)
+    store = open_store(backend, folder, embedder.dim, milvus_index)
     start = time.perf_counter()
     index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed, config=config,
                                          vector_store=store)
@@ -341,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--backend", default="local", choices=BACKENDS,
                         help="where the vectors live: this process (local), Milvus Lite, or "
                              "Chroma's embedded client")
+    parser.add_argument("--milvus-index", default="AUTOINDEX",
+                        help="the Milvus index type (AUTOINDEX, FLAT, HNSW, ...)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, nargs="+", metavar="REPORT",
@@ -353,14 +355,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.one:
         print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index,
-                                      args.backend)))
+                                      args.backend, args.milvus_index)))
         return
     rows = []
     for n in args.sizes:
         child = subprocess.run(
             [sys.executable, "-m", "benchmarks.scale", "--one", str(n), "--data", str(args.data),
              "--queries", str(args.queries), "--vector-index", args.vector_index,
-             "--backend", args.backend],
+             "--backend", args.backend, "--milvus-index", args.milvus_index],
             capture_output=True, text=True, check=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         row = json.loads(child.stdout.strip().splitlines()[-1])
@@ -376,7 +378,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     report = {"command": "python -m benchmarks.scale " + " ".join(
                   f"--{k.replace('_', '-')} {v}" for k, v in
                   (("sizes", " ".join(map(str, args.sizes))), ("queries", args.queries),
-                   ("minilm_sample", args.minilm_sample), ("backend", args.backend))),
+                   ("minilm_sample", args.minilm_sample), ("backend", args.backend),
+                   *((("milvus_index", args.milvus_index),) if args.backend == "milvus-lite"
+                     else ()))),
               "minilm_sentences_per_s": None if rate is None else round(rate, 1),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                          f"{platform.python_version()}",
