@@ -20,7 +20,8 @@ class LlamaIndexVectorStore:
     again): the node id is the row's key, the text its sentence (or unit), the
     metadata its chunk's id, its part and the chunk's scalar metadata. The store
     must take any string as a node id, delete nodes by id (``delete_nodes``), and
-    list them: ``SimpleVectorStore`` and stores implementing ``get_nodes()`` do;
+    list them: ``SimpleVectorStore``, ``ChromaVectorStore`` and stores implementing
+    ``get_nodes()`` without arguments do;
     for another, pass ``list_ids``. Give the index a store (collection) of its own:
     it deletes any row of its key form that it does not hold.
 
@@ -77,9 +78,11 @@ class LlamaIndexVectorStore:
 def _listed_ids(store: BasePydanticVectorStore) -> list[str]:
     if isinstance(store, SimpleVectorStore):
         return list(store.data.embedding_dict)
+    if type(store).__name__ == "ChromaVectorStore":  # its get_nodes needs the ids asked for
+        return list(store.client.get(include=[])["ids"])
     try:
         return [node.node_id for node in store.get_nodes()]
-    except NotImplementedError as exc:
+    except (NotImplementedError, TypeError) as exc:
         raise TypeError(f"{type(store).__name__} cannot list the nodes it holds, which the "
                         "index needs to repair the store after a crash: pass list_ids=a "
                         "function returning every node id in the store") from exc

@@ -1,12 +1,15 @@
-"""A LlamaIndex vector store as the index's vector store: SimpleVectorStore."""
+"""A LlamaIndex vector store as the index's vector store: SimpleVectorStore and Chroma."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import chromadb
 import pytest
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
+from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from llama_index_conceptgraph import ConceptGraphRetriever, CoreEmbedding, LlamaIndexVectorStore
 from shared_core import ConceptGraphConfig
@@ -33,6 +36,32 @@ def in_process(embed_model: CoreEmbedding) -> ConceptGraphRetriever:
 
 def chunk_ids(store: SimpleVectorStore) -> set[str]:
     return {parse_key(k)[0] for k in store.data.embedding_dict}  # type: ignore[index]
+
+
+def chroma(tmp_path: Path) -> ChromaVectorStore:
+    client = chromadb.PersistentClient(
+        str(tmp_path / "chroma"), settings=chromadb.Settings(anonymized_telemetry=False))
+    return ChromaVectorStore(chroma_collection=client.get_or_create_collection("conceptgraph"))
+
+
+def test_a_chroma_store_retrieves_what_the_in_process_index_retrieves_and_is_repaired(
+        tmp_path: Path, embed_model: CoreEmbedding) -> None:
+    store: BasePydanticVectorStore = chroma(tmp_path)
+    retriever = ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
+                                                    config=CONFIG, vector_store=store)
+    assert answers(retriever) == answers(in_process(embed_model))
+    everything = {key for key, _, _ in CORPUS}
+    held = {parse_key(i)[0] for i in store.client.get(include=[])["ids"]}  # type: ignore[index]
+    assert held == everything
+    retriever.persist(tmp_path / "idx")
+    retriever.delete_nodes(["fermi"])
+    left = {parse_key(i)[0] for i in store.client.get(include=[])["ids"]}  # type: ignore[index]
+    assert left == everything - {"fermi"}
+    loaded = ConceptGraphRetriever.from_persist_dir(tmp_path / "idx", embed_model,
+                                                    vector_store=store)
+    repair = loaded.index.vector_store_repair
+    assert repair is not None and repair.listed and (repair.written, repair.deleted) == (1, 0)
+    assert answers(loaded) == answers(in_process(embed_model))
 
 
 def test_a_simple_vector_store_retrieves_what_the_in_process_index_retrieves(
