@@ -8,9 +8,11 @@ such a method is reported as unavailable rather than failing the whole run.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,7 @@ from .baselines import (
     sentence_vectors,
 )
 from .data import Corpus
+from .scale import open_store
 
 
 class MethodUnavailable(RuntimeError):
@@ -152,6 +155,7 @@ class G2ConSRetriever:
         self.hits = 0
         self.mapped = 0
         self.over_budget = 0
+        self.store_folder: tempfile.TemporaryDirectory[str] | None = None  # an outside store's
 
     def _position(self, chunk_id: str) -> int:
         try:
@@ -190,11 +194,20 @@ class G2ConSRetriever:
 
 
 def build_g2cons(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
-    config = ConceptGraphConfig.from_dict(dict(options))
+    """The index; ``vector_store=milvus-lite|chroma`` (and ``milvus_index=FLAT``) puts its
+    vectors in that store, in a temporary folder kept as long as the retriever."""
+    knobs = dict(options)
+    backend = str(knobs.pop("vector_store", "local"))
+    milvus_index = str(knobs.pop("milvus_index", "AUTOINDEX"))
+    config = ConceptGraphConfig.from_dict(knobs)
     units = inputs.corpus.units
-    index = ConceptGraphIndex(inputs.embedder, config)
+    folder = tempfile.TemporaryDirectory(prefix="g2cons-store-")
+    store = open_store(backend, Path(folder.name), inputs.embedder, milvus_index)
+    index = ConceptGraphIndex(inputs.embedder, config, vector_store=store)
     index.add(units.texts, ids=units.ids)
-    return G2ConSRetriever(index, units.ids, units.tokens)
+    retriever = G2ConSRetriever(index, units.ids, units.tokens)
+    retriever.store_folder = folder
+    return retriever
 
 
 def _lazy_factory(module: str, attr: str, name: str) -> Factory:

@@ -102,8 +102,11 @@ class TimedStore:
             self.search_seconds += time.perf_counter() - start
 
 
-def open_store(backend: str, folder: Path, dim: int, milvus_index: str = "AUTOINDEX") -> Any:
-    """The outside vector store ``--backend`` names, in ``folder``; None for ``local``."""
+def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "AUTOINDEX") -> Any:
+    """The outside vector store ``--backend`` names, in ``folder``; None for ``local``.
+
+    Chroma goes through the LangChain wrapper, which embeds with ``embedder`` (the
+    index's model, so the wrapper's same-model check passes)."""
     if backend == "local":
         return None
     if backend == "milvus-lite":
@@ -116,11 +119,10 @@ def open_store(backend: str, folder: Path, dim: int, milvus_index: str = "AUTOIN
         from langchain_chroma import Chroma
 
         from langchain_conceptgraph import CoreEmbeddings, LangChainVectorStore
-        from shared_core import HashingEmbedder
 
         client = chromadb.PersistentClient(
             str(folder / "chroma"), settings=chromadb.Settings(anonymized_telemetry=False))
-        chroma = Chroma("conceptgraph", embedding_function=CoreEmbeddings(HashingEmbedder(dim)),
+        chroma = Chroma("conceptgraph", embedding_function=CoreEmbeddings(embedder),
                         client=client, collection_metadata={"hnsw:space": "ip"})
         return TimedStore(LangChainVectorStore(chroma))
     raise ValueError(f"unknown backend {backend!r}")
@@ -148,7 +150,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
     embedder = HashingEmbedder(384)
     timed = TimedEmbedder(embedder)
     config = ConceptGraphConfig(vector_index=vector_index)  # type: ignore[arg-type]
-    store = open_store(backend, folder, embedder.dim, milvus_index)
+    store = open_store(backend, folder, embedder, milvus_index)
     start = time.perf_counter()
     index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed, config=config,
                                          vector_store=store)
