@@ -9,13 +9,13 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-from shared_core.search.external import VectorStoreBackend
+from shared_core.search.external import FrameworkStore, VectorStoreBackend, as_backend
 
 # cosine below which a store's own embedding of a text is another model's
 SAME_MODEL_COSINE = 0.99
 
 
-class LangChainVectorStore:
+class LangChainVectorStore(FrameworkStore):
     """Any LangChain ``VectorStore`` as a ``VectorStoreBackend`` of a concept graph index.
 
     Rows are documents whose id is the row's key, whose text is its sentence (or
@@ -67,10 +67,7 @@ class LangChainVectorStore:
                  list_ids: Callable[[VectorStore], Iterable[str]] | None = None) -> None:
         if not isinstance(store, VectorStore):
             raise TypeError(f"store must be a LangChain VectorStore, got {type(store).__name__}")
-        if list_ids is None:
-            list_ids = _known_listing(store)
-        self.store = store
-        self._list_ids = list_ids
+        super().__init__(store, list_ids or _known_listing(store))
         self._model_checked = False
 
     def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
@@ -104,19 +101,6 @@ class LangChainVectorStore:
         if len(keys):
             self.store.delete(ids=list(keys))
 
-    def list_keys(self) -> Iterable[str]:
-        return list(self._list_ids(self.store))
-
-    def flush(self) -> None:
-        """Nothing to do: the framework's store makes its own writes visible."""
-
-    def read_marker(self) -> str | None:
-        """None: a framework store has no place for it, so every open lists the store."""
-        return None
-
-    def write_marker(self, value: str) -> None:
-        """Nothing: see :meth:`read_marker`."""
-
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if k <= 0:
             return []
@@ -140,11 +124,7 @@ def _known_listing(store: VectorStore) -> Callable[[VectorStore], Iterable[str]]
 
 
 
+
 def to_backend(store: object) -> VectorStoreBackend:
     """A LangChain vector store wrapped as a backend, or a ``VectorStoreBackend`` as given."""
-    if isinstance(store, VectorStore):
-        return LangChainVectorStore(store)
-    if isinstance(store, VectorStoreBackend):
-        return store
-    raise TypeError(f"vector_store must be a LangChain VectorStore or a conceptgraph "
-                    f"VectorStoreBackend, got {type(store).__name__}")
+    return as_backend(store, VectorStore, LangChainVectorStore, "a LangChain VectorStore")

@@ -10,10 +10,10 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQuery
 
-from shared_core.search.external import VectorStoreBackend
+from shared_core.search.external import FrameworkStore, VectorStoreBackend, as_backend
 
 
-class LlamaIndexVectorStore:
+class LlamaIndexVectorStore(FrameworkStore):
     """Any LlamaIndex ``BasePydanticVectorStore`` as a ``VectorStoreBackend`` of an index.
 
     Rows are ``TextNode``s carrying the index's own vectors (nothing is embedded
@@ -36,8 +36,7 @@ class LlamaIndexVectorStore:
         if not isinstance(store, BasePydanticVectorStore):
             raise TypeError("store must be a LlamaIndex BasePydanticVectorStore, got "
                             f"{type(store).__name__}")
-        self.store = store
-        self._list_ids = list_ids or _listed_ids
+        super().__init__(store, list_ids or _listed_ids)
 
     def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
                metadatas: Sequence[Mapping[str, Any]]) -> None:
@@ -51,19 +50,6 @@ class LlamaIndexVectorStore:
     def delete(self, keys: Sequence[str]) -> None:
         if len(keys):
             self.store.delete_nodes(node_ids=list(keys))
-
-    def list_keys(self) -> Iterable[str]:
-        return list(self._list_ids(self.store))
-
-    def flush(self) -> None:
-        """Nothing to do: the framework's store makes its own writes visible."""
-
-    def read_marker(self) -> str | None:
-        """None: a framework store has no place for it, so every open lists the store."""
-        return None
-
-    def write_marker(self, value: str) -> None:
-        """Nothing: see :meth:`read_marker`."""
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if k <= 0:
@@ -89,11 +75,8 @@ def _listed_ids(store: BasePydanticVectorStore) -> list[str]:
 
 
 
+
 def to_backend(store: object) -> VectorStoreBackend:
     """A LlamaIndex vector store wrapped as a backend, or a ``VectorStoreBackend`` as given."""
-    if isinstance(store, BasePydanticVectorStore):
-        return LlamaIndexVectorStore(store)
-    if isinstance(store, VectorStoreBackend):
-        return store
-    raise TypeError(f"vector_store must be a LlamaIndex BasePydanticVectorStore or a conceptgraph "
-                    f"VectorStoreBackend, got {type(store).__name__}")
+    return as_backend(store, BasePydanticVectorStore, LlamaIndexVectorStore,
+                      "a LlamaIndex BasePydanticVectorStore")

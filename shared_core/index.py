@@ -46,7 +46,6 @@ from .state.derived import (
     chunk_term_counts,
     derive_graph,
     segment_means,
-    with_vector_store,
 )
 from .state.ingest import prepare_chunks, prepare_shard
 from .state.refresh import refresh_graph
@@ -247,21 +246,12 @@ class ConceptGraphIndex:
                                                  config.cjk_segmenter, config.entity_terms)
         self._write_lock = threading.Lock()
         corpus = empty_corpus(embedder.dim, direct_units=config.chunk_similarity == "direct")
-        self._state = IndexState.build(corpus, config)
         self.vector_store_repair: Reconciled | None = None
-        if vector_store is not None:
-            self._attach(vector_store)
-
-    def _attach(self, vector_store: VectorStoreBackend) -> None:
-        """Make ``vector_store`` hold this index's vectors and find its candidates.
-
-        The store is reconciled with the chunks first: rows a crash left behind
-        are deleted and missing ones written (``vector_store_repair`` says how many).
-        """
-        _check_vector_store(vector_store)
-        state = self._state
-        self._publish_reconciled(IndexState(state.config, state.corpus, with_vector_store(
-            state.graph, state.corpus, state.config, vector_store), vector_store))
+        if vector_store is None:
+            self._state = IndexState.build(corpus, config)
+        else:  # the store is reconciled first: rows another index left are deleted
+            _check_vector_store(vector_store)
+            self._publish_reconciled(IndexState.build(corpus, config, vector_store=vector_store))
 
     def _publish_reconciled(self, state: IndexState) -> None:
         """Reconcile ``state``'s vector store with its chunks, then publish ``state``
@@ -884,14 +874,11 @@ class _Shards:
 
     def put(self, ids: list[str], texts: list[str], metadata: list[str], seen: int) -> None:
         """Prepare these new chunks (``seen``: the batch's chunks, new or not)."""
-        if self._executor is None:
+        if not ids or self._executor is None:
             if ids:
                 self._done.append(prepare_chunks(
                     ids, texts, metadata, embedder=self._embedder, analyzer=self._analyzer,
                     unit_tokens=self._units[0], direct_units=self._units[1]))
-            self._advance(seen)
-            return
-        if not ids:
             self._advance(seen)
             return
         while len(self._pending) >= SHARDS_IN_FLIGHT:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -84,6 +84,40 @@ class VectorStoreBackend(Protocol):
     def search(self, query: np.ndarray, k: int) -> list[str]:
         """The keys of the (up to) ``k`` rows closest to ``query``, best first."""
         ...
+
+
+class FrameworkStore:
+    """What the adapters' wrappers of a framework's store share: ``store``, listed through
+    ``list_ids(store)``; writes the framework makes visible itself; and no generation
+    (a framework store has no place for one), so every open lists the store."""
+
+    def __init__(self, store: Any, list_ids: Callable[[Any], Iterable[str]]) -> None:
+        self.store = store
+        self._list_ids = list_ids
+
+    def list_keys(self) -> Iterable[str]:
+        return list(self._list_ids(self.store))
+
+    def flush(self) -> None:
+        """Nothing to do: the framework's store makes its own writes visible."""
+
+    def read_marker(self) -> str | None:
+        return None
+
+    def write_marker(self, value: str) -> None:
+        """Nothing: see :meth:`read_marker`."""
+
+
+def as_backend(store: object, framework_type: type, wrap: Callable[[Any], VectorStoreBackend],
+               what: str) -> VectorStoreBackend:
+    """``store`` wrapped by ``wrap`` when it is a ``framework_type``, or a
+    ``VectorStoreBackend`` as given; ``what`` names the framework type in the error."""
+    if isinstance(store, framework_type):
+        return wrap(store)
+    if isinstance(store, VectorStoreBackend):
+        return store
+    raise TypeError(f"vector_store must be {what} or a conceptgraph VectorStoreBackend, "
+                    f"got {type(store).__name__}")
 
 
 def text_digest(text: str) -> str:

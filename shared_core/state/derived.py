@@ -9,7 +9,7 @@ state it comes from, so readers can hold one while a writer builds the next.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -254,15 +254,6 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         unit_tokens_unconfirmed=np.ones(len(unit_tokens), dtype=bool)
         if corpus.tokens_read else None,
     )
-
-
-def with_vector_store(graph: DerivedGraph, corpus: CorpusState, config: ConceptGraphConfig,
-                      vector_store: VectorStoreBackend) -> DerivedGraph:
-    """``graph`` (of ``corpus``) with ``vector_store`` finding its vector candidates."""
-    search = vector_search_index(config, corpus, graph.unit_vectors, None, vector_store)
-    assert search is not None
-    return replace(graph, ann=search.index, ann_rows=search.rows, ann_row_unit=_row_units(
-        search.rows, None if graph.unit_vectors is not None else graph.unit_offsets))
 
 
 def _row_units(rows: np.ndarray, unit_offsets: np.ndarray | None) -> np.ndarray | None:
