@@ -63,6 +63,46 @@ def passages(pool: list[str], n: int, seed: int) -> tuple[list[str], list[str]]:
     return [f"s{seed}-{i:08d}" for i in range(n)], texts
 
 
+class HeapSampler:
+    """The peak of this process's anonymous (heap) memory, sampled every 50 ms.
+
+    ``ru_maxrss`` also counts the pages of mapped files (a saved index's vectors,
+    a build's spilled ones) while they are cached, which the kernel drops under
+    pressure; anonymous memory is what a machine must really hold.
+    """
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def anonymous_mb() -> float:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_mb = max(self.peak_mb, self.anonymous_mb())
+            self._stop.wait(0.05)
+
+    def reset(self) -> float:
+        """The peak so far; sampling goes on from the current level."""
+        peak, self.peak_mb = self.peak_mb, self.anonymous_mb()
+        return max(peak, self.peak_mb)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.reset()
+
+
 def folder_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -129,20 +169,23 @@ def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "A
 
 
 def measure_size(n: int, data: Path, queries: int, vector_index: str,
-                 backend: str = "local", milvus_index: str = "AUTOINDEX") -> dict[str, Any]:
+                 backend: str = "local", milvus_index: str = "AUTOINDEX",
+                 lean: bool = False, spill: bool = True) -> dict[str, Any]:
     """One corpus size, in this process: every cost the issue asks for."""
     with tempfile.TemporaryDirectory() as folder:
         return _measure_size(n, data, queries, vector_index, backend, milvus_index,
-                             Path(folder))
+                             Path(folder), lean, spill)
 
 
 def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: str,
-                  milvus_index: str, folder: Path) -> dict[str, Any]:
+                  milvus_index: str, folder: Path, lean: bool,
+                  spill: bool) -> dict[str, Any]:
     from dataclasses import replace
 
     from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
     from shared_core.state.derived import derive_graph
     from shared_core.state.saved import saved_parts
+    from shared_core.state.spill import DEFAULT_SPILL
 
     pool = sentence_pool(data)
     ids, texts = passages(pool, n, seed=1)
@@ -151,15 +194,22 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
     timed = TimedEmbedder(embedder)
     config = ConceptGraphConfig(vector_index=vector_index)  # type: ignore[arg-type]
     store = open_store(backend, folder, embedder, milvus_index)
+    heap = HeapSampler()
+    heap_before_build = heap.anonymous_mb()
     start = time.perf_counter()
     index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed, config=config,
-                                         vector_store=store)
+                                         vector_store=store,
+                                         vector_spill=DEFAULT_SPILL if spill else None)
     build = time.perf_counter() - start
     # the peak so far: the build's own (later steps hold a second index beside this one)
     build_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    refresh_start = time.perf_counter()
-    derive_graph(index.state.corpus, index.config)
-    refresh = time.perf_counter() - refresh_start
+    build_peak_heap = heap.reset()
+    heap_after_build = heap.anonymous_mb()
+    refresh = add = delete = load_verified = None
+    if not lean:  # the graph alone, derived again from the built chunks
+        refresh_start = time.perf_counter()
+        derive_graph(index.state.corpus, index.config)
+        refresh = time.perf_counter() - refresh_start
     pagerank_cold, pagerank_warm = pagerank_seconds(index)
     question_rng = random.Random(3)
     vectors = embedder.embed([question_rng.choice(pool) for _ in range(queries)])
@@ -178,18 +228,19 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         row["exact_query_ms_p50"] = round(float(np.percentile(exact_latencies, 50)), 2)
         row["context_recall_vs_exact"] = round(context_recall(contexts, exact_contexts), 4)
         del exact
-    add_start = time.perf_counter()
-    index.add(extra_texts, ids=extra_ids)
-    add = time.perf_counter() - add_start
-    delete_start = time.perf_counter()
-    index.delete(extra_ids)
-    delete = time.perf_counter() - delete_start
+    if not lean:
+        add, delete = timed_updates(index, extra_texts, extra_ids)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index"
         save_start = time.perf_counter()
         index.save(str(path))
         save = time.perf_counter() - save_start
         disk = folder_size(path)
+        stats = index.stats()
+        del index  # the load below is measured on its own, not beside the built index
+        import gc
+
+        gc.collect()
         load_start = time.perf_counter()
         loaded = ConceptGraphIndex.load(str(path), embedder, vector_store=store)
         load = time.perf_counter() - load_start
@@ -200,38 +251,60 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         row["loaded_first_query_ms_p50"] = round(float(np.percentile(first_pass, 50)), 2)
         row["loaded_first_query_ms_p95"] = round(float(np.percentile(first_pass, 95)), 2)
         row["loaded_query_ms_p50"] = round(float(np.percentile(second_pass, 50)), 2)
+        if lean:  # the updates on the loaded index, the built one gone: half the memory
+            add, delete = timed_updates(loaded, extra_texts, extra_ids)
         del loaded
-        verified_start = time.perf_counter()
-        ConceptGraphIndex.load(str(path), embedder, verify=True)
-        load_verified = time.perf_counter() - verified_start
-    stats = index.stats()
+        if not lean:
+            verified_start = time.perf_counter()
+            ConceptGraphIndex.load(str(path), embedder, verify=True)
+            load_verified = time.perf_counter() - verified_start
+    seconds = {"add_1pct_s": add, "delete_1pct_s": delete, "load_verified_s": load_verified}
     return {
         "passages": n,
         "sentences": stats["sentences"],
         "concepts": stats["concepts"],
         "edges": stats["edges"],
-        "vector_index": index.stats()["vector_index"],
+        "vector_index": stats["vector_index"],
         "backend": backend,
+        "vector_spill": spill,
         "build_s": round(build, 2),
         "embedding_s_hashing": round(timed.seconds, 2),
         "sentences_embedded": timed.texts,
         "non_embedding_build_s": round(build - timed.seconds, 2),
-        "graph_refresh_s": round(refresh, 2),
+        "graph_refresh_s": None if refresh is None else round(refresh, 2),
         "query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
         "query_ms_p95": round(float(np.percentile(latencies, 95)), 2),
         **row,
-        "add_1pct_s": round(add, 2),
-        "delete_1pct_s": round(delete, 2),
-        "add_share_of_build": round(add / max(build - timed.seconds, 1e-9), 3),
+        **{k: None if v is None else round(v, 2) for k, v in seconds.items()
+           if k != "load_verified_s"},
+        "updates_on": "the loaded index" if lean else "the built index",
+        "add_share_of_build": None if add is None else round(add / max(build - timed.seconds,
+                                                                       1e-9), 3),
         "pagerank_cold_s": round(pagerank_cold, 3),
         "pagerank_warm_s": round(pagerank_warm, 3),
         "save_s": round(save, 2),
         "load_s": round(load, 2),
-        "load_verified_s": round(load_verified, 2),
+        "load_verified_s": seconds["load_verified_s"],
         "disk_mb": round(disk / 2**20, 1),
         "build_peak_rss_mb": round(build_peak_rss, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        # anonymous memory only: the corpus's texts (held by the benchmark too) before
+        # the build, the built index after it, the peaks of the build and of the rest
+        "heap_before_build_mb": round(heap_before_build, 1),
+        "heap_after_build_mb": round(heap_after_build, 1),
+        "build_peak_heap_mb": round(build_peak_heap, 1),
+        "run_peak_heap_mb": round(heap.stop(), 1),
     }
+
+
+def timed_updates(index: Any, texts: list[str], ids: list[str]) -> tuple[float, float]:
+    """Seconds to add these chunks, then to delete them again."""
+    start = time.perf_counter()
+    index.add(texts, ids=ids)
+    add = time.perf_counter() - start
+    start = time.perf_counter()
+    index.delete(ids)
+    return add, time.perf_counter() - start
 
 
 def pagerank_seconds(index: Any) -> tuple[float, float]:
@@ -345,6 +418,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "Chroma's embedded client")
     parser.add_argument("--milvus-index", default="AUTOINDEX",
                         help="the Milvus index type (AUTOINDEX, FLAT, HNSW, ...)")
+    parser.add_argument("--lean", action="store_true",
+                        help="for the largest sizes: no second derivation of the graph alone "
+                             "and no verifying load (each as long as a build), and the add and "
+                             "delete timed on the loaded index once the built one is freed")
+    parser.add_argument("--no-spill", dest="spill", action="store_false",
+                        help="keep every vector on the heap (vector_spill=None)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, nargs="+", metavar="REPORT",
@@ -357,14 +436,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.one:
         print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index,
-                                      args.backend, args.milvus_index)))
+                                      args.backend, args.milvus_index, args.lean,
+                                      args.spill)))
         return
     rows = []
     for n in args.sizes:
         child = subprocess.run(
             [sys.executable, "-m", "benchmarks.scale", "--one", str(n), "--data", str(args.data),
              "--queries", str(args.queries), "--vector-index", args.vector_index,
-             "--backend", args.backend, "--milvus-index", args.milvus_index],
+             "--backend", args.backend, "--milvus-index", args.milvus_index,
+             *(("--lean",) if args.lean else ()),
+             *(() if args.spill else ("--no-spill",))],
             capture_output=True, text=True, check=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         row = json.loads(child.stdout.strip().splitlines()[-1])
@@ -381,6 +463,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                   f"--{k.replace('_', '-')} {v}" for k, v in
                   (("sizes", " ".join(map(str, args.sizes))), ("queries", args.queries),
                    ("minilm_sample", args.minilm_sample), ("backend", args.backend),
+                   *((("lean", ""),) if args.lean else ()),
+                   *((("no_spill", ""),) if not args.spill else ()),
                    *((("milvus_index", args.milvus_index),) if args.backend == "milvus-lite"
                      else ()))),
               "minilm_sentences_per_s": None if rate is None else round(rate, 1),

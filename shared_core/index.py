@@ -38,7 +38,14 @@ from .search.walk import expansion_hops_for, walk_hops_for
 from .select.cost import Selection
 from .select.coverage import coverage_order, order_scores
 from .select.scores import chunk_scores, id_random_scores, select_by_scores, value_per_token
-from .state.corpus import CorpusState, empty_corpus, merge_many, replaced, take
+from .state.corpus import (
+    CorpusState,
+    empty_corpus,
+    merge_many,
+    replaced,
+    rows_placeholder,
+    take,
+)
 from .state.derived import (
     ANN_MIN_ROWS,
     DerivedGraph,
@@ -50,6 +57,7 @@ from .state.derived import (
 from .state.ingest import prepare_chunks, prepare_shard
 from .state.refresh import refresh_graph
 from .state.saved import SavedGraph, restore_graph, saved_parts
+from .state.spill import DEFAULT_SPILL, VectorSpill
 from .text.hygiene import check_query, invalid_character
 from .text.sentences import concatenated_ranges
 from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
@@ -228,10 +236,16 @@ class ConceptGraphIndex:
     in-process scan or HNSW; ranking still rescores them exactly. Every add and
     delete writes the store before the new state is published. The store is the
     index's own: on attach (and on :meth:`load`) it is reconciled with the chunks.
+
+    ``vector_spill`` (a :class:`~shared_core.state.spill.VectorSpill`) is where
+    builds and updates put arrays of vectors too large for the heap: by default,
+    past 256 MB, memory-mapped files in the system's temporary folder, which the
+    kernel caches while memory is free. ``None`` keeps every vector on the heap.
     """
 
     def __init__(self, embedder: Embedder, config: ConceptGraphConfig | None = None, *,
-                 vector_store: VectorStoreBackend | None = None) -> None:
+                 vector_store: VectorStoreBackend | None = None,
+                 vector_spill: VectorSpill | None = DEFAULT_SPILL) -> None:
         if not isinstance(embedder, Embedder):
             raise TypeError(
                 f"embedder must implement the Embedder protocol (model_id, dim, embed), "
@@ -241,7 +255,11 @@ class ConceptGraphIndex:
             raise TypeError(f"config must be a ConceptGraphConfig, got {type(config).__name__}")
         config = config or ConceptGraphConfig()
         config = _with_resolved_segmenter(config)
+        if vector_spill is not None and not isinstance(vector_spill, VectorSpill):
+            raise TypeError("vector_spill must be a VectorSpill or None, got "
+                            f"{type(vector_spill).__name__}")
         self._embedder = embedder
+        self._spill = vector_spill
         self._analyzer: Analyzer = term_analyzer(config.ngram_max, config.min_term_chars,
                                                  config.cjk_segmenter, config.entity_terms)
         self._write_lock = threading.Lock()
@@ -278,7 +296,8 @@ class ConceptGraphIndex:
                    corpus: CorpusState, *, ann: VectorSearch | None = None,
                    saved: SavedGraph | None = None, verify: bool = False,
                    vector_store: VectorStoreBackend | None = None,
-                   store_generation: str | None = None) -> ConceptGraphIndex:
+                   store_generation: str | None = None,
+                   vector_spill: VectorSpill | None = DEFAULT_SPILL) -> ConceptGraphIndex:
         """An index over an existing corpus state (e.g. one read from disk).
 
         ``ann`` is an approximate vector index already built over its vectors (a
@@ -293,7 +312,7 @@ class ConceptGraphIndex:
         if corpus.dim != embedder.dim:
             raise ValueError(f"the chunks hold {corpus.dim}-dimensional vectors, but the "
                              f"embedder gives {embedder.dim}")
-        index = cls(embedder, config)
+        index = cls(embedder, config, vector_spill=vector_spill)
         if vector_store is None:
             index._state = IndexState.build(corpus, index.config, ann, saved, verify)
         else:
@@ -338,7 +357,7 @@ class ConceptGraphIndex:
         corpus = state.corpus
         if not direct and corpus.unit_vectors is not None:
             corpus = replaced(corpus, unit_vectors=None)
-        index = ConceptGraphIndex(self._embedder, config)
+        index = ConceptGraphIndex(self._embedder, config, vector_spill=self._spill)
         graph_changed = any(getattr(config, k) != getattr(state.config, k) for k in GRAPH_KNOBS)
         store = state.vector_store
         index._state = (IndexState.build(corpus, config, vector_store=store) if graph_changed
@@ -364,10 +383,12 @@ class ConceptGraphIndex:
         batch_size: int = ADD_BATCH,
         vector_store: VectorStoreBackend | None = None,
         executor: Executor | None = None,
+        vector_spill: VectorSpill | None = DEFAULT_SPILL,
     ) -> ConceptGraphIndex:
         """An index over ``texts`` (a list, or any iterable: see :meth:`add`); its vectors
-        also go to ``vector_store`` when given (see the class docstring)."""
-        index = cls(embedder, config, vector_store=vector_store)
+        also go to ``vector_store`` when given, and large arrays of them to
+        ``vector_spill`` (see the class docstring)."""
+        index = cls(embedder, config, vector_store=vector_store, vector_spill=vector_spill)
         index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress,
                   batch_size=batch_size, executor=executor)
         return index
@@ -470,7 +491,7 @@ class ConceptGraphIndex:
             first_of: dict[str, tuple[int, str | None]] = {}  # id -> first position, metadata
             all_ids: list[str] = []
             updates: dict[int, str] = {}
-            shards = _Shards(executor, self._embedder, self._analyzer, cfg, bar)
+            shards = _Shards(executor, self._embedder, self._analyzer, cfg, bar, self._spill)
             try:
                 for batch in batches:
                     new: list[int] = []
@@ -510,7 +531,9 @@ class ConceptGraphIndex:
                 corpus = corpus.with_metadata(updates)
             rewritten = [corpus.ids[pos] for pos in updates]
             if parts:
-                self._publish(state, state.updated(merge_many([corpus, *parts])), rewritten)
+                merged = merge_many([corpus, *parts], self._spill)
+                del parts  # their vectors (a spilled log, maybe) are merged: let them go
+                self._publish(state, state.updated(merged), rewritten)
             elif updates:  # metadata only: the derived graph does not change
                 self._publish(state, IndexState(cfg, corpus, state.graph, state.vector_store),
                               rewritten)
@@ -534,7 +557,7 @@ class ConceptGraphIndex:
             if not doomed:
                 return
             keep = np.flatnonzero([cid not in doomed for cid in corpus.ids])
-            self._publish(state, state.updated(take(corpus, keep)))
+            self._publish(state, state.updated(take(corpus, keep, self._spill)))
 
     @staticmethod
     def _check_ids(texts: list[str], ids: Sequence[str] | None, start: int = 0) -> list[str]:
@@ -809,7 +832,8 @@ class ConceptGraphIndex:
 
     @classmethod
     def load(cls, path: str, embedder: Embedder, *, verify: bool = False,
-             vector_store: VectorStoreBackend | None = None) -> ConceptGraphIndex:
+             vector_store: VectorStoreBackend | None = None,
+             vector_spill: VectorSpill | None = DEFAULT_SPILL) -> ConceptGraphIndex:
         """Read an index saved by :meth:`save`; ``embedder`` must be the one it was built with.
 
         Every file is checked against its checksum and the rules an index obeys
@@ -826,6 +850,8 @@ class ConceptGraphIndex:
         no store). It is reconciled with the saved chunks, so rows written or
         deleted after the last save (a process killed between the store's write
         and the save) are repaired; ``vector_store_repair`` says how many.
+        ``vector_spill``: where later updates put large arrays of vectors (the
+        loaded ones stay mapped from ``path``).
         """
         from .store import CorruptIndexError, index_folder, load_corpus
 
@@ -833,7 +859,8 @@ class ConceptGraphIndex:
         try:
             return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
                                   saved=saved.graph, verify=verify, vector_store=vector_store,
-                                  store_generation=saved.store_generation)
+                                  store_generation=saved.store_generation,
+                                  vector_spill=vector_spill)
         except ValueError as exc:
             if saved.graph is None:
                 raise
@@ -859,7 +886,7 @@ class _Shards:
     workers with at most ``SHARDS_IN_FLIGHT`` batches submitted and not yet collected."""
 
     def __init__(self, executor: Executor | None, embedder: Embedder, analyzer: Analyzer,
-                 config: ConceptGraphConfig, bar: Any) -> None:
+                 config: ConceptGraphConfig, bar: Any, spill: VectorSpill | None) -> None:
         if executor is not None and not isinstance(executor, Executor):
             raise TypeError("executor must be a concurrent.futures.Executor (e.g. a "
                             "ProcessPoolExecutor, or a Dask client's get_executor()), got "
@@ -870,13 +897,15 @@ class _Shards:
                           config.entity_terms)
         self._units = (config.unit_tokens, config.chunk_similarity == "direct")
         self._done: list[CorpusState] = []
+        # every batch's vectors, spilled to a file once together they are large
+        self._logs = None if spill is None else (spill.log(), spill.log())
         self._pending: collections.deque[tuple[Future[CorpusState], int]] = collections.deque()
 
     def put(self, ids: list[str], texts: list[str], metadata: list[str], seen: int) -> None:
         """Prepare these new chunks (``seen``: the batch's chunks, new or not)."""
         if not ids or self._executor is None:
             if ids:
-                self._done.append(prepare_chunks(
+                self._keep(prepare_chunks(
                     ids, texts, metadata, embedder=self._embedder, analyzer=self._analyzer,
                     unit_tokens=self._units[0], direct_units=self._units[1]))
             self._advance(seen)
@@ -889,8 +918,19 @@ class _Shards:
 
     def _collect_one(self) -> None:
         future, seen = self._pending.popleft()
-        self._done.append(future.result())
+        self._keep(future.result())
         self._advance(seen)
+
+    def _keep(self, part: CorpusState) -> None:
+        if self._logs is not None:  # the log alone holds the rows until results()
+            self._logs[0].append(part.sentence_vectors)
+            units = None
+            if part.unit_vectors is not None:
+                self._logs[1].append(part.unit_vectors)
+                units = rows_placeholder(len(part.unit_vectors), part.dim)
+            part = replaced(part, sentence_vectors=rows_placeholder(
+                len(part.sentence_vectors), part.dim), unit_vectors=units)
+        self._done.append(part)
 
     def _advance(self, seen: int) -> None:
         if self._bar is not None:
@@ -900,13 +940,24 @@ class _Shards:
         """Every batch's new chunks, in the order they were put."""
         while self._pending:
             self._collect_one()
-        return self._done
+        if self._logs is None:
+            return list(self._done)  # close() empties the shards' own list
+        sentence_rows, unit_rows = (log.views() for log in self._logs)
+        if not unit_rows:
+            return [replaced(part, sentence_vectors=rows)
+                    for part, rows in zip(self._done, sentence_rows, strict=True)]
+        return [replaced(part, sentence_vectors=rows, unit_vectors=units)
+                for part, rows, units in zip(self._done, sentence_rows, unit_rows, strict=True)]
 
     def close(self) -> None:
         """Cancel what is still queued (after an error, nothing of it is used)."""
         for future, _ in self._pending:
             future.cancel()
         self._pending.clear()
+        self._done.clear()  # the spilled views (if any) are taken or dropped with these
+        if self._logs is not None:
+            for log in self._logs:
+                log.close()
 
 
 @dataclass(frozen=True)

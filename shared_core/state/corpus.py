@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..text.sentences import concatenated_ranges
+from .spill import VectorSpill, gather_rows
 
 VECTOR_DTYPE = np.float32
 
@@ -154,20 +155,38 @@ def replaced(state: CorpusState, **changes: Any) -> CorpusState:
     return CorpusState(**values)
 
 
-def sorted_by_id(state: CorpusState) -> CorpusState:
+def sorted_by_id(state: CorpusState, spill: VectorSpill | None = None) -> CorpusState:
     """The same chunks in canonical (id) order; the state itself if already so."""
-    order = sorted(range(len(state.ids)), key=state.ids.__getitem__)
-    if order == list(range(len(order))):
+    order = _id_order(state.ids)
+    if order is None:
         return state
-    return take(state, np.asarray(order, dtype=np.int64))
+    return take(state, order, spill)
 
 
-def take(state: CorpusState, chunks: np.ndarray) -> CorpusState:
+def _id_order(ids: Sequence[str]) -> np.ndarray | None:
+    """The positions of ``ids`` in sorted order, or ``None`` when they are sorted."""
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    if order == list(range(len(order))):
+        return None
+    return np.asarray(order, dtype=np.int64)
+
+
+def take(state: CorpusState, chunks: np.ndarray, spill: VectorSpill | None = None, *,
+         vector_parts: Mapping[str, Sequence[np.ndarray]] | None = None) -> CorpusState:
     """The chunks at the given positions, in that order; terms no one uses are dropped.
 
     Sentence, unit and term arrays are gathered with index arithmetic, never a
-    loop over sentences or units.
+    loop over sentences or units. The gathered vectors go where ``spill`` puts
+    arrays of their size. ``vector_parts`` (for :func:`merge_many`): where the
+    vector fields' rows really are, as parts whose concatenation the state's own
+    (placeholder) field stands for.
     """
+    parts = dict(vector_parts or {})
+
+    def gathered(name: str, rows: np.ndarray) -> np.ndarray:
+        vectors = getattr(state, name)
+        return gather_rows(parts.get(name, [vectors]), rows, vectors.shape[1], spill)
+
     chunks = np.asarray(chunks, dtype=np.int64)
     offsets = state.sentence_offsets
     sentences = concatenated_ranges(offsets[chunks], offsets[chunks + 1])
@@ -183,9 +202,9 @@ def take(state: CorpusState, chunks: np.ndarray) -> CorpusState:
         unit_starts = new_sentence[state.unit_starts[units]]
         unit_tokens = state.unit_tokens[units]
         if unit_vectors is not None:
-            unit_vectors = unit_vectors[units]
+            unit_vectors = gathered("unit_vectors", units)
     elif unit_vectors is not None:
-        unit_vectors = unit_vectors[chunks]
+        unit_vectors = gathered("unit_vectors", chunks)
     terms_matrix = sp.csr_matrix(state.sentence_terms[sentences])
     live = np.flatnonzero(np.bincount(terms_matrix.indices, minlength=len(state.terms)))
     terms = state.terms
@@ -204,7 +223,7 @@ def take(state: CorpusState, chunks: np.ndarray) -> CorpusState:
         tokens=state.tokens[chunks],
         sentence_offsets=new_offsets.astype(np.int64),
         sentence_spans=state.sentence_spans[sentences],
-        sentence_vectors=state.sentence_vectors[sentences],
+        sentence_vectors=gathered("sentence_vectors", sentences),
         terms=terms,
         sentence_terms=_canonical(terms_matrix),
         unit_starts=np.asarray(unit_starts, dtype=np.int64),
@@ -214,16 +233,18 @@ def take(state: CorpusState, chunks: np.ndarray) -> CorpusState:
     )
 
 
-def merge(old: CorpusState, new: CorpusState) -> CorpusState:
+def merge(old: CorpusState, new: CorpusState, spill: VectorSpill | None = None) -> CorpusState:
     """Two states over disjoint chunk ids as one, in canonical order."""
-    return merge_many([old, new])
+    return merge_many([old, new], spill)
 
 
-def merge_many(states: Sequence[CorpusState]) -> CorpusState:
+def merge_many(states: Sequence[CorpusState], spill: VectorSpill | None = None) -> CorpusState:
     """States over disjoint chunk ids as one, in canonical order, copying each array once.
 
     A streamed build collects one state per batch and merges them at the end, so
-    the cost is one concatenation, not one per batch.
+    the cost is one concatenation, not one per batch. The vectors are gathered
+    from the parts straight into their canonical order, where ``spill`` puts an
+    array of their size: never concatenated first, so a merge holds them once.
     """
     if not states:
         raise ValueError("merge_many needs at least one state")
@@ -236,7 +257,7 @@ def merge_many(states: Sequence[CorpusState]) -> CorpusState:
             raise ValueError("cannot merge states with and without unit vectors")
     parts = [s for s in states if len(s)]
     if len(parts) <= 1:
-        return sorted_by_id(parts[0] if parts else first)
+        return sorted_by_id(parts[0] if parts else first, spill)
     ids = [cid for s in parts for cid in s.ids]
     if len(set(ids)) < len(ids):
         clash = sorted(cid for cid, n in Counter(ids).items() if n > 1)
@@ -245,8 +266,13 @@ def merge_many(states: Sequence[CorpusState]) -> CorpusState:
     sentence_base = np.cumsum([0, *(len(s.sentence_spans) for s in parts)])
     matrix = sp.vstack([_placed(s.sentence_terms, where, len(terms))
                         for s, where in zip(parts, places, strict=True)], format="csr")
-    unit_vectors = (None if first.unit_vectors is None
-                    else np.concatenate([s.unit_vectors for s in parts]))
+    order = _id_order(ids)
+    vector_parts = {"sentence_vectors": [s.sentence_vectors for s in parts]}
+    if first.unit_vectors is not None:
+        vector_parts["unit_vectors"] = [s.unit_vectors for s in parts]  # type: ignore[misc]
+    vectors = {name: rows_placeholder(sum(len(p) for p in group), first.dim)
+               if order is not None else _concatenated(group, first.dim, spill)
+               for name, group in vector_parts.items()}
     joined = CorpusState(
         ids=tuple(ids),
         texts=tuple(t for s in parts for t in s.texts),
@@ -257,16 +283,29 @@ def merge_many(states: Sequence[CorpusState]) -> CorpusState:
                                                                        strict=False))]
         ).astype(np.int64),
         sentence_spans=np.concatenate([s.sentence_spans for s in parts]),
-        sentence_vectors=np.concatenate([s.sentence_vectors for s in parts]),
+        sentence_vectors=vectors["sentence_vectors"],
         terms=terms,
         sentence_terms=_canonical(sp.csr_matrix(matrix, dtype=np.int32)),
         unit_starts=np.concatenate([base + s.unit_starts for base, s in zip(sentence_base, parts,
                                                                              strict=False)]),
         unit_tokens=np.concatenate([s.unit_tokens for s in parts]),
-        unit_vectors=unit_vectors,
+        unit_vectors=vectors.get("unit_vectors"),
         tokens_read=any(s.tokens_read for s in parts),
     )
-    return sorted_by_id(joined)
+    if order is None:
+        return joined
+    return take(joined, order, spill, vector_parts=vector_parts)
+
+
+def _concatenated(parts: Sequence[np.ndarray], dim: int, spill: VectorSpill | None) -> np.ndarray:
+    rows = sum(len(p) for p in parts)
+    return gather_rows(parts, np.arange(rows, dtype=np.int64), dim, spill)
+
+
+def rows_placeholder(rows: int, dim: int) -> np.ndarray:
+    """A read-only ``rows x dim`` array that takes no memory: stands for vectors held
+    elsewhere (``take``'s ``vector_parts``, a build's row log), never read itself."""
+    return np.broadcast_to(np.zeros((1, dim), dtype=VECTOR_DTYPE), (rows, dim))
 
 
 def with_sorted_terms(state: CorpusState) -> CorpusState:

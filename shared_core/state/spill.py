@@ -1,0 +1,181 @@
+"""Vector rows kept in memory-mapped temporary files rather than on the heap.
+
+A million passages hold about 4.4 M sentence vectors: 6.8 GB of float32, which
+a build would otherwise keep on the heap, once per batch and again when the
+batches are merged. A :class:`VectorSpill` puts large arrays of rows in files
+instead, mapped read-only once written: their pages sit in the page cache, which
+the kernel fills while memory is free and drops under pressure, so a query reads
+them at memory speed on a large machine and a build no longer runs out of memory
+on a small one. A saved index maps its vectors from the index folder the same way
+(``store``), so a built and a loaded index behave alike.
+
+The files are unlinked as soon as they are created: they take no name in the
+folder, nothing has to clean them up, and the kernel frees their blocks once the
+last array viewing them is gone (or the process ends, however it ends).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO
+
+import numpy as np
+
+# arrays of rows below this many bytes stay on the heap (tests, small corpora)
+SPILL_MIN_BYTES = 256 * 2**20
+# output rows gathered per step: bounds the index arrays a gather holds
+GATHER_BLOCK = 1 << 16
+
+
+@dataclass(frozen=True)
+class VectorSpill:
+    """Where large arrays of vector rows go while an index builds and updates.
+
+    ``folder``: a directory for the (unlinked) files, on a disk with room for
+    the corpus's vectors; ``None`` is the system's temporary folder (``TMPDIR``).
+    ``min_bytes``: smaller arrays stay on the heap. Pass ``vector_spill=None`` to
+    the index to keep every vector on the heap.
+    """
+
+    folder: str | os.PathLike[str] | None = None
+    min_bytes: int = SPILL_MIN_BYTES
+
+    def __post_init__(self) -> None:
+        if self.folder is not None and not isinstance(self.folder, (str, os.PathLike)):
+            raise TypeError(f"VectorSpill folder must be a path, got {type(self.folder).__name__}")
+        if (not isinstance(self.min_bytes, int) or isinstance(self.min_bytes, bool)
+                or self.min_bytes < 0):
+            raise ValueError(f"VectorSpill min_bytes must be an int >= 0, got {self.min_bytes!r}")
+        if self.folder is not None and not os.path.isdir(self.folder):
+            raise ValueError(f"VectorSpill folder {os.fspath(self.folder)!r} is not a directory")
+
+    def spills(self, nbytes: int) -> bool:
+        """Whether an array of ``nbytes`` goes to a file rather than the heap."""
+        return nbytes >= max(self.min_bytes, 1)
+
+    def log(self) -> RowLog:
+        """An append-only log for batches of rows that arrive one at a time."""
+        return RowLog(self)
+
+    def _open(self) -> IO[bytes]:
+        return tempfile.TemporaryFile(dir=self.folder, prefix="conceptgraph-vectors-")
+
+
+# the index's default: large arrays in the system's temporary folder
+DEFAULT_SPILL = VectorSpill()
+
+
+class RowLog:
+    """Batches of rows appended as they arrive, read back as one view per batch.
+
+    They stay on the heap until together they pass the spill's ``min_bytes``;
+    from then on every batch (those held so far first) is written to one file,
+    which :meth:`views` maps once. A build of many small batches thus holds at
+    most ``min_bytes`` of vectors on the heap, however many batches there are.
+    """
+
+    def __init__(self, spill: VectorSpill) -> None:
+        self._spill = spill
+        self._held: list[np.ndarray | tuple[int, tuple[int, ...], np.dtype]] = []
+        self._held_bytes = 0
+        self._file: IO[bytes] | None = None
+        self._written = 0
+
+    def append(self, rows: np.ndarray) -> None:
+        if self._file is None and self._spill.spills(self._held_bytes + rows.nbytes):
+            self._file = self._spill._open()
+            held, self._held = self._held, []
+            for earlier in held:
+                assert isinstance(earlier, np.ndarray)
+                self._write(earlier)
+        if self._file is None:
+            self._held.append(rows)
+            self._held_bytes += rows.nbytes
+        else:
+            self._write(rows)
+
+    def _write(self, rows: np.ndarray) -> None:
+        assert self._file is not None
+        rows = np.ascontiguousarray(rows)
+        self._file.write(rows.data.cast("B"))
+        self._held.append((self._written, rows.shape, rows.dtype))
+        self._written += rows.nbytes
+
+    def views(self) -> list[np.ndarray]:
+        """Every batch, in the order appended (read-only views of the file once spilled)."""
+        if self._file is None:
+            return [entry for entry in self._held if isinstance(entry, np.ndarray)]
+        mapped = _mapped(self._file, self._written)
+        views = []
+        for entry in self._held:
+            assert isinstance(entry, tuple)
+            start, shape, dtype = entry
+            size = int(np.prod(shape)) * dtype.itemsize
+            views.append(mapped[start:start + size].view(dtype).reshape(shape))
+        return views
+
+    def close(self) -> None:
+        """Drop what the log holds (after an error); views already taken stay valid."""
+        if self._file is not None:
+            self._file.close()
+        self._held.clear()
+
+
+def _mapped(file: IO[bytes], nbytes: int) -> np.ndarray:
+    """The first ``nbytes`` of ``file`` mapped read-only (as bytes); closes the file,
+    whose mapping keeps it alive."""
+    file.flush()
+    mapped = (np.memmap(file, dtype=np.uint8, mode="r", shape=(nbytes,)) if nbytes
+              else np.zeros(0, np.uint8))
+    file.close()
+    return mapped
+
+
+def gather_rows(parts: Sequence[np.ndarray], index: np.ndarray, dim: int,
+                spill: VectorSpill | None, dtype: np.dtype | type = np.float32) -> np.ndarray:
+    """Rows ``index`` of the parts' concatenation, without concatenating them.
+
+    The output goes where ``spill`` puts an array of its size (the heap without
+    one; a spilled one comes back read-only). It is filled a block at a time,
+    each block's rows grouped by the part they come from, so a merge of many
+    batches reads each part once per block. A spilled output is written block by
+    block through one heap buffer and mapped at the end: writing a file costs a
+    fraction of faulting in the pages of a fresh mapping.
+    """
+    index = np.asarray(index, dtype=np.int64)
+    shape = (len(index), dim)
+    nbytes = len(index) * dim * np.dtype(dtype).itemsize
+    if spill is None or not spill.spills(nbytes):
+        out = np.empty(shape, dtype=dtype)
+        _gather_blocks(parts, index, out, lambda a, b: None)
+        return out
+    with spill._open() as file:
+        buffer = np.empty((min(GATHER_BLOCK, len(index)), dim), dtype=dtype)
+        _gather_blocks(parts, index, buffer,
+                       lambda a, b: file.write(buffer[:b - a].data.cast("B")))
+        return _mapped(file, nbytes).view(dtype).reshape(shape)
+
+
+def _gather_blocks(parts: Sequence[np.ndarray], index: np.ndarray, out: np.ndarray,
+                   done: Callable[[int, int], object]) -> None:
+    """Rows ``index[a:b]`` of the parts' concatenation into ``out`` (at ``a - offset``,
+    where ``offset`` is ``a`` when ``out`` holds one block, else 0), then ``done(a, b)``."""
+    bases = np.cumsum([0, *(len(p) for p in parts)])
+    blockwise = len(out) < len(index)
+    for a in range(0, len(index), GATHER_BLOCK):
+        rows = index[a:a + GATHER_BLOCK]
+        at = 0 if blockwise else a
+        which = np.searchsorted(bases, rows, side="right") - 1
+        if which[0] == which[-1] and (which == which[0]).all():
+            part = int(which[0])
+            out[at:at + len(rows)] = parts[part][rows - bases[part]]
+        else:
+            order = np.argsort(which, kind="stable")
+            edges = np.searchsorted(which[order], np.arange(len(parts) + 1))
+            for part in np.flatnonzero(np.diff(edges)).tolist():
+                sel = order[edges[part]:edges[part + 1]]
+                out[at + sel] = parts[part][rows[sel] - bases[part]]
+        done(a, a + len(rows))

@@ -1,0 +1,143 @@
+"""Vectors spilled to mapped files: the same index as on the heap, and nothing left behind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks.faults import FailOnCall
+from shared_core.embeddings import EMBED_BATCH, HashingEmbedder
+from shared_core.index import ConceptGraphIndex
+from shared_core.state.spill import VectorSpill, gather_rows
+from tests.shared_core.test_index_state import CONFIGS, DIM, POOL, assert_same_index, ids_for
+
+
+def mapped(array: np.ndarray) -> bool:
+    """Whether ``array`` views a memory-mapped file (directly or through its bases)."""
+    while array is not None:
+        if isinstance(array, np.memmap):
+            return True
+        array = array.base  # type: ignore[assignment]
+    return False
+
+
+# ------------------------------------------------------------------ the parts
+def test_small_arrays_stay_on_the_heap_and_large_ones_are_mapped(tmp_path: Path) -> None:
+    spill = VectorSpill(tmp_path, min_bytes=64)
+    parts = [np.arange(8, dtype=np.float32).reshape(2, 4), np.full((3, 4), -1, np.float32)]
+    small = gather_rows(parts, np.array([4, 0, 1]), 4, spill)  # 48 bytes
+    large = gather_rows(parts, np.array([4, 0, 1, 2]), 4, spill)  # 64: at the threshold
+    assert not mapped(small) and mapped(large) and not large.flags.writeable
+    assert large.tolist() == [[-1] * 4, [0, 1, 2, 3], [4, 5, 6, 7], [-1] * 4]
+    assert small.tolist() == large[:3].tolist()
+    assert os.listdir(tmp_path) == []  # unlinked at once: no name left in the folder
+
+
+def test_a_row_log_moves_to_a_file_once_its_batches_pass_the_threshold(tmp_path: Path) -> None:
+    log = VectorSpill(tmp_path, min_bytes=100).log()
+    batches = [np.full((2, 4), k, dtype=np.float32) for k in range(4)]  # 32 bytes each
+    for batch in batches:
+        log.append(batch)
+    views = log.views()
+    # 32 + 32 + 32 = 96 < 100 stay held; the fourth brings 128: all four are written
+    assert [v.tolist() for v in views] == [b.tolist() for b in batches]
+    assert all(mapped(v) for v in views) and not any(v.flags.writeable for v in views)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_row_log_under_the_threshold_hands_back_the_arrays_themselves(tmp_path: Path) -> None:
+    log = VectorSpill(tmp_path, min_bytes=1000).log()
+    batch = np.ones((2, 4), dtype=np.float32)
+    log.append(batch)
+    assert log.views()[0] is batch
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 7), min_size=1, max_size=6), data=st.data())
+def test_gather_rows_equals_indexing_the_concatenation(sizes: list[int],
+                                                       data: st.DataObject) -> None:
+    rng = np.random.default_rng(sum(sizes))
+    parts = [rng.standard_normal((n, 3)).astype(np.float32) for n in sizes]
+    whole = np.concatenate(parts)
+    index = np.asarray(data.draw(st.lists(st.integers(0, max(len(whole) - 1, 0)),
+                                          max_size=20 if len(whole) else 0)), dtype=np.int64)
+    for spill in (None, VectorSpill(min_bytes=0)):
+        got = gather_rows(parts, index, 3, spill)
+        assert got.shape == (len(index), 3)
+        assert np.array_equal(got, whole[index])
+
+
+@pytest.mark.parametrize("spill", [None, VectorSpill(min_bytes=0)])
+def test_gather_rows_across_blocks(spill: VectorSpill | None,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # a block of 4: the 10 rows take three blocks, mixing parts within each; a spilled
+    # output is written through a 4-row buffer
+    monkeypatch.setattr("shared_core.state.spill.GATHER_BLOCK", 4)
+    parts = [np.arange(12, dtype=np.float32).reshape(6, 2), np.full((4, 2), -1, np.float32)]
+    index = np.array([9, 0, 5, 6, 1, 1, 8, 2, 7, 3])
+    whole = np.concatenate(parts)
+    got = gather_rows(parts, index, 2, spill)
+    assert mapped(got) == (spill is not None)
+    assert np.array_equal(got, whole[index])
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(min_bytes=-1), "min_bytes"), (dict(min_bytes=True), "min_bytes"),
+    (dict(folder=3), "must be a path"), (dict(folder="/nonexistent/spill"), "not a directory"),
+])
+def test_bad_spills_are_refused(bad: dict, message: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=message):
+        VectorSpill(**bad)
+
+
+def test_the_index_refuses_what_is_not_a_spill() -> None:
+    with pytest.raises(TypeError, match="vector_spill must be a VectorSpill"):
+        ConceptGraphIndex(HashingEmbedder(DIM), vector_spill="/tmp")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ an index over spilled rows
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_a_spilled_index_is_the_heap_index_through_adds_and_deletes(name: str,
+                                                                    tmp_path: Path) -> None:
+    cfg = CONFIGS[name]
+    spill = VectorSpill(tmp_path, min_bytes=0)
+    # ids out of order and three chunks a batch: the merge gathers rows across batches
+    first = POOL[::-1][:7]
+    spilled = ConceptGraphIndex.from_texts(first, ids=ids_for(first), embedder=HashingEmbedder(DIM),
+                                           config=cfg, batch_size=3, vector_spill=spill)
+    heap = ConceptGraphIndex.from_texts(first, ids=ids_for(first), embedder=HashingEmbedder(DIM),
+                                        config=cfg, batch_size=3, vector_spill=None)
+    corpus = spilled.state.corpus
+    assert mapped(corpus.sentence_vectors)
+    assert corpus.unit_vectors is None or mapped(corpus.unit_vectors)
+    assert not mapped(heap.state.corpus.sentence_vectors)
+    assert np.array_equal(corpus.sentence_vectors, heap.state.corpus.sentence_vectors)
+    assert_same_index(spilled, heap)
+    # the rest interleaves with what is there; then a delete
+    for index in (spilled, heap):
+        index.add(POOL[::-1][7:], ids=ids_for(POOL[::-1][7:]))
+        index.delete(ids_for(POOL[1:3]))
+    assert mapped(spilled.state.corpus.sentence_vectors)
+    assert_same_index(spilled, heap)
+    spilled.save(str(tmp_path / "saved"))
+    assert sorted(os.listdir(tmp_path)) == ["saved"]  # the spill left no files behind
+    assert_same_index(ConceptGraphIndex.load(str(tmp_path / "saved"), HashingEmbedder(DIM)), heap)
+
+
+def test_a_failed_spilled_add_publishes_nothing(tmp_path: Path) -> None:
+    embedder = FailOnCall(dim=DIM)
+    spill = VectorSpill(tmp_path, min_bytes=0)
+    index = ConceptGraphIndex.from_texts(POOL[:5], ids=ids_for(POOL[:5]),
+                                         embedder=embedder.embedder(), vector_spill=spill)
+    state = index.state
+    many = " ".join(f"Filler sentence number {i} about rivers." for i in range(EMBED_BATCH + 10))
+    embedder.calls, embedder.fail_on = 0, 3  # the third call: a later batch's
+    with pytest.raises(TimeoutError):
+        index.add([many, *POOL[5:]], ids=["big", *ids_for(POOL[5:])], batch_size=1)
+    assert index.state is state and "big" not in index
+    assert os.listdir(tmp_path) == []
