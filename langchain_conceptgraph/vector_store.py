@@ -9,10 +9,18 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-from shared_core.search.external import FrameworkStore, VectorStoreBackend, as_backend
+from shared_core.search.external import (
+    KEY_FIELD,
+    FrameworkStore,
+    VectorStoreBackend,
+    as_backend,
+    qdrant_keys,
+)
 
 # cosine below which a store's own embedding of a text is another model's
 SAME_MODEL_COSINE = 0.99
+# stores whose ids must be UUIDs: rows go under a UUID of their key (``uuid_ids``)
+UUID_ID_STORES = ("QdrantVectorStore", "Qdrant")
 
 
 class LangChainVectorStore(FrameworkStore):
@@ -26,8 +34,12 @@ class LangChainVectorStore(FrameworkStore):
     ``CoreEmbeddings`` over the index's (cached) embedder and nothing is embedded
     twice. Give the store a
     collection of its own: the index deletes any row of its key form it does not
-    hold. The store must list its ids: ``InMemoryVectorStore`` and Chroma do;
-    for another, pass ``list_ids``.
+    hold. The store must list its ids: ``InMemoryVectorStore``, Chroma and Qdrant
+    (``langchain-qdrant``) do; for another, pass ``list_ids``.
+
+    Stores whose ids must be UUIDs (Qdrant; ``uuid_ids``, on by default for it)
+    hold each row under a UUID made from its key, with the key in the metadata
+    field ``conceptgraph_key``; their ``list_ids`` returns those keys.
 
     Setup:
         ```bash
@@ -64,22 +76,25 @@ class LangChainVectorStore(FrameworkStore):
     """
 
     def __init__(self, store: VectorStore,
-                 list_ids: Callable[[VectorStore], Iterable[str]] | None = None) -> None:
+                 list_ids: Callable[[VectorStore], Iterable[str]] | None = None,
+                 uuid_ids: bool | None = None) -> None:
         if not isinstance(store, VectorStore):
             raise TypeError(f"store must be a LangChain VectorStore, got {type(store).__name__}")
-        super().__init__(store, list_ids or _known_listing(store))
+        if uuid_ids is None:
+            uuid_ids = type(store).__name__ in UUID_ID_STORES
+        super().__init__(store, list_ids or _known_listing(store), uuid_ids)
         self._model_checked = False
 
     def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
                metadatas: Sequence[Mapping[str, Any]]) -> None:
         if not len(keys):
             return
-        metas = [dict(m) for m in metadatas]
+        metas = self.row_metadatas(keys, metadatas)
         if not self._model_checked:
             self._check_model(texts[0], np.asarray(vectors[0], dtype=np.float32))
-        self.store.add_documents([Document(id=k, page_content=t, metadata=m)
-                                  for k, t, m in zip(keys, texts, metas, strict=True)],
-                                 ids=list(keys))
+        ids = self.row_ids(keys)
+        self.store.add_documents([Document(id=i, page_content=t, metadata=m)
+                                  for i, t, m in zip(ids, texts, metas, strict=True)], ids=ids)
 
     def _check_model(self, text: str, vector: np.ndarray) -> None:
         embeddings = self.store.embeddings
@@ -99,17 +114,13 @@ class LangChainVectorStore(FrameworkStore):
 
     def delete(self, keys: Sequence[str]) -> None:
         if len(keys):
-            self.store.delete(ids=list(keys))
+            self.store.delete(ids=self.row_ids(keys))
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if k <= 0:
             return []
         found = self.store.similarity_search_by_vector(np.asarray(query).tolist(), k=k)
-        ids = [doc.id for doc in found]
-        if any(i is None for i in ids):
-            raise ValueError(f"{type(self.store).__name__} returned documents without ids, so "
-                             "they cannot be matched to the index's rows")
-        return [str(i) for i in ids]
+        return [self.key_of(doc.id, doc.metadata) for doc in found]
 
 
 def _known_listing(store: VectorStore) -> Callable[[VectorStore], Iterable[str]]:
@@ -118,6 +129,9 @@ def _known_listing(store: VectorStore) -> Callable[[VectorStore], Iterable[str]]
         return lambda s: list(s.store)  # type: ignore[attr-defined]
     if type(store).__name__ == "Chroma" and hasattr(store, "get"):
         return lambda s: s.get(include=[])["ids"]  # type: ignore[attr-defined]
+    if type(store).__name__ in UUID_ID_STORES and hasattr(store, "client"):
+        return lambda s: qdrant_keys(s.client, s.collection_name,  # type: ignore[attr-defined]
+                                     (getattr(s, "metadata_payload_key", "metadata"), KEY_FIELD))
     raise TypeError(f"cannot list the ids a {type(store).__name__} holds, which the index "
                     "needs to repair the store after a crash: pass list_ids=a function "
                     "returning every id in the store")

@@ -10,7 +10,16 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQuery
 
-from shared_core.search.external import FrameworkStore, VectorStoreBackend, as_backend
+from shared_core.search.external import (
+    KEY_FIELD,
+    FrameworkStore,
+    VectorStoreBackend,
+    as_backend,
+    qdrant_keys,
+)
+
+# stores whose ids must be UUIDs: rows go under a UUID of their key (``uuid_ids``)
+UUID_ID_STORES = ("QdrantVectorStore",)
 
 
 class LlamaIndexVectorStore(FrameworkStore):
@@ -25,40 +34,52 @@ class LlamaIndexVectorStore(FrameworkStore):
     for another, pass ``list_ids``. Give the index a store (collection) of its own:
     it deletes any row of its key form that it does not hold.
 
+    Stores whose ids must be UUIDs (Qdrant; ``uuid_ids``, on by default for it)
+    hold each row under a UUID made from its key, with the key in the metadata
+    field ``conceptgraph_key``; they are listed through ``get_nodes()``, and a
+    ``list_ids`` for such a store returns those keys.
+
     >>> from llama_index.core.vector_stores import SimpleVectorStore
     >>> from llama_index_conceptgraph import LlamaIndexVectorStore
     >>> store = LlamaIndexVectorStore(SimpleVectorStore())
     """
 
     def __init__(self, store: BasePydanticVectorStore,
-                 list_ids: Callable[[BasePydanticVectorStore], Iterable[str]] | None = None
-                 ) -> None:
+                 list_ids: Callable[[BasePydanticVectorStore], Iterable[str]] | None = None,
+                 uuid_ids: bool | None = None) -> None:
         if not isinstance(store, BasePydanticVectorStore):
             raise TypeError("store must be a LlamaIndex BasePydanticVectorStore, got "
                             f"{type(store).__name__}")
-        super().__init__(store, list_ids or _listed_ids)
+        if uuid_ids is None:
+            uuid_ids = type(store).__name__ in UUID_ID_STORES
+        super().__init__(store, list_ids or (_listed_keys if uuid_ids else _listed_ids), uuid_ids)
 
     def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
                metadatas: Sequence[Mapping[str, Any]]) -> None:
         if not len(keys):
             return
-        self.store.delete_nodes(node_ids=list(keys))  # add() appends in many stores
-        self.store.add([TextNode(id_=k, text=t, embedding=v, metadata=dict(m))
-                        for k, t, v, m in zip(keys, texts, np.asarray(vectors).tolist(),
-                                              metadatas, strict=True)])
+        ids = self.row_ids(keys)
+        if not _without_collection(self.store):
+            self.store.delete_nodes(node_ids=ids)  # add() appends in many stores
+        self.store.add([TextNode(id_=i, text=t, embedding=v, metadata=m)
+                        for i, t, v, m in zip(ids, texts, np.asarray(vectors).tolist(),
+                                              self.row_metadatas(keys, metadatas), strict=True)])
 
     def delete(self, keys: Sequence[str]) -> None:
-        if len(keys):
-            self.store.delete_nodes(node_ids=list(keys))
+        if len(keys) and not _without_collection(self.store):
+            self.store.delete_nodes(node_ids=self.row_ids(keys))
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if k <= 0:
             return []
         found = self.store.query(VectorStoreQuery(query_embedding=np.asarray(query).tolist(),
                                                   similarity_top_k=k))
-        if found.ids is not None:
+        if found.ids is not None and not self.uuid_ids:
             return list(found.ids)
-        return [node.node_id for node in found.nodes or []]
+        if found.nodes is not None:
+            return [self.key_of(node.node_id, node.metadata) for node in found.nodes]
+        raise ValueError(f"{type(self.store).__name__} answered a query without its nodes, so "
+                         "they cannot be matched to the index's rows")
 
 
 def _listed_ids(store: BasePydanticVectorStore) -> list[str]:
@@ -74,6 +95,32 @@ def _listed_ids(store: BasePydanticVectorStore) -> list[str]:
                         "function returning every node id in the store") from exc
 
 
+
+
+def _without_collection(store: BasePydanticVectorStore) -> bool:
+    """Whether ``store`` is a Qdrant store before its first add, which creates its
+    collection: it holds nothing, and Qdrant refuses to list or delete in it."""
+    if type(store).__name__ != "QdrantVectorStore":
+        return False
+    return not store.client.collection_exists(store.collection_name)  # type: ignore[attr-defined]
+
+
+def _listed_keys(store: BasePydanticVectorStore) -> list[str]:
+    """Every row's key in a store with UUID ids, from its nodes' metadata (a node without
+    one gives its id, which the index then refuses as not its own)."""
+    if _without_collection(store):
+        return []
+    if type(store).__name__ == "QdrantVectorStore":  # its metadata sits at the payload's top
+        return qdrant_keys(store.client, store.collection_name,  # type: ignore[attr-defined]
+                           (KEY_FIELD,))
+    try:
+        nodes = store.get_nodes()
+    except (NotImplementedError, TypeError) as exc:
+        raise TypeError(f"{type(store).__name__} cannot list the nodes it holds, which the "
+                        "index needs to repair the store after a crash: pass list_ids=a "
+                        "function returning every row's key (metadata field "
+                        f"{KEY_FIELD!r})") from exc
+    return [str(node.metadata.get(KEY_FIELD, node.node_id)) for node in nodes]
 
 
 def to_backend(store: object) -> VectorStoreBackend:

@@ -23,6 +23,7 @@ from .index import Chunk, ConceptGraphIndex, Provenance, RetrievalResult, Retrie
 from .search.external import VectorStoreBackend
 from .search.milvus import MilvusVectorStore
 from .select import CostReport, Selection, knn_chunk_graph, knn_pagerank_scores
+from .state.spill import VectorSpill
 from .store import CorruptIndexError
 from .text import Units, chunk_by_tokens, count_tokens, split_into_units, split_sentences
 
@@ -50,6 +51,7 @@ __all__ = [
     "Selection",
     "SentenceTransformerEmbedder",
     "Units",
+    "VectorSpill",
     "VectorStoreBackend",
     "chunk_by_tokens",
     "content_id",

@@ -297,7 +297,8 @@ class ConceptGraphIndex:
                    saved: SavedGraph | None = None, verify: bool = False,
                    vector_store: VectorStoreBackend | None = None,
                    store_generation: str | None = None,
-                   vector_spill: VectorSpill | None = DEFAULT_SPILL) -> ConceptGraphIndex:
+                   vector_spill: VectorSpill | None = DEFAULT_SPILL,
+                   source: str | None = None) -> ConceptGraphIndex:
         """An index over an existing corpus state (e.g. one read from disk).
 
         ``ann`` is an approximate vector index already built over its vectors (a
@@ -307,17 +308,28 @@ class ConceptGraphIndex:
         compared; see :func:`~shared_core.state.saved.restore_graph`). ``vector_store``
         is reconciled with the chunks (see :meth:`__init__`) and finds the vector
         candidates; ``store_generation`` is the store generation the chunks were
-        saved with (a store that records the same one is not listed).
+        saved with (a store that records the same one is not listed). ``source``:
+        the folder the state was read from, named by the ``CorruptIndexError`` a
+        saved graph that does not fit its chunks raises (a ``ValueError`` without it).
         """
         if corpus.dim != embedder.dim:
             raise ValueError(f"the chunks hold {corpus.dim}-dimensional vectors, but the "
                              f"embedder gives {embedder.dim}")
         index = cls(embedder, config, vector_spill=vector_spill)
-        if vector_store is None:
-            index._state = IndexState.build(corpus, index.config, ann, saved, verify)
-        else:
+        if vector_store is not None:
             _check_vector_store(vector_store)
-            state = IndexState.build(corpus, index.config, None, saved, verify, vector_store)
+            ann = None
+        try:
+            state = IndexState.build(corpus, index.config, ann, saved, verify, vector_store)
+        except ValueError as exc:
+            if saved is None or source is None:
+                raise
+            from .store import CorruptIndexError
+
+            raise CorruptIndexError(f"{source}: {exc}") from exc
+        if vector_store is None:
+            index._state = state
+        else:  # a store's own errors (foreign rows, another model) are not the save's
             index._publish_reconciled(replace(state, store_generation=store_generation))
         return index
 
@@ -853,18 +865,13 @@ class ConceptGraphIndex:
         ``vector_spill``: where later updates put large arrays of vectors (the
         loaded ones stay mapped from ``path``).
         """
-        from .store import CorruptIndexError, index_folder, load_corpus
+        from .store import index_folder, load_corpus
 
         saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify)
-        try:
-            return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
-                                  saved=saved.graph, verify=verify, vector_store=vector_store,
-                                  store_generation=saved.store_generation,
-                                  vector_spill=vector_spill)
-        except ValueError as exc:
-            if saved.graph is None:
-                raise
-            raise CorruptIndexError(f"{index_folder(path)}: {exc}") from exc
+        return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
+                              saved=saved.graph, verify=verify, vector_store=vector_store,
+                              store_generation=saved.store_generation,
+                              vector_spill=vector_spill, source=str(index_folder(path)))
 
 
 # ---------------------------------------------------------------- helpers on one state

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -86,17 +87,57 @@ class VectorStoreBackend(Protocol):
         ...
 
 
+# metadata field holding a row's key in stores whose ids must be UUIDs (Qdrant)
+KEY_FIELD = "conceptgraph_key"
+_KEY_NAMESPACE = uuid.UUID("6f1c3e2a-5b0d-4c1e-9a7f-2d8b4e6a1c30")  # fixed: ids must not move
+
+
+def key_uuid(key: str) -> str:
+    """The UUID a key is stored under where ids must be UUIDs: the same for every run."""
+    return str(uuid.uuid5(_KEY_NAMESPACE, key))
+
+
 class FrameworkStore:
     """What the adapters' wrappers of a framework's store share: ``store``, listed through
     ``list_ids(store)``; writes the framework makes visible itself; and no generation
-    (a framework store has no place for one), so every open lists the store."""
+    (a framework store has no place for one), so every open lists the store.
 
-    def __init__(self, store: Any, list_ids: Callable[[Any], Iterable[str]]) -> None:
+    ``uuid_ids``: the store takes only UUIDs as ids (Qdrant). Each row is then
+    stored under :func:`key_uuid` of its key, with the key itself in its metadata
+    (``KEY_FIELD``), and ``list_ids`` must return those keys (a row without one is
+    not the index's, and the index refuses the store).
+    """
+
+    def __init__(self, store: Any, list_ids: Callable[[Any], Iterable[str]],
+                 uuid_ids: bool = False) -> None:
+        if not isinstance(uuid_ids, bool):
+            raise TypeError(f"uuid_ids must be a bool, got {type(uuid_ids).__name__}")
         self.store = store
         self._list_ids = list_ids
+        self.uuid_ids = uuid_ids
 
     def list_keys(self) -> Iterable[str]:
         return list(self._list_ids(self.store))
+
+    def row_ids(self, keys: Sequence[str]) -> list[str]:
+        """The ids the store holds these keys' rows under."""
+        return [key_uuid(k) for k in keys] if self.uuid_ids else list(keys)
+
+    def row_metadatas(self, keys: Sequence[str],
+                      metadatas: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The metadata stored with each row (with its key, where ids are UUIDs)."""
+        if not self.uuid_ids:
+            return [dict(m) for m in metadatas]
+        return [{**m, KEY_FIELD: k} for k, m in zip(keys, metadatas, strict=True)]
+
+    def key_of(self, row_id: str | None, metadata: Mapping[str, Any]) -> str:
+        """The key of a row the store returned, from its id or (UUID ids) its metadata."""
+        key = metadata.get(KEY_FIELD) if self.uuid_ids else row_id
+        if not isinstance(key, str):
+            what = f"metadata field {KEY_FIELD!r}" if self.uuid_ids else "id"
+            raise ValueError(f"{type(self.store).__name__} returned a row without its {what}, "
+                             "so it cannot be matched to the index's rows")
+        return key
 
     def flush(self) -> None:
         """Nothing to do: the framework's store makes its own writes visible."""
@@ -106,6 +147,25 @@ class FrameworkStore:
 
     def write_marker(self, value: str) -> None:
         """Nothing: see :meth:`read_marker`."""
+
+
+def qdrant_keys(client: Any, collection: str, field: Sequence[str], page: int = 1024
+                ) -> list[str]:
+    """Every row's key in a Qdrant collection, read from the payload at the path
+    ``field``. A point without one gives its id, which :func:`reconcile` then
+    refuses as not the index's. (Qdrant ids must be UUIDs: see ``FrameworkStore``.)"""
+    keys: list[str] = []
+    offset = None
+    while True:
+        points, offset = client.scroll(collection, limit=page, offset=offset,
+                                       with_payload=[field[0]], with_vectors=False)
+        for point in points:
+            value: Any = point.payload or {}
+            for name in field:
+                value = value.get(name) if isinstance(value, dict) else None
+            keys.append(value if isinstance(value, str) else str(point.id))
+        if offset is None:
+            return keys
 
 
 def as_backend(store: object, framework_type: type, wrap: Callable[[Any], VectorStoreBackend],

@@ -1,4 +1,5 @@
-"""A LangChain vector store as the index's vector store: InMemoryVectorStore and Chroma."""
+"""A LangChain vector store as the index's vector store: InMemoryVectorStore, Chroma and
+Qdrant (its embedded local mode; Qdrant takes only UUIDs as ids)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.embeddings.fake import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+from langchain_qdrant import QdrantVectorStore
+from qdrant_client import QdrantClient
+from qdrant_client.models import Distance, PointStruct, VectorParams
 
 from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings, LangChainVectorStore
 from shared_core import ConceptGraphConfig, HashingEmbedder
-from shared_core.search.external import parse_key, row_key, text_digest
+from shared_core.search.external import KEY_FIELD, key_uuid, parse_key, row_key, text_digest
 
 from .conftest import CORPUS
 
@@ -45,25 +49,43 @@ def chroma(tmp_path: Path, embeddings: CoreEmbeddings) -> Chroma:
     return Chroma("conceptgraph", embedding_function=embeddings, client=client)
 
 
-@pytest.mark.parametrize("kind", ["memory", "chroma"])
+def qdrant(embeddings: CoreEmbeddings, client: QdrantClient | None = None) -> QdrantVectorStore:
+    client = client or QdrantClient(":memory:")
+    client.create_collection("conceptgraph", vectors_config=VectorParams(
+        size=len(embeddings.embed_query("size")), distance=Distance.COSINE))
+    return QdrantVectorStore(client=client, collection_name="conceptgraph", embedding=embeddings)
+
+
+def open_store(kind: str, tmp_path: Path, embeddings: CoreEmbeddings) -> VectorStore:
+    if kind == "memory":
+        return InMemoryVectorStore(embedding=embeddings)
+    return chroma(tmp_path, embeddings) if kind == "chroma" else qdrant(embeddings)
+
+
+@pytest.mark.parametrize("kind", ["memory", "chroma", "qdrant"])
 def test_a_langchain_store_retrieves_what_the_in_process_index_retrieves(
         tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings,
         kind: str) -> None:
-    raw: VectorStore = (InMemoryVectorStore(embedding=embeddings) if kind == "memory"
-                        else chroma(tmp_path, embeddings))
+    raw = open_store(kind, tmp_path, embeddings)
     retriever = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
                                                      vector_store=raw)
     assert retriever.index.stats()["vector_index"] == "store:LangChainVectorStore"
     assert answers(retriever) == answers(in_process(documents, embeddings))
-    # each one-sentence chunk is one document in the store, keyed and tagged with its chunk
-    held = raw.get_by_ids([row_key("ada", text_digest(CORPUS["ada"]), "s", 0)])
+    # each one-sentence chunk is one document in the store, keyed and tagged with its chunk;
+    # Qdrant holds it under the key's UUID, the key in its metadata
+    key = row_key("ada", text_digest(CORPUS["ada"]), "s", 0)
+    held = raw.get_by_ids([key_uuid(key) if kind == "qdrant" else key])
     assert [(d.page_content, d.metadata["chunk_id"], d.metadata["title"]) for d in held] == [
         (CORPUS["ada"], "ada", "ada")]
+    assert held[0].metadata.get(KEY_FIELD) == (key if kind == "qdrant" else None)
 
 
+@pytest.mark.parametrize("kind", ["memory", "qdrant"])
 def test_deletes_and_adds_reach_the_store_and_a_load_repairs_it(
-        tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings) -> None:
-    store = LangChainVectorStore(InMemoryVectorStore(embedding=embeddings))
+        tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings,
+        kind: str) -> None:
+    store = LangChainVectorStore(open_store(kind, tmp_path, embeddings))
+    assert store.uuid_ids == (kind == "qdrant")
     retriever = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
                                                      vector_store=store)
     assert chunk_ids(store) == set(CORPUS)
@@ -77,6 +99,18 @@ def test_deletes_and_adds_reach_the_store_and_a_load_repairs_it(
     assert repair is not None and (repair.written, repair.deleted) == (2, 1)
     assert chunk_ids(store) == set(CORPUS)
     assert answers(loaded) == answers(in_process(documents, embeddings))
+
+
+def test_a_qdrant_collection_holding_other_points_is_refused(
+        documents: list[Document], embeddings: CoreEmbeddings) -> None:
+    raw = qdrant(embeddings)
+    other = key_uuid("someone else's")
+    raw.client.upsert("conceptgraph", [PointStruct(
+        id=other, vector=embeddings.embed_query("x"), payload={"metadata": {"a": 1}})])
+    with pytest.raises(ValueError, match=rf"holds 1 ids that are not a conceptgraph index's "
+                                         rf"\(e.g. '{other}'\)"):
+        ConceptGraphRetriever.from_documents(documents, embeddings, vector_store=raw)
+    assert raw.client.count("conceptgraph").count == 1  # left untouched
 
 
 def test_a_store_embedding_with_another_model_is_refused(

@@ -1,4 +1,5 @@
-"""A LlamaIndex vector store as the index's vector store: SimpleVectorStore and Chroma."""
+"""A LlamaIndex vector store as the index's vector store: SimpleVectorStore, Chroma and
+Qdrant (its embedded local mode; Qdrant takes only UUIDs as ids)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
+from llama_index.vector_stores.qdrant import QdrantVectorStore
+from qdrant_client import QdrantClient
+from qdrant_client.models import PointStruct
 
 from llama_index_conceptgraph import ConceptGraphRetriever, CoreEmbedding, LlamaIndexVectorStore
 from shared_core import ConceptGraphConfig
-from shared_core.search.external import parse_key, row_key, text_digest
+from shared_core.search.external import KEY_FIELD, key_uuid, parse_key, row_key, text_digest
 
 from .conftest import CORPUS
 
@@ -100,6 +104,43 @@ def test_deletes_and_inserts_reach_the_store_and_a_load_repairs_it(
     assert repair is not None and (repair.written, repair.deleted) == (fermi_rows, 1)
     assert chunk_ids(store) == everything
     assert answers(loaded) == answers(in_process(embed_model))
+
+
+def test_a_qdrant_store_holds_rows_under_uuids_and_is_repaired(
+        tmp_path: Path, embed_model: CoreEmbedding) -> None:
+    client = QdrantClient(path=str(tmp_path / "qdrant"))  # the embedded mode, on disk
+    store = QdrantVectorStore(client=client, collection_name="conceptgraph")
+    retriever = ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
+                                                    config=CONFIG, vector_store=store)
+    assert answers(retriever) == answers(in_process(embed_model))
+    key, text = CORPUS[0][0], CORPUS[0][1]
+    first = row_key(key, text_digest(text), "s", 0)
+    [point] = client.retrieve("conceptgraph", [key_uuid(first)], with_vectors=True)
+    rows = retriever.index.state.stored_rows()
+    position = retriever.index.state.corpus.position[key]
+    assert point.payload is not None and point.payload[KEY_FIELD] == first
+    assert point.payload["chunk_id"] == key
+    assert point.vector == pytest.approx(rows.vectors[rows.first[position]].tolist(), abs=1e-6)
+    everything = {k for k, _, _ in CORPUS}
+    retriever.persist(tmp_path / "idx")
+    retriever.delete_nodes(["fermi"])
+    wrapped = LlamaIndexVectorStore(store)
+    assert wrapped.uuid_ids and {parse_key(k)[0] for k in wrapped.list_keys()} == (  # type: ignore[index]
+        everything - {"fermi"})
+    loaded = ConceptGraphRetriever.from_persist_dir(tmp_path / "idx", embed_model,
+                                                    vector_store=store)
+    repair = loaded.index.vector_store_repair
+    assert repair is not None and repair.written > 0 and repair.deleted == 0
+    assert {parse_key(k)[0] for k in wrapped.list_keys()} == everything  # type: ignore[index]
+    assert answers(loaded) == answers(in_process(embed_model))
+    # a point that is not the index's: the next open refuses the store and leaves it be
+    client.upsert("conceptgraph", [PointStruct(id=key_uuid("other"), vector=point.vector,
+                                               payload={"a": 1})])
+    with pytest.raises(ValueError, match="ids that are not a conceptgraph index's"):
+        ConceptGraphRetriever.from_persist_dir(tmp_path / "idx", embed_model,
+                                               vector_store=store)
+    assert client.count("conceptgraph").count == len(wrapped.list_keys())
+    client.close()
 
 
 def test_vector_store_must_be_a_store(embed_model: CoreEmbedding) -> None:

@@ -32,6 +32,7 @@ EXPECTED = [
     "Selection",
     "SentenceTransformerEmbedder",
     "Units",
+    "VectorSpill",
     "VectorStoreBackend",
     "chunk_by_tokens",
     "content_id",
