@@ -16,7 +16,7 @@ from qdrant_client import QdrantClient
 from qdrant_client.models import PointStruct
 
 from llama_index_conceptgraph import ConceptGraphRetriever, CoreEmbedding, LlamaIndexVectorStore
-from shared_core import ConceptGraphConfig
+from shared_core import ConceptGraphConfig, CorruptIndexError
 from shared_core.search.external import KEY_FIELD, key_uuid, parse_key, row_key, text_digest
 
 from .conftest import CORPUS
@@ -136,9 +136,10 @@ def test_a_qdrant_store_holds_rows_under_uuids_and_is_repaired(
     # a point that is not the index's: the next open refuses the store and leaves it be
     client.upsert("conceptgraph", [PointStruct(id=key_uuid("other"), vector=point.vector,
                                                payload={"a": 1})])
-    with pytest.raises(ValueError, match="ids that are not a conceptgraph index's"):
+    with pytest.raises(ValueError, match="ids that are not a conceptgraph index's") as refused:
         ConceptGraphRetriever.from_persist_dir(tmp_path / "idx", embed_model,
                                                vector_store=store)
+    assert not isinstance(refused.value, CorruptIndexError)  # the store's fault, not the save's
     assert client.count("conceptgraph").count == len(wrapped.list_keys())
     client.close()
 
