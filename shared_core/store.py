@@ -703,11 +703,17 @@ def _read_chunks(file: Path, count: int,
     metadata = payload.get("metadata")
     _rule(file, isinstance(metadata, list) and len(metadata) == count,
           f"metadata must be a list of {count} objects")
+    if not all(isinstance(meta, dict) for meta in metadata):
+        bad = next(i for i, meta in enumerate(metadata) if not isinstance(meta, dict))
+        raise CorruptIndexError(f"{file}: metadata[{bad}] must be an object")
     encoded = []
+    encode = _METADATA_JSON.encode
     for i, meta in enumerate(metadata):
-        _rule(file, isinstance(meta, dict), f"metadata[{i}] must be an object")
+        if not meta:  # most chunks carry none: the encoder's "{}" without calling it
+            encoded.append("{}")
+            continue
         try:
-            encoded.append(_METADATA_JSON.encode(meta))
+            encoded.append(encode(meta))
         except ValueError:
             raise CorruptIndexError(f"{file}: metadata[{i}] holds NaN or infinity") from None
     _check_characters(file, encoded, "metadata")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 from .entries import compressed_entries, entry_counts
 
@@ -14,16 +15,24 @@ def pagerank(
     tol: float = 1e-10,
     max_iter: int = 200,
     start: np.ndarray | None = None,
+    symmetric: bool = False,
 ) -> np.ndarray:
     """PageRank by power iteration on a weighted graph (networkx's definition).
 
     Dangling nodes (no edges) spread their mass uniformly; scores sum to 1.
     ``start`` warm-starts the iteration (e.g. the rank before a small update):
     the fixed point is the same, within the tolerance, in fewer iterations.
+    ``symmetric``: ``adj`` equals its transpose (an undirected graph, as the
+    concept graph is), so a step is ``A (x / out-weight)``, one product with
+    ``adj`` itself, and no transition matrix is built.
     """
     n = adj.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.float64)
+    if symmetric:
+        inv, dangling = _inverse_out_weights(adj)
+        step = spla.LinearOperator((n, n), matvec=lambda x: adj @ (x * inv), dtype=np.float64)
+        return power_iteration(step, dangling, None, damping, n * tol, max_iter, start)[0]
     transition, dangling = _transition(adj)
     return power_iteration(transition, dangling, None, damping, n * tol, max_iter, start)[0]
 
@@ -53,7 +62,7 @@ def _inverse_out_weights(adj: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
 
 
 def power_iteration(
-    transition_t: sp.csr_matrix,
+    transition_t: sp.csr_matrix | spla.LinearOperator,
     dangling: np.ndarray,
     restart: np.ndarray | None,
     damping: float,

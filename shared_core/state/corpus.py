@@ -24,7 +24,8 @@ import json
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -63,8 +64,6 @@ class CorpusState:
     unit_tokens: np.ndarray
     unit_vectors: np.ndarray | None
     tokens_read: bool = False
-    position: Mapping[str, int] = field(init=False, repr=False)
-    term_position: Mapping[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         n, n_sent = len(self.ids), len(self.sentence_spans)
@@ -82,10 +81,20 @@ class CorpusState:
             vectors = getattr(self, name)
             if vectors is not None and vectors.dtype != VECTOR_DTYPE:
                 object.__setattr__(self, name, vectors.astype(VECTOR_DTYPE))
-        object.__setattr__(self, "position", {cid: i for i, cid in enumerate(self.ids)})
-        object.__setattr__(self, "term_position", {t: i for i, t in enumerate(self.terms)})
         for array in self._arrays():
             array.setflags(write=False)
+
+    # built on first use: an update builds several states on the way and reads these
+    # of one or two
+    @cached_property
+    def position(self) -> Mapping[str, int]:
+        """Each chunk id's position."""
+        return {cid: i for i, cid in enumerate(self.ids)}
+
+    @cached_property
+    def term_position(self) -> Mapping[str, int]:
+        """Each term's column."""
+        return {t: i for i, t in enumerate(self.terms)}
 
     def _arrays(self) -> list[np.ndarray]:
         matrix = self.sentence_terms

@@ -233,7 +233,8 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         edges=edges,
         pairs=pairs,
         adjacency=adj,
-        rank=pagerank(rank_adj, cfg.pagerank_damping) if rank is None else rank,
+        rank=(pagerank(rank_adj, cfg.pagerank_damping, symmetric=True) if rank is None
+              else rank),
         unit_offsets=unit_offsets,
         unit_tokens=unit_tokens,
         unit_chunk=unit_chunk,

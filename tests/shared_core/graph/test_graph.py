@@ -338,9 +338,10 @@ def test_pagerank_of_a_star_by_hand() -> None:
     #   l = .15/4 + .85·c/3 ;  c = .15/4 + .85·3l  =>  c = 71/148, l = 77/444
     adj = sp.csr_matrix(np.array([[0, 1, 1, 1], [1, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0]],
                                  dtype=np.float64))
-    rank = pagerank(adj)
-    np.testing.assert_allclose(rank, [71 / 148, 77 / 444, 77 / 444, 77 / 444], atol=1e-10)
-    assert rank.sum() == pytest.approx(1.0)
+    for symmetric in (False, True):
+        rank = pagerank(adj, symmetric=symmetric)
+        np.testing.assert_allclose(rank, [71 / 148, 77 / 444, 77 / 444, 77 / 444], atol=1e-10)
+        assert rank.sum() == pytest.approx(1.0)
 
 
 def test_pagerank_orders_a_path_center_first() -> None:
@@ -381,8 +382,11 @@ def test_pagerank_matches_networkx_undirected(weighted: bool, damping: float, se
     upper[[3, 7], :] = 0
     dense = upper + upper.T
     weights = dense if weighted else (dense > 0).astype(float)
-    ours = pagerank(sp.csr_matrix(weights), damping, tol=1e-14, max_iter=10_000)
-    np.testing.assert_allclose(ours, _nx_rank(dense, weighted, False, damping), atol=1e-8)
+    expected = _nx_rank(dense, weighted, False, damping)
+    for symmetric in (False, True):  # one product with A itself: the same fixed point
+        ours = pagerank(sp.csr_matrix(weights), damping, tol=1e-14, max_iter=10_000,
+                        symmetric=symmetric)
+        np.testing.assert_allclose(ours, expected, atol=1e-8)
 
 
 def test_pagerank_matches_networkx_directed_with_dangling_node() -> None:
