@@ -52,6 +52,7 @@ from .llm import EstimateCheck, LLMError, LLMRunner, ModelPrice, OpenAIChat
 from .llm.pricing import DEFAULT_OUTPUT_RATIO
 from .pipeline import SELECTION_METHODS
 from .select.cost import CostReport
+from .state.spill import DEFAULT_SPILL, VectorSpill
 from .store import read_manifest
 
 
@@ -149,6 +150,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             (r.text for r in texts), ids=(r.id for r in ids),
             metadatas=(r.metadata for r in metadatas), embedder=embedder, config=config,
             show_progress=not args.quiet, executor=executor,
+            vector_spill=VectorSpill(args.spill_dir) if args.spill_dir else DEFAULT_SPILL,
         )
     index.save(args.out)
     stats = index.stats()
@@ -345,6 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--dask", metavar="ADDRESS", default=None,
                        help="split, embed and count on this Dask cluster (its scheduler's "
                             "address, e.g. tcp://10.0.0.5:8786); the graph is built here")
+    build.add_argument("--spill-dir", metavar="DIR", default=None,
+                       help="where the build keeps its vectors (memory-mapped, unlinked files) "
+                            "once they pass 256 MB; default: the system's temporary folder")
     build.set_defaults(func=cmd_build)
 
     select = sub.add_parser("select", help="choose core chunks and print the cost saving")

@@ -86,6 +86,25 @@ def test_build_on_a_dask_cluster_writes_the_index_a_local_build_writes(
     assert sharded.concept_pagerank() == pytest.approx(local.concept_pagerank(), abs=1e-6)
 
 
+def test_build_spills_to_the_folder_given_or_names_a_missing_one(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    assert build(corpus, tmp_path / "spilled", "--spill-dir", str(spill)) == 0
+    # this corpus is far below the spill's 256 MB: the flag's effect here is which folder is
+    # checked (a missing one fails below); spilling itself is tests/shared_core/state/test_spill.py's
+    assert list(spill.iterdir()) == []
+    assert build(corpus, tmp_path / "plain") == 0
+    embedder = resolve_embedder("hashing")
+    spilled = ConceptGraphIndex.load(str(tmp_path / "spilled"), embedder)
+    plain = ConceptGraphIndex.load(str(tmp_path / "plain"), embedder)
+    assert spilled.chunk_ids == plain.chunk_ids and spilled.edges == plain.edges
+    capsys.readouterr()
+    assert build(corpus, tmp_path / "never", "--spill-dir", str(tmp_path / "missing")) != 0
+    assert "missing' is not a directory" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
+
+
 def test_titles_are_prepended_and_metadata_kept(corpus: Path, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     index_dir = tmp_path / "idx"
