@@ -91,8 +91,8 @@ def test_build_spills_to_the_folder_given_or_names_a_missing_one(
     spill = tmp_path / "spill"
     spill.mkdir()
     assert build(corpus, tmp_path / "spilled", "--spill-dir", str(spill)) == 0
-    # this corpus is far below the spill's 256 MB: the flag's effect here is which folder is
-    # checked (a missing one fails below); spilling itself is tests/shared_core/state/test_spill.py's
+    # this corpus is far below the spill's 256 MB: what the flag changes here is which folder
+    # is checked (a missing one fails below); spilling itself is tested in state/test_spill.py
     assert list(spill.iterdir()) == []
     assert build(corpus, tmp_path / "plain") == 0
     embedder = resolve_embedder("hashing")
