@@ -284,7 +284,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         "pagerank_warm_s": round(pagerank_warm, 3),
         "save_s": round(save, 2),
         "load_s": round(load, 2),
-        "load_verified_s": seconds["load_verified_s"],
+        "load_verified_s": (None if load_verified is None else round(load_verified, 2)),
         "disk_mb": round(disk / 2**20, 1),
         "build_peak_rss_mb": round(build_peak_rss, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -363,6 +363,7 @@ PLOTTED_COSTS = (
     ("query_ms_p50", "query p50", "ms"),
     ("disk_mb", "disk", "MB"),
     ("peak_rss_mb", "peak RSS", "MB"),
+    ("build_peak_heap_mb", "build's peak heap", "MB"),
 )
 
 
@@ -387,8 +388,10 @@ def plot_costs(rows: Sequence[dict[str, Any]], out: Path) -> None:
     sizes = [row["passages"] for row in rows]
     for ax, unit in zip(axes, units, strict=True):
         for key, label, of_unit in PLOTTED_COSTS:
-            if of_unit == unit:
-                ax.plot(sizes, [row[key] for row in rows], marker="o", label=label)
+            measured = [(n, row[key]) for n, row in zip(sizes, rows, strict=True)
+                        if row.get(key) is not None]  # older runs lack some costs
+            if of_unit == unit and measured:
+                ax.plot(*zip(*measured, strict=True), marker="o", label=label)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("passages")
