@@ -170,16 +170,17 @@ def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "A
 
 def measure_size(n: int, data: Path, queries: int, vector_index: str,
                  backend: str = "local", milvus_index: str = "AUTOINDEX",
-                 lean: bool = False, spill: bool = True) -> dict[str, Any]:
+                 lean: bool = False, spill: bool = True,
+                 beams: Sequence[int] = ()) -> dict[str, Any]:
     """One corpus size, in this process: every cost the issue asks for."""
     with tempfile.TemporaryDirectory() as folder:
         return _measure_size(n, data, queries, vector_index, backend, milvus_index,
-                             Path(folder), lean, spill)
+                             Path(folder), lean, spill, beams)
 
 
 def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: str,
                   milvus_index: str, folder: Path, lean: bool,
-                  spill: bool) -> dict[str, Any]:
+                  spill: bool, beams: Sequence[int]) -> dict[str, Any]:
     from dataclasses import replace
 
     from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
@@ -228,6 +229,8 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         row["exact_query_ms_p50"] = round(float(np.percentile(exact_latencies, 50)), 2)
         row["context_recall_vs_exact"] = round(context_recall(contexts, exact_contexts), 4)
         del exact
+        if beams and store is None:
+            row["beams"] = beam_sweep(index, vectors, exact_contexts, beams)
     if not lean:
         add, delete = timed_updates(index, extra_texts, extra_ids)
     with tempfile.TemporaryDirectory() as tmp:
@@ -295,6 +298,28 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         "build_peak_heap_mb": round(build_peak_heap, 1),
         "run_peak_heap_mb": round(heap.stop(), 1),
     }
+
+
+def beam_sweep(index: Any, vectors: np.ndarray, exact_contexts: list[dict[str, int]],
+               beams: Sequence[int]) -> list[dict[str, float]]:
+    """Query p50 and context kept against exact with HNSW's search beam at least each of
+    ``beams`` (``ann.EF_SEARCH``; the beam is never narrower than the rows asked for)."""
+    from shared_core.search import ann
+
+    default = ann.EF_SEARCH
+    out = []
+    try:
+        for beam in beams:
+            ann.EF_SEARCH = beam
+            _, contexts = query_latencies(index, vectors)  # first pass: warms the pages
+            latencies, _ = query_latencies(index, vectors)
+            out.append({"ef_search_floor": beam,
+                        "query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
+                        "context_recall_vs_exact": round(context_recall(contexts,
+                                                                        exact_contexts), 4)})
+    finally:
+        ann.EF_SEARCH = default
+    return out
 
 
 def timed_updates(index: Any, texts: list[str], ids: list[str]) -> tuple[float, float]:
@@ -425,6 +450,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="for the largest sizes: no second derivation of the graph alone "
                              "and no verifying load (each as long as a build), and the add and "
                              "delete timed on the loaded index once the built one is freed")
+    parser.add_argument("--beams", type=int, nargs="+", default=[],
+                        help="also query with HNSW's search beam at least each of these "
+                             "(efSearch floors), against exact: p50 and context kept")
     parser.add_argument("--no-spill", dest="spill", action="store_false",
                         help="keep every vector on the heap (vector_spill=None)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
@@ -440,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.one:
         print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index,
                                       args.backend, args.milvus_index, args.lean,
-                                      args.spill)))
+                                      args.spill, args.beams)))
         return
     rows = []
     for n in args.sizes:
@@ -449,6 +477,7 @@ def main(argv: Sequence[str] | None = None) -> None:
              "--queries", str(args.queries), "--vector-index", args.vector_index,
              "--backend", args.backend, "--milvus-index", args.milvus_index,
              *(("--lean",) if args.lean else ()),
+             *(("--beams", *map(str, args.beams)) if args.beams else ()),
              *(() if args.spill else ("--no-spill",))],
             capture_output=True, text=True, check=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -467,6 +496,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                   (("sizes", " ".join(map(str, args.sizes))), ("queries", args.queries),
                    ("minilm_sample", args.minilm_sample), ("backend", args.backend),
                    *((("lean", ""),) if args.lean else ()),
+                   *((("beams", " ".join(map(str, args.beams))),) if args.beams else ()),
                    *((("no_spill", ""),) if not args.spill else ()),
                    *((("milvus_index", args.milvus_index),) if args.backend == "milvus-lite"
                      else ()))),
