@@ -171,16 +171,16 @@ def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "A
 def measure_size(n: int, data: Path, queries: int, vector_index: str,
                  backend: str = "local", milvus_index: str = "AUTOINDEX",
                  lean: bool = False, spill: bool = True,
-                 beams: Sequence[int] = ()) -> dict[str, Any]:
+                 beams: Sequence[int] = (), pools: Sequence[int] = ()) -> dict[str, Any]:
     """One corpus size, in this process: every cost the issue asks for."""
     with tempfile.TemporaryDirectory() as folder:
         return _measure_size(n, data, queries, vector_index, backend, milvus_index,
-                             Path(folder), lean, spill, beams)
+                             Path(folder), lean, spill, beams, pools)
 
 
 def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: str,
                   milvus_index: str, folder: Path, lean: bool,
-                  spill: bool, beams: Sequence[int]) -> dict[str, Any]:
+                  spill: bool, beams: Sequence[int], pools: Sequence[int]) -> dict[str, Any]:
     from dataclasses import replace
 
     from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
@@ -231,6 +231,8 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         del exact
         if beams and store is None:
             row["beams"] = beam_sweep(index, vectors, exact_contexts, beams)
+        if pools:
+            row["candidate_pools"] = pool_sweep(index, vectors, exact_contexts, pools)
     if not lean:
         add, delete = timed_updates(index, extra_texts, extra_ids)
     with tempfile.TemporaryDirectory() as tmp:
@@ -319,6 +321,22 @@ def beam_sweep(index: Any, vectors: np.ndarray, exact_contexts: list[dict[str, i
                                                                         exact_contexts), 4)})
     finally:
         ann.EF_SEARCH = default
+    return out
+
+
+def pool_sweep(index: Any, vectors: np.ndarray, exact_contexts: list[dict[str, int]],
+               pools: Sequence[int]) -> list[dict[str, float]]:
+    """Query p50 and context kept against exact with ``candidates`` (units per view in the
+    ranked pool) set to each of ``pools``: a search knob, so the same graph is reused."""
+    out = []
+    for pool in pools:
+        variant = index.reconfigured(candidates=pool)
+        _, contexts = query_latencies(variant, vectors)  # first pass: warms the pages
+        latencies, _ = query_latencies(variant, vectors)
+        out.append({"candidates": pool,
+                    "query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
+                    "context_recall_vs_exact": round(context_recall(contexts, exact_contexts),
+                                                     4)})
     return out
 
 
@@ -453,6 +471,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--beams", type=int, nargs="+", default=[],
                         help="also query with HNSW's search beam at least each of these "
                              "(efSearch floors), against exact: p50 and context kept")
+    parser.add_argument("--candidates", type=int, nargs="+", default=[],
+                        help="also query with the config's candidates (units per view in the "
+                             "ranked pool) at each of these, against exact")
     parser.add_argument("--no-spill", dest="spill", action="store_false",
                         help="keep every vector on the heap (vector_spill=None)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
@@ -468,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.one:
         print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index,
                                       args.backend, args.milvus_index, args.lean,
-                                      args.spill, args.beams)))
+                                      args.spill, args.beams, args.candidates)))
         return
     rows = []
     for n in args.sizes:
@@ -478,6 +499,7 @@ def main(argv: Sequence[str] | None = None) -> None:
              "--backend", args.backend, "--milvus-index", args.milvus_index,
              *(("--lean",) if args.lean else ()),
              *(("--beams", *map(str, args.beams)) if args.beams else ()),
+             *(("--candidates", *map(str, args.candidates)) if args.candidates else ()),
              *(() if args.spill else ("--no-spill",))],
             capture_output=True, text=True, check=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -497,6 +519,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                    ("minilm_sample", args.minilm_sample), ("backend", args.backend),
                    *((("lean", ""),) if args.lean else ()),
                    *((("beams", " ".join(map(str, args.beams))),) if args.beams else ()),
+                   *((("candidates", " ".join(map(str, args.candidates))),)
+                     if args.candidates else ()),
                    *((("no_spill", ""),) if not args.spill else ()),
                    *((("milvus_index", args.milvus_index),) if args.backend == "milvus-lite"
                      else ()))),
