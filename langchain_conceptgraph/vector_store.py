@@ -11,6 +11,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from shared_core.search.external import (
     KEY_FIELD,
+    UUID_ID_STORES,
     FrameworkStore,
     VectorStoreBackend,
     as_backend,
@@ -19,8 +20,6 @@ from shared_core.search.external import (
 
 # cosine below which a store's own embedding of a text is another model's
 SAME_MODEL_COSINE = 0.99
-# stores whose ids must be UUIDs: rows go under a UUID of their key (``uuid_ids``)
-UUID_ID_STORES = ("QdrantVectorStore", "Qdrant")
 
 
 class LangChainVectorStore(FrameworkStore):
@@ -80,8 +79,6 @@ class LangChainVectorStore(FrameworkStore):
                  uuid_ids: bool | None = None) -> None:
         if not isinstance(store, VectorStore):
             raise TypeError(f"store must be a LangChain VectorStore, got {type(store).__name__}")
-        if uuid_ids is None:
-            uuid_ids = type(store).__name__ in UUID_ID_STORES
         super().__init__(store, list_ids or _known_listing(store), uuid_ids)
         self._model_checked = False
 
@@ -135,8 +132,6 @@ def _known_listing(store: VectorStore) -> Callable[[VectorStore], Iterable[str]]
     raise TypeError(f"cannot list the ids a {type(store).__name__} holds, which the index "
                     "needs to repair the store after a crash: pass list_ids=a function "
                     "returning every id in the store")
-
-
 
 
 def to_backend(store: object) -> VectorStoreBackend:

@@ -18,9 +18,6 @@ from shared_core.search.external import (
     qdrant_keys,
 )
 
-# stores whose ids must be UUIDs: rows go under a UUID of their key (``uuid_ids``)
-UUID_ID_STORES = ("QdrantVectorStore",)
-
 
 class LlamaIndexVectorStore(FrameworkStore):
     """Any LlamaIndex ``BasePydanticVectorStore`` as a ``VectorStoreBackend`` of an index.
@@ -50,23 +47,22 @@ class LlamaIndexVectorStore(FrameworkStore):
         if not isinstance(store, BasePydanticVectorStore):
             raise TypeError("store must be a LlamaIndex BasePydanticVectorStore, got "
                             f"{type(store).__name__}")
-        if uuid_ids is None:
-            uuid_ids = type(store).__name__ in UUID_ID_STORES
-        super().__init__(store, list_ids or (_listed_keys if uuid_ids else _listed_ids), uuid_ids)
+        self._collection_seen = False
+        super().__init__(store, list_ids or self._listed, uuid_ids)
 
     def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
                metadatas: Sequence[Mapping[str, Any]]) -> None:
         if not len(keys):
             return
         ids = self.row_ids(keys)
-        if not _without_collection(self.store):
+        if not self._without_collection():
             self.store.delete_nodes(node_ids=ids)  # add() appends in many stores
         self.store.add([TextNode(id_=i, text=t, embedding=v, metadata=m)
                         for i, t, v, m in zip(ids, texts, np.asarray(vectors).tolist(),
                                               self.row_metadatas(keys, metadatas), strict=True)])
 
     def delete(self, keys: Sequence[str]) -> None:
-        if len(keys) and not _without_collection(self.store):
+        if len(keys) and not self._without_collection():
             self.store.delete_nodes(node_ids=self.row_ids(keys))
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
@@ -81,46 +77,39 @@ class LlamaIndexVectorStore(FrameworkStore):
         raise ValueError(f"{type(self.store).__name__} answered a query without its nodes, so "
                          "they cannot be matched to the index's rows")
 
+    def _without_collection(self) -> bool:
+        """Whether the store is a Qdrant store before its first add, which creates its
+        collection: it holds nothing, and Qdrant refuses to list or delete in it. Asked
+        of the server until the collection is seen, never after."""
+        if self._collection_seen or type(self.store).__name__ != "QdrantVectorStore":
+            return False
+        self._collection_seen = bool(self.store.client.collection_exists(
+            self.store.collection_name))
+        return not self._collection_seen
 
-def _listed_ids(store: BasePydanticVectorStore) -> list[str]:
-    if isinstance(store, SimpleVectorStore):
-        return list(store.data.embedding_dict)
-    if type(store).__name__ == "ChromaVectorStore":  # its get_nodes needs the ids asked for
-        return list(store.client.get(include=[])["ids"])
-    try:
-        return [node.node_id for node in store.get_nodes()]
-    except (NotImplementedError, TypeError) as exc:
-        raise TypeError(f"{type(store).__name__} cannot list the nodes it holds, which the "
-                        "index needs to repair the store after a crash: pass list_ids=a "
-                        "function returning every node id in the store") from exc
-
-
-
-
-def _without_collection(store: BasePydanticVectorStore) -> bool:
-    """Whether ``store`` is a Qdrant store before its first add, which creates its
-    collection: it holds nothing, and Qdrant refuses to list or delete in it."""
-    if type(store).__name__ != "QdrantVectorStore":
-        return False
-    return not store.client.collection_exists(store.collection_name)  # type: ignore[attr-defined]
-
-
-def _listed_keys(store: BasePydanticVectorStore) -> list[str]:
-    """Every row's key in a store with UUID ids, from its nodes' metadata (a node without
-    one gives its id, which the index then refuses as not its own)."""
-    if _without_collection(store):
-        return []
-    if type(store).__name__ == "QdrantVectorStore":  # its metadata sits at the payload's top
-        return qdrant_keys(store.client, store.collection_name,  # type: ignore[attr-defined]
-                           (KEY_FIELD,))
-    try:
-        nodes = store.get_nodes()
-    except (NotImplementedError, TypeError) as exc:
-        raise TypeError(f"{type(store).__name__} cannot list the nodes it holds, which the "
-                        "index needs to repair the store after a crash: pass list_ids=a "
-                        "function returning every row's key (metadata field "
-                        f"{KEY_FIELD!r})") from exc
-    return [str(node.metadata.get(KEY_FIELD, node.node_id)) for node in nodes]
+    def _listed(self, store: BasePydanticVectorStore) -> list[str]:
+        """Every row's id (its key), or with UUID ids every row's key from its metadata
+        (a node without one gives its id, which the index then refuses as not its own)."""
+        if self._without_collection():
+            return []
+        name = type(store).__name__
+        if name == "QdrantVectorStore":  # its metadata sits at the payload's top
+            return qdrant_keys(store.client, store.collection_name,  # type: ignore[attr-defined]
+                               (KEY_FIELD,))
+        if not self.uuid_ids and isinstance(store, SimpleVectorStore):
+            return list(store.data.embedding_dict)
+        if not self.uuid_ids and name == "ChromaVectorStore":  # its get_nodes needs ids
+            return list(store.client.get(include=[])["ids"])
+        try:
+            nodes = store.get_nodes()
+        except (NotImplementedError, TypeError) as exc:
+            raise TypeError(f"{name} cannot list the nodes it holds, which the index needs to "
+                            "repair the store after a crash: pass list_ids=a function "
+                            "returning every node id in the store (with UUID ids, every "
+                            f"row's key: metadata field {KEY_FIELD!r})") from exc
+        if not self.uuid_ids:
+            return [node.node_id for node in nodes]
+        return [str(node.metadata.get(KEY_FIELD, node.node_id)) for node in nodes]
 
 
 def to_backend(store: object) -> VectorStoreBackend:

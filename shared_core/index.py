@@ -950,11 +950,9 @@ class _Shards:
         if self._logs is None:
             return list(self._done)  # close() empties the shards' own list
         sentence_rows, unit_rows = (log.views() for log in self._logs)
-        if not unit_rows:
-            return [replaced(part, sentence_vectors=rows)
-                    for part, rows in zip(self._done, sentence_rows, strict=True)]
-        return [replaced(part, sentence_vectors=rows, unit_vectors=units)
-                for part, rows, units in zip(self._done, sentence_rows, unit_rows, strict=True)]
+        units: list[np.ndarray | None] = [*unit_rows] or [None] * len(self._done)
+        return [replaced(part, sentence_vectors=rows, unit_vectors=unit)
+                for part, rows, unit in zip(self._done, sentence_rows, units, strict=True)]
 
     def close(self) -> None:
         """Cancel what is still queued (after an error, nothing of it is used)."""

@@ -89,6 +89,8 @@ class VectorStoreBackend(Protocol):
 
 # metadata field holding a row's key in stores whose ids must be UUIDs (Qdrant)
 KEY_FIELD = "conceptgraph_key"
+# framework store classes (LangChain's and LlamaIndex's) whose ids must be UUIDs
+UUID_ID_STORES = ("QdrantVectorStore", "Qdrant")
 _KEY_NAMESPACE = uuid.UUID("6f1c3e2a-5b0d-4c1e-9a7f-2d8b4e6a1c30")  # fixed: ids must not move
 
 
@@ -102,14 +104,17 @@ class FrameworkStore:
     ``list_ids(store)``; writes the framework makes visible itself; and no generation
     (a framework store has no place for one), so every open lists the store.
 
-    ``uuid_ids``: the store takes only UUIDs as ids (Qdrant). Each row is then
-    stored under :func:`key_uuid` of its key, with the key itself in its metadata
+    ``uuid_ids``: the store takes only UUIDs as ids (Qdrant; ``None``: whether its
+    class is one of ``UUID_ID_STORES``). Each row is then stored under
+    :func:`key_uuid` of its key, with the key itself in its metadata
     (``KEY_FIELD``), and ``list_ids`` must return those keys (a row without one is
     not the index's, and the index refuses the store).
     """
 
     def __init__(self, store: Any, list_ids: Callable[[Any], Iterable[str]],
-                 uuid_ids: bool = False) -> None:
+                 uuid_ids: bool | None = None) -> None:
+        if uuid_ids is None:
+            uuid_ids = type(store).__name__ in UUID_ID_STORES
         if not isinstance(uuid_ids, bool):
             raise TypeError(f"uuid_ids must be a bool, got {type(uuid_ids).__name__}")
         self.store = store

@@ -277,8 +277,8 @@ def merge_many(states: Sequence[CorpusState], spill: VectorSpill | None = None) 
                         for s, where in zip(parts, places, strict=True)], format="csr")
     order = _id_order(ids)
     vector_parts = {"sentence_vectors": [s.sentence_vectors for s in parts]}
-    if first.unit_vectors is not None:
-        vector_parts["unit_vectors"] = [s.unit_vectors for s in parts]  # type: ignore[misc]
+    if first.unit_vectors is not None:  # then every part has them (checked above)
+        vector_parts["unit_vectors"] = [s.unit_vectors for s in parts if s.unit_vectors is not None]
     vectors = {name: rows_placeholder(sum(len(p) for p in group), first.dim)
                if order is not None else _concatenated(group, first.dim, spill)
                for name, group in vector_parts.items()}

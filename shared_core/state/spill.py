@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
 
@@ -148,34 +148,35 @@ def gather_rows(parts: Sequence[np.ndarray], index: np.ndarray, dim: int,
     index = np.asarray(index, dtype=np.int64)
     shape = (len(index), dim)
     nbytes = len(index) * dim * np.dtype(dtype).itemsize
+    bases = np.cumsum([0, *(len(p) for p in parts)])
+    blocks = range(0, len(index), GATHER_BLOCK)
     if spill is None or not spill.spills(nbytes):
         out = np.empty(shape, dtype=dtype)
-        _gather_blocks(parts, index, out, lambda a, b: None)
+        for a in blocks:
+            rows = index[a:a + GATHER_BLOCK]
+            _gather_block(parts, bases, rows, out[a:a + len(rows)])
         return out
     with spill._open() as file:
         buffer = np.empty((min(GATHER_BLOCK, len(index)), dim), dtype=dtype)
-        _gather_blocks(parts, index, buffer,
-                       lambda a, b: file.write(buffer[:b - a].data.cast("B")))
+        for a in blocks:
+            rows = index[a:a + GATHER_BLOCK]
+            block = buffer[:len(rows)]
+            _gather_block(parts, bases, rows, block)
+            file.write(block.data.cast("B"))
         return _mapped(file, nbytes).view(dtype).reshape(shape)
 
 
-def _gather_blocks(parts: Sequence[np.ndarray], index: np.ndarray, out: np.ndarray,
-                   done: Callable[[int, int], object]) -> None:
-    """Rows ``index[a:b]`` of the parts' concatenation into ``out`` (at ``a - offset``,
-    where ``offset`` is ``a`` when ``out`` holds one block, else 0), then ``done(a, b)``."""
-    bases = np.cumsum([0, *(len(p) for p in parts)])
-    blockwise = len(out) < len(index)
-    for a in range(0, len(index), GATHER_BLOCK):
-        rows = index[a:a + GATHER_BLOCK]
-        at = 0 if blockwise else a
-        which = np.searchsorted(bases, rows, side="right") - 1
-        if which[0] == which[-1] and (which == which[0]).all():
-            part = int(which[0])
-            out[at:at + len(rows)] = parts[part][rows - bases[part]]
-        else:
-            order = np.argsort(which, kind="stable")
-            edges = np.searchsorted(which[order], np.arange(len(parts) + 1))
-            for part in np.flatnonzero(np.diff(edges)).tolist():
-                sel = order[edges[part]:edges[part + 1]]
-                out[at + sel] = parts[part][rows[sel] - bases[part]]
-        done(a, a + len(rows))
+def _gather_block(parts: Sequence[np.ndarray], bases: np.ndarray, rows: np.ndarray,
+                  out: np.ndarray) -> None:
+    """Rows ``rows`` of the parts' concatenation (part ``i`` starting at ``bases[i]``)
+    into ``out``, read part by part."""
+    which = np.searchsorted(bases, rows, side="right") - 1
+    if which[0] == which[-1] and (which == which[0]).all():
+        part = int(which[0])
+        out[:] = parts[part][rows - bases[part]]
+        return
+    order = np.argsort(which, kind="stable")
+    edges = np.searchsorted(which[order], np.arange(len(parts) + 1))
+    for part in np.flatnonzero(np.diff(edges)).tolist():
+        sel = order[edges[part]:edges[part + 1]]
+        out[sel] = parts[part][rows[sel] - bases[part]]
