@@ -201,8 +201,9 @@ def build_g2cons(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
     milvus_index = str(knobs.pop("milvus_index", "AUTOINDEX"))
     config = ConceptGraphConfig.from_dict(knobs)
     units = inputs.corpus.units
-    folder = tempfile.TemporaryDirectory(prefix="g2cons-store-")
-    store = open_store(backend, Path(folder.name), inputs.embedder, milvus_index)
+    folder = None if backend == "local" else tempfile.TemporaryDirectory(prefix="g2cons-store-")
+    store = (None if folder is None
+             else open_store(backend, Path(folder.name), inputs.embedder, milvus_index))
     index = ConceptGraphIndex(inputs.embedder, config, vector_store=store)
     index.add(units.texts, ids=units.ids)
     retriever = G2ConSRetriever(index, units.ids, units.tokens)

@@ -313,12 +313,7 @@ def beam_sweep(index: Any, vectors: np.ndarray, exact_contexts: list[dict[str, i
     try:
         for beam in beams:
             ann.EF_SEARCH = beam
-            _, contexts = query_latencies(index, vectors)  # first pass: warms the pages
-            latencies, _ = query_latencies(index, vectors)
-            out.append({"ef_search_floor": beam,
-                        "query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
-                        "context_recall_vs_exact": round(context_recall(contexts,
-                                                                        exact_contexts), 4)})
+            out.append({"ef_search_floor": beam, **against_exact(index, vectors, exact_contexts)})
     finally:
         ann.EF_SEARCH = default
     return out
@@ -328,16 +323,18 @@ def pool_sweep(index: Any, vectors: np.ndarray, exact_contexts: list[dict[str, i
                pools: Sequence[int]) -> list[dict[str, float]]:
     """Query p50 and context kept against exact with ``candidates`` (units per view in the
     ranked pool) set to each of ``pools``: a search knob, so the same graph is reused."""
-    out = []
-    for pool in pools:
-        variant = index.reconfigured(candidates=pool)
-        _, contexts = query_latencies(variant, vectors)  # first pass: warms the pages
-        latencies, _ = query_latencies(variant, vectors)
-        out.append({"candidates": pool,
-                    "query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
-                    "context_recall_vs_exact": round(context_recall(contexts, exact_contexts),
-                                                     4)})
-    return out
+    return [{"candidates": pool, **against_exact(index.reconfigured(candidates=pool), vectors,
+                                                 exact_contexts)} for pool in pools]
+
+
+def against_exact(index: Any, vectors: np.ndarray,
+                  exact_contexts: list[dict[str, int]]) -> dict[str, float]:
+    """A second pass's query p50 (the first warms the pages) and the first pass's context
+    kept against the exact path's."""
+    _, contexts = query_latencies(index, vectors)
+    latencies, _ = query_latencies(index, vectors)
+    return {"query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
+            "context_recall_vs_exact": round(context_recall(contexts, exact_contexts), 4)}
 
 
 def timed_updates(index: Any, texts: list[str], ids: list[str]) -> tuple[float, float]:
