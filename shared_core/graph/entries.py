@@ -9,9 +9,8 @@ import scipy.sparse as sp
 def entry_counts(matrix: sp.csr_matrix | sp.csc_matrix, picked: np.ndarray) -> np.ndarray:
     """How many entries each of the ``picked`` rows (CSR) or columns (CSC) holds, int64:
     what reading them would cost, known before reading."""
-    indptr = matrix.indptr.astype(np.int64, copy=False)
     picked = np.asarray(picked, dtype=np.int64)
-    return indptr[picked + 1] - indptr[picked]
+    return matrix.indptr[picked + 1].astype(np.int64) - matrix.indptr[picked].astype(np.int64)
 
 
 def compressed_entries(matrix: sp.csr_matrix | sp.csc_matrix,
@@ -22,9 +21,9 @@ def compressed_entries(matrix: sp.csr_matrix | sp.csc_matrix,
     One gather over ``indices``: no sliced matrix is built, so the cost is the
     entries read, which is what a query's postings or a pair count may spend.
     """
-    indptr = matrix.indptr.astype(np.int64, copy=False)
     picked = np.asarray(picked, dtype=np.int64)
-    lengths = entry_counts(matrix, picked)
+    first = matrix.indptr[picked].astype(np.int64)  # not the whole indptr: it may be long
+    lengths = matrix.indptr[picked + 1].astype(np.int64) - first
     owner = np.repeat(np.arange(len(picked)), lengths)
-    starts = np.repeat(indptr[picked] - (np.cumsum(lengths) - lengths), lengths)
+    starts = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
     return matrix.indices[starts + np.arange(len(owner))], owner

@@ -27,7 +27,13 @@ from ..graph.concepts import smoothed_idf
 from ..graph.entries import entry_counts
 from ..graph.pagerank import bfs_hops
 from ..select.scores import rank_by_score
-from .candidates import PositiveView, ScannedSimilarity, UnitSimilarity, top_positions
+from .candidates import (
+    PositiveView,
+    ScannedSimilarity,
+    UnitSimilarity,
+    count_better,
+    top_positions,
+)
 from .local import Hit, SearchTrace, Stage, fill_budget
 from .vector_index import top_k_indices
 from .walk import WalkGraph
@@ -149,14 +155,7 @@ def fused_search(
         pool = np.arange(similarity.n_units)
     else:
         pool = np.unique(np.concatenate([top_units, *view_tops])).astype(np.int64)
-    in_top = top_positions(pool, top_units)
-    sim_ranks = in_top + 1.0
-    below = in_top < 0
-    sims = np.empty(len(pool), dtype=np.float64)
-    sims[~below] = top_sims[in_top[~below]]  # scored once, when they were found
-    if below.any():
-        sims[below] = similarity.score(pool[below])
-        sim_ranks[below] = similarity.ranks_below(pool[below], sims[below], top_units)
+    sims, sim_ranks = similarity_ranks(similarity, pool, top_units, top_sims)
     fused = 1.0 / (rrf_k + sim_ranks)
     for view, view_top in zip(views, view_tops, strict=True):
         ranks = view.ranks(pool, view_top)
@@ -184,6 +183,43 @@ def fused_search(
         stopped_by_budget=len(placed) < len(order),
     )
     return hits, trace
+
+
+def similarity_ranks(similarity: UnitSimilarity, pool: np.ndarray, top_units: np.ndarray,
+                     top_sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each pool unit's cosine and its 1-based rank by cosine among all units.
+
+    ``top_units`` is the similarity view's best list. From a vector index it is
+    approximate: a pool unit found through another view can score, exactly,
+    above the list's last unit. Such a unit belongs inside the list, so it and
+    the list are ranked together by exact score; only units that rank below the
+    whole list get a rank estimated beyond it (``ranks_below``).
+    """
+    in_top = top_positions(pool, top_units)
+    sim_ranks = in_top + 1.0
+    below = in_top < 0
+    sims = np.empty(len(pool), dtype=np.float64)
+    sims[~below] = top_sims[in_top[~below]]  # scored once, when they were found
+    if not below.any():
+        return sims, sim_ranks
+    sims[below] = similarity.score(pool[below])
+    inside = np.zeros(len(pool), dtype=bool)
+    if len(top_units):  # above the last listed unit: a higher cosine, or equal and lower id
+        last_sim, last_unit = float(top_sims[-1]), int(top_units[-1])
+        inside[below] = (sims[below] > last_sim) | ((sims[below] == last_sim)
+                                                    & (pool[below] < last_unit))
+    beyond = below & ~inside
+    if beyond.any():  # below the list and every unit it missed (the sample may not say so)
+        sim_ranks[beyond] = np.maximum(
+            similarity.ranks_below(pool[beyond], sims[beyond], top_units),
+            len(top_units) + np.count_nonzero(inside) + 1.0)
+    if inside.any():  # the list and the units it missed, ranked together
+        listed = ~beyond
+        known_units = np.concatenate([top_units, pool[inside]])
+        known_sims = np.concatenate([np.asarray(top_sims, dtype=np.float64), sims[inside]])
+        sim_ranks[listed] = 1.0 + count_better(known_units, known_sims, pool[listed],
+                                               sims[listed])
+    return sims, sim_ranks
 
 
 def _posting_sums(links_csc: sp.csc_matrix, concept_value: np.ndarray,

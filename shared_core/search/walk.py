@@ -87,11 +87,9 @@ class WalkGraph:
     def unit_scores(self, seed_mass: np.ndarray, n_units: int, *, hops: int,
                     width: int = 200) -> np.ndarray:
         """Each unit's walk mass: the sum over its nodes (the chance the walker is in it)."""
-        mass = walk_scores(seed_mass, self.links_csr, self.links_csc, hops=hops, width=width,
-                           unit_degree=self.node_degree)
-        if self.node_unit is None:
-            return mass
-        return np.bincount(self.node_unit, weights=mass, minlength=n_units)
+        return walk_scores(seed_mass, self.links_csr, self.links_csc, hops=hops, width=width,
+                           unit_degree=self.node_degree, node_unit=self.node_unit,
+                           n_units=n_units)
 
 
 def posting_lengths(links_csc: sp.csc_matrix) -> np.ndarray:
@@ -108,45 +106,65 @@ def walk_scores(
     continue_prob: float = 0.5,
     width: int = 200,
     unit_degree: np.ndarray | None = None,
+    node_unit: np.ndarray | None = None,
+    n_units: int | None = None,
 ) -> np.ndarray:
     """Truncated personalised PageRank mass of every unit (0 where the walk never arrives).
 
     ``seed_mass`` (one entry per concept, non-negative) is the restart
-    distribution up to scale; ``links_*`` is the (units x concepts) incidence.
-    ``hops`` >= 1 counts the concept -> unit steps taken: 1 is the seeds' own
-    units, 2 adds the units one shared concept away, and so on. ``width`` bounds
-    the units and concepts each later step expands from (those passing the most
+    distribution up to scale; ``links_*`` is the (nodes x concepts) incidence.
+    ``hops`` >= 1 counts the concept -> node steps taken: 1 is the seeds' own
+    nodes, 2 adds the nodes one shared concept away, and so on. ``width`` bounds
+    the nodes and concepts each later step expands from (those passing the most
     mass to each neighbour); ties go to the lower index. ``unit_degree`` is each
-    unit's concept count when the caller keeps it.
+    node's concept count when the caller keeps it. ``node_unit`` maps each node
+    to one of ``n_units`` units and the mass is summed per unit; without it the
+    nodes are the units.
+
+    Nothing here is as long as the node count: a step reads its concepts'
+    postings and sums them over the nodes they reach (a sort of the entries,
+    cheaper than a pass over millions of sentences), and each step's mass goes
+    straight to the units.
     """
     if hops < 1:
         raise ValueError(f"walk hops must be >= 1, got {hops!r}")
-    n_units, n_concepts = links_csr.shape
-    scores = np.zeros(n_units, dtype=np.float64)
+    n_nodes, n_concepts = links_csr.shape
+    n_out = n_nodes if node_unit is None else int(n_units if n_units is not None
+                                                  else node_unit.max(initial=-1) + 1)
+    scores = np.zeros(n_out, dtype=np.float64)
     total = float(seed_mass.sum())
-    if total <= 0 or not n_units:
+    if total <= 0 or not n_nodes:
         return scores
     if unit_degree is None:
         unit_degree = np.diff(links_csr.indptr).astype(np.float64)
     concept_degree = posting_lengths(links_csc)
     concepts = np.flatnonzero(seed_mass > 0)
-    # mass per posting entry: what each of a concept's units receives from it
+    # mass per posting entry: what each of a concept's nodes receives from it
     share = seed_mass[concepts] / total / np.maximum(concept_degree[concepts], 1.0)
     weight = 1.0
     for hop in range(hops):
-        arrived = _spread(links_csc, concepts, share, n_units)
-        scores += weight * arrived
-        if hop == hops - 1:
+        targets, owner = compressed_entries(links_csc, concepts)
+        if hop == hops - 1:  # the last step's entries go to their units unsummed
+            _add_mass(scores, weight, targets, share[owner], node_unit)
             break
-        # only the units reached can pass mass on: the division reads those alone
-        reached = np.flatnonzero(arrived > 0)
-        units = reached[_widest(arrived[reached] / np.maximum(unit_degree[reached], 1.0),
-                                width)]
-        back = _spread(links_csr, units, arrived[units] / unit_degree[units], n_concepts)
+        reached, entry_node = np.unique(targets, return_inverse=True)
+        arrived = np.bincount(entry_node, weights=share[owner], minlength=len(reached))
+        _add_mass(scores, weight, reached, arrived, node_unit)
+        widest = _widest(arrived / np.maximum(unit_degree[reached], 1.0), width)
+        nodes = reached[widest]
+        back = _spread(links_csr, nodes, arrived[widest] / unit_degree[nodes], n_concepts)
         concepts = _widest(back / np.maximum(concept_degree, 1.0), width)
         share = back[concepts] / concept_degree[concepts]
         weight *= continue_prob * continue_prob
     return scores
+
+
+def _add_mass(scores: np.ndarray, weight: float, nodes: np.ndarray, mass: np.ndarray,
+              node_unit: np.ndarray | None) -> None:
+    """``scores[unit of node] += weight * mass``, summed over repeated nodes and units."""
+    at = nodes if node_unit is None else node_unit[nodes]
+    arrived = np.bincount(at, weights=mass, minlength=len(scores))
+    scores += arrived if weight == 1.0 else weight * arrived
 
 
 def _spread(matrix: sp.csr_matrix | sp.csc_matrix, sources: np.ndarray, share: np.ndarray,

@@ -16,6 +16,7 @@ from shared_core.search.candidates import (
     PositiveView,
     ScannedSimilarity,
 )
+from shared_core.search.fused import similarity_ranks
 from shared_core.search.vector_index import ExactVectorIndex, VectorIndex, scan_scores
 
 
@@ -194,3 +195,28 @@ def test_a_smaller_pool_keeps_the_head_of_the_full_ranking(seed: int) -> None:
     narrow, _ = fused_search(unit_similarity=ScannedSimilarity(sims), budget=400,
                              candidates=c, **problem)  # type: ignore[arg-type]
     assert len(narrow) < len(wide)  # the pool really is smaller than the corpus
+
+
+def test_a_candidate_the_vector_index_missed_ranks_by_its_exact_cosine() -> None:
+    # units 0-5 have cosines 0.9 .. 0.4; the vector index holds only units 1, 3, 4, 5
+    # (as an approximate index may miss rows), so its best two are 1 and 3. Units 0 and 2
+    # reach the pool through another view: scored exactly, both beat unit 3, so they rank
+    # inside the list (0 first, 2 third), not beyond it as units it did not list.
+    sims = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
+    vectors = np.stack([sims, np.sqrt(1 - sims ** 2)], axis=1).astype(np.float32)
+    held = np.array([1, 3, 4, 5])
+
+    def scorer(units: np.ndarray) -> np.ndarray:
+        return sims[units]
+
+    view = CandidateSimilarity(ExactVectorIndex(vectors[held]), held, scorer,
+                               np.array([1.0, 0.0], np.float32), 6)
+    top_units, top_sims = view.top(2)
+    assert top_units.tolist() == [1, 3]
+    pool = np.array([0, 1, 2, 3, 5])
+    got_sims, ranks = similarity_ranks(view, pool, top_units, top_sims)
+    assert got_sims.tolist() == sims[pool].tolist()
+    assert ranks.tolist() == [1, 2, 3, 4, 6]  # the true ranks: the sample is the corpus
+    exact_top = np.arange(6)
+    _, exact_ranks = similarity_ranks(ScannedSimilarity(sims), pool, exact_top, sims)
+    assert exact_ranks.tolist() == [1, 2, 3, 4, 6]
