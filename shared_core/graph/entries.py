@@ -13,6 +13,18 @@ def entry_counts(matrix: sp.csr_matrix | sp.csc_matrix, picked: np.ndarray) -> n
     return matrix.indptr[picked + 1].astype(np.int64) - matrix.indptr[picked].astype(np.int64)
 
 
+def entry_positions(matrix: sp.csr_matrix | sp.csc_matrix,
+                    picked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where in ``indices``/``data`` every entry of the ``picked`` rows (CSR) or
+    columns (CSC) sits, and which of ``picked`` each comes from, in that order."""
+    picked = np.asarray(picked, dtype=np.int64)
+    first = matrix.indptr[picked].astype(np.int64)  # not the whole indptr: it may be long
+    lengths = matrix.indptr[picked + 1].astype(np.int64) - first
+    owner = np.repeat(np.arange(len(picked)), lengths)
+    starts = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
+    return starts + np.arange(len(owner)), owner
+
+
 def compressed_entries(matrix: sp.csr_matrix | sp.csc_matrix,
                        picked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The minor index of every entry of the ``picked`` rows (CSR) or columns (CSC),
@@ -21,9 +33,5 @@ def compressed_entries(matrix: sp.csr_matrix | sp.csc_matrix,
     One gather over ``indices``: no sliced matrix is built, so the cost is the
     entries read, which is what a query's postings or a pair count may spend.
     """
-    picked = np.asarray(picked, dtype=np.int64)
-    first = matrix.indptr[picked].astype(np.int64)  # not the whole indptr: it may be long
-    lengths = matrix.indptr[picked + 1].astype(np.int64) - first
-    owner = np.repeat(np.arange(len(picked)), lengths)
-    starts = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
-    return matrix.indices[starts + np.arange(len(owner))], owner
+    positions, owner = entry_positions(matrix, picked)
+    return matrix.indices[positions], owner

@@ -142,10 +142,13 @@ class PositiveView:
         ranks[in_top >= 0] = in_top[in_top >= 0] + 1.0
         rest = (in_top < 0) & (scores > 0)
         if rest.any():
-            others = np.setdiff1d(self.units, top_units, assume_unique=True)
-            sample = spread_sample(others)
-            ranks[rest] = ranks_beyond(len(top_units), len(others), sample,
-                                       self.scores_of(sample), units[rest], scores[rest])
+            # an even sample of all positive units less the top ones: only the sample is
+            # compared with the top, never the hundreds of thousands of positive units
+            sample = spread_sample(self.units, RANK_SAMPLE + len(top_units))
+            sample = sample[top_positions(sample, top_units) < 0]
+            ranks[rest] = ranks_beyond(len(top_units), len(self.units) - len(top_units),
+                                       sample, self.scores_of(sample), units[rest],
+                                       scores[rest])
         return ranks
 
 

@@ -25,7 +25,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from ..graph.entries import compressed_entries
+from ..graph.entries import compressed_entries, entry_positions
 from .vector_index import top_k_indices
 
 # walk_hops="auto": the walk view's steps where the retrieval units are short, and the
@@ -80,6 +80,19 @@ class WalkGraph:
         return self.links_csr.tocsc() if self.given_csc is None else self.given_csc
 
     @cached_property
+    def entry_unit(self) -> np.ndarray | None:
+        """The unit of every entry of ``links_csc`` (None when the nodes are the units).
+
+        A walk's last step reads hundreds of thousands of postings at a million
+        passages; looking each entry's sentence up in ``node_unit`` is a random
+        read per entry, this is a run of reads per posting list (4 bytes an entry).
+        """
+        if self.node_unit is None:
+            return None
+        small = int(self.node_unit.max(initial=0)) < np.iinfo(np.int32).max
+        return self.node_unit.astype(np.int32 if small else np.int64)[self.links_csc.indices]
+
+    @cached_property
     def node_degree(self) -> np.ndarray:
         """How many concepts each node links, float64 (the same for every query)."""
         return np.diff(self.links_csr.indptr).astype(np.float64)
@@ -89,7 +102,7 @@ class WalkGraph:
         """Each unit's walk mass: the sum over its nodes (the chance the walker is in it)."""
         return walk_scores(seed_mass, self.links_csr, self.links_csc, hops=hops, width=width,
                            unit_degree=self.node_degree, node_unit=self.node_unit,
-                           n_units=n_units)
+                           n_units=n_units, entry_unit=self.entry_unit)
 
 
 def posting_lengths(links_csc: sp.csc_matrix) -> np.ndarray:
@@ -108,6 +121,7 @@ def walk_scores(
     unit_degree: np.ndarray | None = None,
     node_unit: np.ndarray | None = None,
     n_units: int | None = None,
+    entry_unit: np.ndarray | None = None,
 ) -> np.ndarray:
     """Truncated personalised PageRank mass of every unit (0 where the walk never arrives).
 
@@ -119,7 +133,8 @@ def walk_scores(
     mass to each neighbour); ties go to the lower index. ``unit_degree`` is each
     node's concept count when the caller keeps it. ``node_unit`` maps each node
     to one of ``n_units`` units and the mass is summed per unit; without it the
-    nodes are the units.
+    nodes are the units; ``entry_unit`` (optional) is ``node_unit`` of every entry
+    of ``links_csc``, kept by the caller.
 
     Nothing here is as long as the node count: a step reads its concepts'
     postings and sums them over the nodes they reach (a sort of the entries,
@@ -143,12 +158,15 @@ def walk_scores(
     share = seed_mass[concepts] / total / np.maximum(concept_degree[concepts], 1.0)
     weight = 1.0
     for hop in range(hops):
-        targets, owner = compressed_entries(links_csc, concepts)
+        positions, owner = entry_positions(links_csc, concepts)
         if hop == hops - 1:  # the last step's entries go to their units unsummed
-            _add_mass(scores, weight, targets, share[owner], node_unit)
+            if entry_unit is not None:
+                _add_mass(scores, weight, entry_unit[positions], share[owner], None)
+            else:
+                _add_mass(scores, weight, links_csc.indices[positions], share[owner],
+                          node_unit)
             break
-        reached, entry_node = np.unique(targets, return_inverse=True)
-        arrived = np.bincount(entry_node, weights=share[owner], minlength=len(reached))
+        reached, arrived = _sum_by_node(links_csc.indices[positions], share[owner])
         _add_mass(scores, weight, reached, arrived, node_unit)
         widest = _widest(arrived / np.maximum(unit_degree[reached], 1.0), width)
         nodes = reached[widest]
@@ -157,6 +175,21 @@ def walk_scores(
         share = back[concepts] / concept_degree[concepts]
         weight *= continue_prob * continue_prob
     return scores
+
+
+def _sum_by_node(nodes: np.ndarray, mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``nodes`` (ascending) and each one's summed ``mass``.
+
+    A stable sort keeps each node's entries in their given order, so every sum
+    adds in the order a ``bincount`` over all nodes would: the same float.
+    """
+    order = np.argsort(nodes, kind="stable")  # a radix sort for int32 postings
+    ordered = nodes[order]
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    group = np.cumsum(first) - 1
+    return ordered[first], np.bincount(group, weights=mass[order], minlength=int(first.sum()))
 
 
 def _add_mass(scores: np.ndarray, weight: float, nodes: np.ndarray, mass: np.ndarray,

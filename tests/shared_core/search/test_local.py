@@ -186,3 +186,12 @@ def test_no_concepts_with_chunks_returns_nothing() -> None:
 )
 def test_top_k_indices(scores: list[float], k: int, expected: list[int]) -> None:
     assert top_k_indices(np.array(scores, dtype=np.float64), k).tolist() == expected
+
+
+@given(st.lists(st.integers(-3, 3), max_size=60), st.integers(0, 70))
+@settings(max_examples=200, deadline=None)
+def test_top_k_indices_is_the_head_of_a_full_sort(values: list[int], k: int) -> None:
+    # few distinct values: most draws have ties at the k-th place
+    scores = np.array(values, dtype=np.float64) / 2
+    reference = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+    assert top_k_indices(scores, k).tolist() == reference
