@@ -8,7 +8,6 @@ fudge: the caller checks that the outcome is a clear error or a correct index.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -27,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from shared_core import ConceptGraphIndex, CorruptIndexError, FunctionEmbedder, HashingEmbedder
-from shared_core.store import POINTER, index_folder
+from shared_core.store import POINTER, bytes_digest, index_folder
 from shared_core.text import count_tokens
 
 Mutation = Callable[[Path], None]
@@ -60,10 +59,10 @@ MUTATIONS = ("empty", "truncated", "duplicate entries", "wrong types", "negative
 
 
 def rehash(folder: Path, name: str) -> None:
-    """Record a file's new sha256 in the manifest, as a deliberate editor would."""
+    """Record a file's new checksum in the manifest, as a deliberate editor would."""
     manifest_path = folder / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    manifest["files"][name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    manifest["files"][name] = bytes_digest((folder / name).read_bytes(), manifest)
     manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
 
 

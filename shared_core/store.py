@@ -1,6 +1,6 @@
 """Persistence of an index's chunks as a versioned directory of JSON and ``.npy`` files.
 
-Layout (format version 3)::
+Layout (format version 4)::
 
     my_index/
         CURRENT              the name of the complete version, replaced atomically
@@ -43,8 +43,11 @@ chunk is deleted) when the index uses one, and the derived graph's strong pairs
 (every concept pair passing theta_co, with its count) and PageRank
 (``graph_*.npy``), so that a load restores the graph instead of counting
 co-occurrences again. Saves of version 3 without these, or with only the edges
-(``graph_edge_*.npy``, written before strong pairs were kept), still load. Indexes saved in format
-versions 1 (one flat folder) and 2 still load; the next save writes version 3.
+(``graph_edge_*.npy``, written before strong pairs were kept), still load. Version 4
+is version 3 with XXH3-128 checksums instead of SHA-256 (``DIGEST``; the manifest's
+``digest`` names it): a load checks every file, and that had been a quarter of a
+million-passage load. Indexes saved in format versions 1 (one flat folder), 2 and 3
+still load; the next save writes version 4.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +69,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import xxhash
 
 from .config import ConceptGraphConfig
 from .embeddings.base import UNIT_NORM_TOLERANCE, finite_row_norms, same_model
@@ -81,8 +85,8 @@ from .text.hygiene import invalid_character
 from .text.tokens import count_tokens_batch
 
 FORMAT = "conceptgraph-index"
-VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 POINTER = "CURRENT"
 LOCK = ".lock"
 _VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
@@ -232,10 +236,11 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         with _new_file(folder / ANN_ROWS_FILE, file_mode) as fh:
             np.save(fh, np.ascontiguousarray(ann.rows, dtype=np.int64), allow_pickle=False)
     for file in sorted(folder.iterdir()):
-        digests[file.name] = _sha256(file)
+        digests[file.name] = _file_digest(file)
     manifest = {
         "format": FORMAT,
         "version": VERSION,
+        "digest": DIGEST,
         "embedding_model": model_id,
         "embedding_dim": corpus.dim,
         "config": config.to_dict(),
@@ -332,15 +337,43 @@ def _current_version(root: Path) -> str | None:
     return name
 
 
-def _sha256(path: Path) -> str:
-    """The file's SHA-256, taken from a read-only mapping in one update: hashlib holds no
-    GIL while it runs, so other threads go on meanwhile (:class:`_FileDigests`)."""
-    digest = hashlib.sha256()
+# Each file's checksum in the manifest ("files"). Version 4 saves name the algorithm
+# ("digest"): XXH3-128, at 13 GB/s a core on this machine against SHA-256's 0.6, so a
+# million-passage index's 11.6 GB are checked in about a second instead of ten. It
+# detects corruption and edits, as SHA-256 did here; neither is a signature, since
+# whoever can edit a file can edit the manifest. Versions 1-3 hold SHA-256 digests.
+DIGEST = "xxh3_128"
+_LEGACY_DIGEST = "sha256"
+_HASHERS: dict[str, Callable[..., Any]] = {"xxh3_128": xxhash.xxh3_128,
+                                          "sha256": hashlib.sha256}
+
+
+def bytes_digest(data: bytes, manifest: dict[str, Any] | None = None) -> str:
+    """The checksum ``manifest`` (a new save's, by default) lists for a file holding ``data``."""
+    algorithm = DIGEST if manifest is None else _digest_algorithm(Path("."), manifest)
+    return str(_HASHERS[algorithm](data).hexdigest())
+
+
+def _file_digest(path: Path, algorithm: str = DIGEST) -> str:
+    """The file's checksum, taken from a read-only mapping in one update: neither hasher
+    holds the GIL while it runs, so other threads go on meanwhile (:class:`_FileDigests`)."""
+    digest = _HASHERS[algorithm]()
     with path.open("rb") as fh:
         if os.fstat(fh.fileno()).st_size:
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
                 digest.update(mapped)
-    return digest.hexdigest()
+    return str(digest.hexdigest())
+
+
+def _digest_algorithm(folder: Path, manifest: dict[str, Any]) -> str:
+    """The algorithm of a manifest's checksums: named since version 4, SHA-256 before."""
+    if manifest.get("version", VERSION) < 4:
+        return _LEGACY_DIGEST
+    named = manifest.get("digest")
+    if named not in _HASHERS:
+        raise CorruptIndexError(f"{folder}/manifest.json: 'digest' must name one of "
+                                f"{', '.join(sorted(_HASHERS))}, got {named!r}")
+    return str(named)
 
 
 # ------------------------------------------------------------------------------- loading
@@ -593,9 +626,9 @@ def _read_config(folder: Path, manifest: dict[str, Any]) -> ConceptGraphConfig:
 
 
 class _FileDigests:
-    """The SHA-256 of every file a manifest lists, taken on worker threads as a load starts.
+    """The checksum of every file a manifest lists, taken on worker threads as a load starts.
 
-    hashlib and file reads release the GIL, so the digests of the large arrays are
+    The hashers and file reads release the GIL, so the digests of the large arrays are
     taken on the other core while the loading thread parses and checks the JSON.
     A file is still checked against its digest before it is read (:meth:`check`).
     """
@@ -604,6 +637,7 @@ class _FileDigests:
 
     def __init__(self, folder: Path, manifest: dict[str, Any], first: tuple[str, ...]) -> None:
         self.folder = folder
+        self.algorithm = _digest_algorithm(folder, manifest)
         listed = manifest.get("files")
         self.expected: dict[str, Any] | None = listed if isinstance(listed, dict) else None
         self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="conceptgraph-digest")
@@ -611,7 +645,8 @@ class _FileDigests:
         names = [n for n in (self.expected or {}) if _is_plain_name(n)]
         for name in sorted(names, key=lambda n: (n not in first, n)):
             if (folder / name).is_file():
-                self._digests[name] = self._pool.submit(_sha256, folder / name)
+                self._digests[name] = self._pool.submit(_file_digest, folder / name,
+                                                        self.algorithm)
 
     def __enter__(self) -> _FileDigests:
         return self
@@ -632,7 +667,8 @@ class _FileDigests:
             if not file.is_file():
                 raise FileNotFoundError(2, "missing", str(file))
             pending = self._digests.get(name)
-            digest = _sha256(file) if pending is None else pending.result()
+            digest = (_file_digest(file, self.algorithm) if pending is None
+                      else pending.result())
             if digest != self.expected[name]:
                 raise CorruptIndexError(f"{file} does not match its checksum: the index "
                                         "is corrupt")

@@ -12,7 +12,7 @@ from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.search.ann import FILE_NAME, ROWS_FILE_NAME, HnswVectorIndex
 from shared_core.search.candidates import GatheredUnits
 from shared_core.state import derived
-from shared_core.store import CorruptIndexError, index_folder
+from shared_core.store import CorruptIndexError, bytes_digest, index_folder
 from tests.shared_core.test_store import TEXTS
 
 DIM = 64
@@ -94,7 +94,6 @@ def test_an_updated_hnsw_index_saves_its_row_map_and_loads_without_a_rebuild(
 @pytest.mark.parametrize("change", ["duplicate", "below -1", "missing vector"])
 def test_a_row_map_that_does_not_cover_every_vector_once_is_refused(
         tmp_path: Path, change: str) -> None:
-    import hashlib
 
     folder = _saved_hnsw(tmp_path)
     rows = np.load(folder / ROWS_FILE_NAME, allow_pickle=False)
@@ -106,8 +105,7 @@ def test_a_row_map_that_does_not_cover_every_vector_once_is_refused(
         rows[-1] = -1
     np.save(folder / ROWS_FILE_NAME, rows, allow_pickle=False)
     manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["files"][ROWS_FILE_NAME] = hashlib.sha256(
-        (folder / ROWS_FILE_NAME).read_bytes()).hexdigest()
+    manifest["files"][ROWS_FILE_NAME] = bytes_digest((folder / ROWS_FILE_NAME).read_bytes())
     (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(CorruptIndexError, match="must map"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
@@ -145,12 +143,10 @@ def test_a_changed_hnsw_file_fails_its_checksum(tmp_path: Path) -> None:
 
 def _rewrite(folder: Path, payload: bytes | None, ann: object) -> None:
     """Replace the HNSW file and its manifest entry, with checksums that agree."""
-    import hashlib
-
     manifest = json.loads((folder / "manifest.json").read_text())
     if payload is not None:
         (folder / FILE_NAME).write_bytes(payload)
-        manifest["files"][FILE_NAME] = hashlib.sha256(payload).hexdigest()
+        manifest["files"][FILE_NAME] = bytes_digest(payload)
     manifest["ann"] = ann
     (folder / "manifest.json").write_text(json.dumps(manifest))
 

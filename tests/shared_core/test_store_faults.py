@@ -22,7 +22,14 @@ from benchmarks.faults import (
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import HashingEmbedder
 from shared_core.index import ConceptGraphIndex
-from shared_core.store import POINTER, VERSION, CorruptIndexError, index_folder, read_manifest
+from shared_core.store import (
+    POINTER,
+    VERSION,
+    CorruptIndexError,
+    bytes_digest,
+    index_folder,
+    read_manifest,
+)
 from tests.shared_core.test_store import TEXTS
 
 DIM = 64
@@ -294,5 +301,56 @@ def test_a_newer_format_fails_with_how_to_rebuild(tmp_path: Path) -> None:
     manifest = index_folder(path) / "manifest.json"
     data = json.loads(manifest.read_text())
     manifest.write_text(json.dumps({**data, "version": 99}))
-    with pytest.raises(CorruptIndexError, match=r"version 99.*reads versions 1, 2, 3.*Rebuild"):
+    with pytest.raises(CorruptIndexError, match=r"version 99.*reads versions 1, 2, 3, 4.*Rebuild"):
+        ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
+
+
+# ------------------------------------------------------------------ checksums
+def test_a_save_lists_each_file_by_its_xxh3_128_checksum(tmp_path: Path) -> None:
+    # the published XXH3-128 of the empty input pins the algorithm, not just a round trip
+    assert bytes_digest(b"") == "99aa06d3014798d86001c324468d497f"
+    path = tmp_path / "idx"
+    build().save(str(path))
+    manifest = read_manifest(path)
+    assert manifest["version"] == 4 and manifest["digest"] == "xxh3_128"
+    folder = index_folder(path)
+    assert manifest["files"] == {f.name: bytes_digest(f.read_bytes())
+                                 for f in folder.iterdir() if f.name != "manifest.json"}
+
+
+def test_a_version_3_save_with_sha256_checksums_still_loads_and_is_still_checked(
+        tmp_path: Path) -> None:
+    import hashlib
+
+    path = tmp_path / "idx"
+    index = build()
+    index.save(str(path))
+    folder = index_folder(path)
+    manifest_path = folder / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["digest"]  # version 3 as it was written: SHA-256, no algorithm named
+    manifest["version"] = 3
+    manifest["files"] = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
+                         for name in manifest["files"]}
+    manifest_path.write_text(json.dumps(manifest))
+    assert results(ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))) == results(index)
+    terms = folder / "terms.json"
+    terms.write_bytes(terms.read_bytes().replace(b"[", b"[ ", 1))  # same JSON, other bytes
+    with pytest.raises(CorruptIndexError, match=r"terms\.json does not match its checksum"):
+        ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
+
+
+@pytest.mark.parametrize("digest", [None, "md5", 7])
+def test_a_version_4_manifest_must_name_a_known_checksum(tmp_path: Path,
+                                                         digest: object) -> None:
+    path = tmp_path / "idx"
+    build().save(str(path))
+    manifest_path = index_folder(path) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    if digest is None:
+        del manifest["digest"]
+    else:
+        manifest["digest"] = digest
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(CorruptIndexError, match="'digest' must name one of sha256, xxh3_128"):
         ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
