@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared_core.search import fused_search
 from shared_core.search import vector_index as vector_index_module
@@ -220,3 +222,36 @@ def test_a_candidate_the_vector_index_missed_ranks_by_its_exact_cosine() -> None
     exact_top = np.arange(6)
     _, exact_ranks = similarity_ranks(ScannedSimilarity(sims), pool, exact_top, sims)
     assert exact_ranks.tolist() == [1, 2, 3, 4, 6]
+
+
+@given(st.integers(0, 2**32 - 1))
+@settings(max_examples=80, deadline=None)
+def test_pool_units_rank_in_exact_cosine_order_whatever_the_index_missed(seed: int) -> None:
+    # an index holding a random half of the units lists its best 20; the pool adds 30
+    # random others. The listed units and the pool units that beat the last listed one
+    # take ranks 1..m in exact cosine order (ties to the lower unit), none better than
+    # its true rank among all units; every other pool unit ranks after them.
+    rng = np.random.default_rng(seed)
+    n = 200
+    sims = np.round(rng.uniform(-1, 1, n), 2)  # rounded: ties happen
+    vectors = np.stack([sims, np.sqrt(1 - sims ** 2)], axis=1).astype(np.float32)
+    held = np.sort(rng.choice(n, n // 2, replace=False))
+
+    def scorer(units: np.ndarray) -> np.ndarray:
+        return sims[units]
+
+    view = CandidateSimilarity(ExactVectorIndex(vectors[held]), held, scorer,
+                               np.array([1.0, 0.0], np.float32), n)
+    top_units, top_sims = view.top(20)
+    pool = np.union1d(top_units, rng.choice(n, 30, replace=False))
+    got_sims, ranks = similarity_ranks(view, pool, top_units, top_sims)
+    assert got_sims.tolist() == sims[pool].tolist()
+    last_sim, last_unit = sims[top_units[-1]], top_units[-1]
+    known = np.isin(pool, top_units) | (sims[pool] > last_sim) | (
+        (sims[pool] == last_sim) & (pool < last_unit))
+    exact_order = np.lexsort((pool[known], -sims[pool[known]]))
+    assert ranks[known][exact_order].tolist() == list(range(1, int(known.sum()) + 1))
+    true_rank = np.empty(n)
+    true_rank[np.lexsort((np.arange(n), -sims))] = np.arange(1, n + 1)
+    assert np.all(ranks[known] <= true_rank[pool[known]])
+    assert np.all(ranks[~known] > known.sum())
