@@ -10,6 +10,7 @@ def entry_counts(matrix: sp.csr_matrix | sp.csc_matrix, picked: np.ndarray) -> n
     """How many entries each of the ``picked`` rows (CSR) or columns (CSC) holds, int64:
     what reading them would cost, known before reading."""
     picked = np.asarray(picked, dtype=np.int64)
+    # only the picked entries are cast: the whole indptr may be millions long
     return matrix.indptr[picked + 1].astype(np.int64) - matrix.indptr[picked].astype(np.int64)
 
 
@@ -18,8 +19,8 @@ def entry_positions(matrix: sp.csr_matrix | sp.csc_matrix,
     """Where in ``indices``/``data`` every entry of the ``picked`` rows (CSR) or
     columns (CSC) sits, and which of ``picked`` each comes from, in that order."""
     picked = np.asarray(picked, dtype=np.int64)
-    first = matrix.indptr[picked].astype(np.int64)  # not the whole indptr: it may be long
-    lengths = matrix.indptr[picked + 1].astype(np.int64) - first
+    lengths = entry_counts(matrix, picked)
+    first = matrix.indptr[picked].astype(np.int64)
     owner = np.repeat(np.arange(len(picked)), lengths)
     starts = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
     return starts + np.arange(len(owner)), owner

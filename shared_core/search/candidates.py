@@ -88,6 +88,17 @@ def spread_sample(units: np.ndarray, size: int = RANK_SAMPLE) -> np.ndarray:
     return units[np.unique(np.linspace(0, len(units) - 1, size).astype(np.int64))]
 
 
+def sample_less(units: np.ndarray, top_units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An even sample of ``units`` (ascending) sized to keep ``RANK_SAMPLE`` beyond the
+    top, and which of it is not in ``top_units``: the units a rank beyond is estimated from.
+
+    The sample itself depends only on ``units``, so a caller that scores it every
+    query can keep its rows (:class:`GatheredUnits`) and drop the top ones after.
+    """
+    sample = spread_sample(units, RANK_SAMPLE + len(top_units))
+    return sample, top_positions(sample, top_units) < 0
+
+
 def ranks_beyond(top_count: int, rest_total: int, sample_units: np.ndarray,
                  sample_scores: np.ndarray, units: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """1-based ranks of units that are not among the ``top_count`` best.
@@ -142,10 +153,9 @@ class PositiveView:
         ranks[in_top >= 0] = in_top[in_top >= 0] + 1.0
         rest = (in_top < 0) & (scores > 0)
         if rest.any():
-            # an even sample of all positive units less the top ones: only the sample is
-            # compared with the top, never the hundreds of thousands of positive units
-            sample = spread_sample(self.units, RANK_SAMPLE + len(top_units))
-            sample = sample[top_positions(sample, top_units) < 0]
+            # only the sample is compared with the top, never every positive unit
+            sample, outside = sample_less(self.units, top_units)
+            sample = sample[outside]
             ranks[rest] = ranks_beyond(len(top_units), len(self.units) - len(top_units),
                                        sample, self.scores_of(sample), units[rest],
                                        scores[rest])
@@ -246,8 +256,7 @@ class CandidateSimilarity:
     def ranks_below(self, units: np.ndarray, scores: np.ndarray,
                     top_units: np.ndarray) -> np.ndarray:
         rest_total = self.n_units - len(top_units)
-        everyone = spread_sample(np.arange(self.n_units), RANK_SAMPLE + len(top_units))
-        outside = ~np.isin(everyone, top_units)  # everyone is sorted and distinct
+        everyone, outside = sample_less(np.arange(self.n_units), top_units)
         scored = (self.sample_scorer or self.scorer)(everyone)
         return ranks_beyond(len(top_units), rest_total, everyone[outside], scored[outside],
                             units, scores)

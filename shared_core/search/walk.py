@@ -144,8 +144,9 @@ def walk_scores(
     if hops < 1:
         raise ValueError(f"walk hops must be >= 1, got {hops!r}")
     n_nodes, n_concepts = links_csr.shape
-    n_out = n_nodes if node_unit is None else int(n_units if n_units is not None
-                                                  else node_unit.max(initial=-1) + 1)
+    if node_unit is not None and n_units is None:
+        raise ValueError("node_unit needs n_units, the number of units it maps to")
+    n_out = n_nodes if n_units is None else n_units
     scores = np.zeros(n_out, dtype=np.float64)
     total = float(seed_mass.sum())
     if total <= 0 or not n_nodes:
