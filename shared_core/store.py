@@ -78,7 +78,7 @@ from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswVectorIndex
 from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_terms
-from .state.derived import VectorSearch
+from .state.derived import GraphMatrices, VectorSearch
 from .state.ingest import unit_texts
 from .state.saved import SavedGraph
 from .text.hygiene import invalid_character
@@ -113,6 +113,14 @@ GRAPH_ARRAYS = {"graph_pair_source": (np.int32, 1), "graph_pair_target": (np.int
 # margin. Taken as read after cheap rules (``state.saved``); ``verify`` re-derives
 DERIVED_ARRAYS = {"concept_terms": (np.int64, 1), "concept_vectors": (np.float32, 2),
                   "graph_pair_edge": (np.bool_, 1), "graph_pair_margin": (np.float32, 1)}
+# the graph's sparse matrices (saves since the scale issue's eleventh round), each as
+# <name>_indptr.npy, <name>_indices.npy (one integer type, the manifest's "matrices" index)
+# and <name>_data.npy: mapped on load instead of derived again. name -> (data dtype, axis
+# the indptr runs over: "csr" rows, "csc" columns)
+DERIVED_MATRICES = {"concept_links": (np.float32, "csr"), "sentence_concepts": (np.float32, "csr"),
+                    "unit_links": (np.float32, "csr"), "unit_bm25": (np.float64, "csc")}
+MATRIX_PARTS = ("indptr", "indices", "data")
+_MATRIX_INDEX_TYPES = {"int32": np.int32, "int64": np.int64}
 # what saves before strong pairs kept instead of them: the edges alone (still read)
 LEGACY_GRAPH_ARRAYS = {"graph_edge_source": (np.int64, 1), "graph_edge_target": (np.int64, 1),
                        "graph_edge_cooccurrence": (np.int64, 1),
@@ -213,12 +221,14 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         derived = {"concept_terms": graph.concept_terms, "concept_vectors": graph.vectors,
                    "graph_pair_edge": graph.edge, "graph_pair_margin": graph.margin}
         arrays.update({k: v for k, v in derived.items() if v is not None})
+    matrix_index = _matrix_arrays(graph.matrices, arrays) if graph is not None else None
     kinds = {**ARRAYS, **OPTIONAL_ARRAYS, **TOKEN_ARRAYS, **LEGACY_GRAPH_ARRAYS,
              **GRAPH_ARRAYS, **DERIVED_ARRAYS}
     digests: dict[str, str] = {}
     for key, array in arrays.items():
+        dtype = kinds[key][0] if key in kinds else array.dtype  # matrices: checked types
         with _new_file(folder / f"{key}.npy", file_mode) as fh:
-            np.save(fh, np.ascontiguousarray(array, dtype=kinds[key][0]), allow_pickle=False)
+            np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
     documents = {
         "chunks.json": {"ids": list(corpus.ids), "texts": list(corpus.texts),
                         "metadata": [json.loads(m) for m in corpus.metadata]},
@@ -254,9 +264,29 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     if graph is not None:
         manifest["graph"] = {"concepts": len(graph.rank),
                              "pairs" if graph.strong else "edges": len(graph.source)}
+    if matrix_index is not None:
+        manifest["matrices"] = {"index": matrix_index}
     if store_generation:
         manifest[STORE_GENERATION] = store_generation
     _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
+
+
+def _matrix_arrays(matrices: GraphMatrices | None,
+                   arrays: dict[str, np.ndarray]) -> str | None:
+    """Add the graph's matrices' parts to ``arrays``; the name of their one index type."""
+    if matrices is None:
+        return None
+    given = {name: getattr(matrices, name) for name in DERIVED_MATRICES}
+    present = {name: m for name, m in given.items() if m is not None}
+    largest = max(max(m.nnz, *m.shape) for m in present.values())
+    index = "int32" if largest < np.iinfo(np.int32).max else "int64"
+    for name, matrix in present.items():
+        if not matrix.has_sorted_indices:  # the load's rules want each row's in order
+            matrix = matrix.sorted_indices()
+        arrays[f"{name}_indptr"] = np.asarray(matrix.indptr, dtype=index)
+        arrays[f"{name}_indices"] = np.asarray(matrix.indices, dtype=index)
+        arrays[f"{name}_data"] = np.asarray(matrix.data, dtype=DERIVED_MATRICES[name][0])
+    return index
 
 
 @contextlib.contextmanager
@@ -479,7 +509,8 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
         if version == 1:  # older indexes kept insertion order: put them in canonical order
             corpus = sorted_by_id(with_sorted_terms(corpus))
         return SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config, digests),
-                          _read_graph(folder, manifest, stored, dim, digests),
+                          _read_graph(folder, manifest, stored, corpus, digests,
+                                      _optional_files(manifest, version)),
                           _read_store_generation(folder, manifest))
 
 
@@ -537,9 +568,11 @@ def _graph_files(strong: bool) -> list[str]:
 
 
 def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
-                dim: int, digests: _FileDigests) -> SavedGraph | None:
+                corpus: CorpusState, digests: _FileDigests,
+                files: dict[str, Any]) -> SavedGraph | None:
     """The saved pairs (or, in older saves, edges) and PageRank, and what of the rest
     of the graph the save holds, shapes checked; their content is checked on restore."""
+    dim = corpus.dim
     entry = manifest.get("graph")
     if entry is None:
         return None
@@ -567,10 +600,74 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
     read = {name: _read_npy(folder / f"{name}.npy", DERIVED_ARRAYS[name][0], shapes[name],
                             mapped=name == "concept_vectors")
             for name in sorted(stored & set(shapes))}
+    matrices = (_read_matrices(folder, manifest, files, corpus, concepts, digests)
+                if "concept_terms" in read else None)
     return SavedGraph(source, target, count, rank, strong=strong,
                       concept_terms=read.get("concept_terms"),
                       vectors=read.get("concept_vectors"),
-                      edge=read.get("graph_pair_edge"), margin=read.get("graph_pair_margin"))
+                      edge=read.get("graph_pair_edge"), margin=read.get("graph_pair_margin"),
+                      matrices=matrices)
+
+
+def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any],
+                   corpus: CorpusState, concepts: int,
+                   digests: _FileDigests) -> GraphMatrices | None:
+    """The graph's saved sparse matrices, mapped, each one's structure checked (None in
+    saves without them). Their values rest on the checksum, like the concept vectors'."""
+    units = len(corpus.unit_offsets()) - 1
+    shapes = {"concept_links": (len(corpus), concepts),
+              "sentence_concepts": (len(corpus.sentence_spans), concepts),
+              "unit_bm25": (units, len(corpus.terms))}
+    if corpus.has_units:
+        shapes["unit_links"] = (units, concepts)
+    names = [f"{name}_{part}.npy" for name in DERIVED_MATRICES for part in MATRIX_PARTS]
+    listed = [name for name in names if name in files]
+    if not listed:
+        return None
+    wanted = [f"{name}_{part}.npy" for name in shapes for part in MATRIX_PARTS]
+    if sorted(listed) != sorted(wanted):
+        raise CorruptIndexError(f"{folder}/manifest.json must list all of "
+                                f"{', '.join(sorted(wanted))} or none of them")
+    entry = manifest.get("matrices")
+    index = entry.get("index") if isinstance(entry, dict) and set(entry) == {"index"} else None
+    if not isinstance(index, str) or index not in _MATRIX_INDEX_TYPES:
+        raise CorruptIndexError(f"{folder}/manifest.json: 'matrices' must be {{'index': "
+                                f"'int32' or 'int64'}}, got {str(entry)[:80]!r}")
+    digests.check(wanted)
+    read = {name: _read_sparse(folder, name, shape, _MATRIX_INDEX_TYPES[index])
+            for name, shape in shapes.items()}
+    return GraphMatrices(read["concept_links"], read["sentence_concepts"],
+                         read.get("unit_links"), read["unit_bm25"])
+
+
+def _read_sparse(folder: Path, name: str, shape: tuple[int, int],
+                 index: type) -> sp.csr_matrix | sp.csc_matrix:
+    """One saved matrix, mapped: a canonical compressed structure (an indptr from 0 that
+    never decreases, in-range indices strictly increasing within each row or column)
+    with finite, positive values."""
+    dtype, axis = DERIVED_MATRICES[name]
+    major, minor = shape if axis == "csr" else shape[::-1]
+    file = {part: folder / f"{name}_{part}.npy" for part in MATRIX_PARTS}
+    indptr = _read_npy(file["indptr"], index, (major + 1,), mapped=True)
+    _rule(file["indptr"], int(indptr[0]) == 0 and bool(np.all(indptr[1:] >= indptr[:-1])),
+          "must start at 0 and never decrease")
+    nnz = int(indptr[-1])
+    indices = _read_npy(file["indices"], index, (nnz,), mapped=True)
+    data = _read_npy(file["data"], dtype, (nnz,), mapped=True)
+    _rule(file["indices"], not nnz or (int(indices.min()) >= 0 and int(indices.max()) < minor),
+          f"every index must be in [0, {minor})")
+    if nnz > 1:
+        starts = np.zeros(nnz, dtype=bool)
+        starts[indptr[:-1][indptr[:-1] < nnz]] = True
+        _rule(file["indices"], bool(np.all((indices[1:] > indices[:-1]) | starts[1:])),
+              "indices must increase strictly within each " + ("row" if axis == "csr"
+                                                                else "column"))
+    _rule(file["data"], bool(np.all(data > 0)) and bool(np.all(np.isfinite(data))),
+          "values must be finite and positive")
+    kind = sp.csr_matrix if axis == "csr" else sp.csc_matrix
+    matrix = kind((data, indices, indptr), shape=shape)
+    matrix.has_canonical_format = True  # the rules above: sorted, each entry once
+    return matrix
 
 
 def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,

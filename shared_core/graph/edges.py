@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..embeddings.base import sparse_times_vectors
-from .entries import compressed_entries
+from .entries import column_entry_counts, compressed_entries
 
 # Pairs whose cosines are taken at a time. The gathered rows stay in cache: blocks of
 # 2^18 pairs (800 MB of gathered rows) ran 3.6x slower here (benchmarks/RESULTS.md).
@@ -217,7 +217,7 @@ def edges_of(pairs: StrongPairs, chunk_count: np.ndarray) -> ConceptEdges:
 
 def chunk_counts(chunk_links: sp.spmatrix) -> np.ndarray:
     """|T_w|: how many chunks each concept links (the Dice denominators), float64."""
-    return np.asarray((sp.csc_matrix(chunk_links) != 0).sum(axis=0)).ravel().astype(np.float64)
+    return column_entry_counts(chunk_links).astype(np.float64)
 
 
 def pair_cosines(vectors: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from ..config import Overflow
 from ..graph.concepts import smoothed_idf
-from ..graph.entries import entry_counts
+from ..graph.entries import column_entry_counts, entry_counts
 from ..graph.pagerank import bfs_hops
 from ..select.scores import rank_by_score
 from .candidates import (
@@ -42,7 +42,7 @@ from .walk import WalkGraph
 def inverse_document_frequency(unit_links: sp.spmatrix) -> np.ndarray:
     """Smoothed idf of each concept over the retrieval units: log((n+1)/(df+1)) + 1."""
     n_units = unit_links.shape[0]
-    df = np.asarray((sp.csc_matrix(unit_links) > 0).sum(axis=0), dtype=np.float64).ravel()
+    df = column_entry_counts(unit_links, "positive").astype(np.float64)
     return smoothed_idf(n_units, df)
 
 

@@ -26,6 +26,7 @@ from ..graph.edges import (
     edges_of,
     strong_pairs,
 )
+from ..graph.entries import column_subset
 from ..graph.pagerank import pagerank
 from ..search.bm25 import BM25Scorer
 from ..search.candidates import GatheredUnits
@@ -104,16 +105,23 @@ def segment_means(offsets: np.ndarray, sentence_vectors: np.ndarray,
 
 
 def chunk_term_counts(corpus: CorpusState) -> sp.csr_matrix:
-    """(chunks x terms) counts: each chunk's sentences summed."""
+    """(chunks x terms) counts: each chunk's sentences summed, columns sorted in each row
+    (a product's are not; BM25 and the concept links read them faster sorted)."""
     n_sent = len(corpus.sentence_spans)
-    return sp.csr_matrix(segment_matrix(corpus.sentence_offsets, n_sent) @ corpus.sentence_terms)
+    counts = sp.csr_matrix(segment_matrix(corpus.sentence_offsets, n_sent)
+                           @ corpus.sentence_terms)
+    counts.sort_indices()
+    return counts
 
 
 @dataclass(frozen=True, eq=False)
 class ConceptLinks:
-    """Which terms are concepts and which chunks and sentences they link (the first stage)."""
+    """Which terms are concepts and which chunks and sentences they link (the first stage).
 
-    chunk_terms: sp.csr_matrix
+    ``chunk_terms`` is None for links read from a save (their BM25 weights were saved).
+    """
+
+    chunk_terms: sp.csr_matrix | None
     concept_terms: np.ndarray
     links: sp.csr_matrix
     sentence_concepts: sp.csr_matrix
@@ -135,12 +143,11 @@ def link_concepts(corpus: CorpusState, config: ConceptGraphConfig,
         extracted = extract_concepts(chunk_terms, config.concepts_per_chunk)
         concept_terms = np.flatnonzero(np.diff(extracted.tocsc().indptr) > 0)
     if extracted is not None and config.concept_links == "extracted":
-        links = sp.csr_matrix(extracted[:, concept_terms], dtype=np.float32)
+        links = column_subset(sp.csr_matrix(extracted), concept_terms).astype(np.float32)
     else:
-        links = sp.csr_matrix(chunk_terms[:, concept_terms] > 0, dtype=np.float32)
+        links = column_subset(chunk_terms, concept_terms, positive=True)
     # Eq. 1 over the sentences that contain the concept, within its linked chunks
-    contains = sp.csr_matrix(sentence_terms[:, concept_terms] > 0, dtype=np.float32)
-    contains.sum_duplicates()
+    contains = column_subset(sentence_terms, concept_terms, positive=True)
     if config.concept_links == "contains":
         # a chunk's counts are its sentences' summed: it links every concept they contain
         return ConceptLinks(chunk_terms, concept_terms, links, contains)
@@ -192,31 +199,66 @@ class VectorSearch:
     rows: np.ndarray
 
 
+@dataclass(frozen=True, eq=False)
+class GraphMatrices:
+    """The sparse matrices a graph derives from its chunks' term counts, as a save keeps
+    them so that a load maps them instead of deriving them again.
+
+    ``unit_links`` is None when the retrieval units are the chunks (they are the
+    concept links then).
+    """
+
+    concept_links: sp.csr_matrix
+    sentence_concepts: sp.csr_matrix
+    unit_links: sp.csr_matrix | None
+    unit_bm25: sp.csc_matrix
+
+    @classmethod
+    def of(cls, graph: DerivedGraph) -> GraphMatrices | None:
+        """Those of ``graph`` (None if it has no walk graph to take the sentences' from)."""
+        if graph.walk is None:
+            return None
+        own_units = graph.unit_links_csr is not graph.links
+        return cls(graph.links, graph.walk.links_csr,
+                   graph.unit_links_csr if own_units else None, graph.unit_bm25.weights)
+
+
+def unit_views(corpus: CorpusState, found: ConceptLinks, saved: GraphMatrices | None = None,
+               ) -> tuple[sp.csr_matrix, np.ndarray, BM25Scorer]:
+    """The retrieval units' concept links, token counts and BM25 weights: the chunks'
+    own, or those of sentence runs within them; ``saved``: read from a save."""
+    unit_tokens = corpus.unit_tokens if corpus.has_units else corpus.tokens
+    if saved is not None:
+        unit_links = found.links if saved.unit_links is None else saved.unit_links
+        return unit_links, unit_tokens, BM25Scorer(saved.unit_bm25)
+    if not corpus.has_units:
+        if found.chunk_terms is None:
+            raise ValueError("links read from a save need their saved BM25 weights")
+        return found.links, unit_tokens, BM25Scorer.from_counts(found.chunk_terms)
+    unit_sentence = segment_matrix(corpus.unit_offsets(), len(corpus.sentence_spans))
+    unit_links = sp.csr_matrix((unit_sentence @ found.sentence_concepts) > 0, dtype=np.float32)
+    unit_links.sort_indices()  # a product's rows are not; a save keeps them sorted
+    unit_terms = sp.csr_matrix(unit_sentence @ corpus.sentence_terms)
+    return unit_links, unit_tokens, BM25Scorer.from_counts(unit_terms)
+
+
 def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: ConceptLinks,
                    vectors: np.ndarray, sentence_counts: np.ndarray, edges: ConceptEdges,
                    pairs: StrongPairs | None, unit_vectors: np.ndarray | None,
                    search: VectorSearch | None, rank: np.ndarray | None = None,
                    links_csc: sp.csc_matrix | None = None,
-                   weighted: sp.csr_matrix | None = None) -> DerivedGraph:
+                   weighted: sp.csr_matrix | None = None,
+                   saved: GraphMatrices | None = None) -> DerivedGraph:
     """The graph from its concepts, vectors and edges: adjacency, PageRank (unless
     given, e.g. a checked saved one), unit views. ``links_csc``: ``found.links``
     column-major, and ``weighted``: the edges' weighted adjacency, when the caller
-    has them already."""
+    has them already; ``saved``: the units' links and BM25 weights read from a save."""
     cfg = config
-    n_sent = len(corpus.sentence_spans)
     links, concept_terms = found.links, found.concept_terms
     adj = adjacency(edges, len(concept_terms), weighted=True) if weighted is None else weighted
     rank_adj = adj if cfg.pagerank_weighted else adjacency(edges, len(concept_terms), False)
-    # retrieval units: the chunks themselves, or sentence runs within them
     unit_offsets = corpus.unit_offsets()
-    if corpus.has_units:
-        unit_sentence = segment_matrix(unit_offsets, n_sent)
-        unit_links = sp.csr_matrix((unit_sentence @ found.sentence_concepts) > 0,
-                                   dtype=np.float32)
-        unit_terms = sp.csr_matrix(unit_sentence @ corpus.sentence_terms)
-        unit_tokens = corpus.unit_tokens
-    else:
-        unit_links, unit_tokens, unit_terms = links, corpus.tokens, found.chunk_terms
+    unit_links, unit_tokens, unit_bm25 = unit_views(corpus, found, saved)
     names = corpus.terms
     if links_csc is None:
         links_csc = links.tocsc()
@@ -241,8 +283,8 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         unit_links_csc=unit_csc,
         unit_links_csr=unit_links,
         unit_linked_concepts=np.flatnonzero(np.diff(unit_csc.indptr) > 0),
-        unit_idf=inverse_document_frequency(unit_links),
-        unit_bm25=BM25Scorer.from_counts(unit_terms),
+        unit_idf=inverse_document_frequency(unit_csc),
+        unit_bm25=unit_bm25,
         unit_vectors=unit_vectors,
         concept_position={c: i for i, c in enumerate(concepts)},
         concept_chunk_counts=np.diff(links_csc.indptr),

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..config import ConceptGraphConfig
 from ..embeddings.base import UNIT_NORM_TOLERANCE, finite_row_norms
@@ -51,11 +52,14 @@ from ..graph.pagerank import pagerank_residual
 from ..search.external import VectorStoreBackend
 from .corpus import CorpusState
 from .derived import (
+    ConceptLinks,
     DerivedGraph,
+    GraphMatrices,
     VectorSearch,
     assemble_graph,
     link_concepts,
     unit_vectors_of,
+    unit_views,
     vector_search_index,
 )
 
@@ -64,6 +68,8 @@ from .derived import (
 RANK_RESIDUAL_PER_CONCEPT = 1e-9
 # how far past [-1 - theta_sem, 1 - theta_sem] a saved margin may be (float32 rounding)
 MARGIN_TOLERANCE = 1e-3
+# saved pairs checked this many at a time (their temporaries stay in cache)
+PAIR_CHECK_BLOCK = 1 << 18
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,18 +92,20 @@ class SavedGraph:
     vectors: np.ndarray | None = None
     edge: np.ndarray | None = None
     margin: np.ndarray | None = None
+    matrices: GraphMatrices | None = None
 
 
 def saved_parts(graph: DerivedGraph) -> SavedGraph:
+    matrices = GraphMatrices.of(graph)
     if graph.pairs is None:
         edges = graph.edges
         return SavedGraph(edges.source, edges.target, edges.cooccurrence, graph.rank,
                           strong=False, concept_terms=graph.concept_terms,
-                          vectors=graph.vectors)
+                          vectors=graph.vectors, matrices=matrices)
     pairs = graph.pairs
     return SavedGraph(pairs.source, pairs.target, pairs.count, graph.rank,
                       concept_terms=graph.concept_terms, vectors=graph.vectors,
-                      edge=pairs.edge, margin=pairs.margin)
+                      edge=pairs.edge, margin=pairs.margin, matrices=matrices)
 
 
 def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedGraph,
@@ -115,32 +123,33 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
                 and np.all(np.diff(stored_terms) > 0)):
             raise ValueError(f"the saved concept terms must be sorted, distinct terms of the "
                              f"{n_terms}")
-    found = link_concepts(corpus, config, None if verify else stored_terms)
+    matrices = saved.matrices
+    if matrices is not None and stored_terms is not None and not verify:
+        found = ConceptLinks(None, stored_terms, matrices.concept_links,
+                             matrices.sentence_concepts)
+    else:
+        found = link_concepts(corpus, config, None if verify else stored_terms)
+        if matrices is not None:
+            _check_same_matrices(matrices, found, corpus, config)
     if stored_terms is not None and not np.array_equal(found.concept_terms, stored_terms):
         raise ValueError("the saved concept terms are not the concepts the chunks give")
     n = len(found.concept_terms)
     counts = sentence_counts(found.sentence_concepts)
+    if found.chunk_terms is None:  # the links were read, not derived from the terms
+        _check_sentence_counts(corpus, config, found.concept_terms, counts)
     if saved.vectors is None or verify:
         vectors, _ = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
         if saved.vectors is not None and not np.array_equal(saved.vectors, vectors):
             raise ValueError("the saved concept vectors are not the means of their sentences")
     else:
         vectors = _checked_vectors(saved.vectors, counts, corpus.dim)
-    src, dst, co = (np.asarray(a, dtype=np.int64) for a in
-                    (saved.source, saved.target, saved.cooccurrence))
+    src, dst, co = saved.source, saved.target, saved.cooccurrence
     what = "pair" if saved.strong else "edge"
     if not len(src) == len(dst) == len(co):
         raise ValueError(f"the saved {what} arrays differ in length")
-    if len(src) and not (np.all((src >= 0) & (src < dst) & (dst < n))
-                         and np.all(np.diff(src * n + dst) > 0)):
-        raise ValueError(f"saved {what}s must join two of the {n} concepts, source < target, "
-                         "sorted, each pair once")
-    if np.any(co < max(config.theta_co, 1)):
-        raise ValueError(f"a saved {what} is below theta_co")
     links_csc = found.links.tocsc()
     linked = chunk_counts(links_csc)
-    if np.any(co > np.minimum(linked[src], linked[dst])):
-        raise ValueError(f"a saved {what}'s count exceeds the chunks its concepts link")
+    _check_pairs(src, dst, co, n, linked, max(config.theta_co, 1), what)
     pairs: StrongPairs | None = None
     if saved.strong:
         pairs = _restored_pairs(saved, src, dst, co, vectors, config.theta_sem, verify)
@@ -161,7 +170,67 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
     search = vector_search_index(config, corpus, unit_vectors, ann, vector_store)
     return assemble_graph(corpus, config, found, vectors, counts, edges, pairs, unit_vectors,
                           search, rank=rank, links_csc=links_csc,
-                          weighted=rank_adj if config.pagerank_weighted else None)
+                          weighted=rank_adj if config.pagerank_weighted else None,
+                          saved=matrices if found.chunk_terms is None else None)
+
+
+def _check_sentence_counts(corpus: CorpusState, config: ConceptGraphConfig,
+                           concept_terms: np.ndarray, counts: np.ndarray) -> None:
+    """Saved sentence links that fit their concepts' terms: each concept in as many
+    sentences as its term (``contains``), or at most as many (``extracted``: only those
+    in its linked chunks). One count over the terms, not the derivation it replaces."""
+    in_sentences = np.bincount(corpus.sentence_terms.indices,
+                               minlength=len(corpus.terms))[concept_terms]
+    fits = (np.array_equal(counts, in_sentences) if config.concept_links == "contains"
+            else bool(np.all(counts <= in_sentences)))
+    if not fits:
+        raise ValueError("the saved sentence concepts do not hold the sentences their "
+                         "concepts' terms are in")
+
+
+def _check_same_matrices(matrices: GraphMatrices, found: ConceptLinks, corpus: CorpusState,
+                         config: ConceptGraphConfig) -> None:
+    """Refuse saved matrices that differ from those derived again (``verify``)."""
+    unit_links, _, bm25 = unit_views(corpus, found)
+    derived = {"concept_links": found.links, "sentence_concepts": found.sentence_concepts,
+               "unit_links": unit_links if corpus.has_units else None,
+               "unit_bm25": bm25.weights}
+    for name, theirs in derived.items():
+        mine = getattr(matrices, name)
+        if (mine is None) != (theirs is None) or (mine is not None and not _same_sparse(
+                mine, theirs)):
+            raise ValueError(f"the saved {name.replace('_', ' ')} are not those the chunks give")
+
+
+def _same_sparse(one: sp.spmatrix, other: sp.spmatrix) -> bool:
+    """The same shape and stored entries, in the same order, bit for bit."""
+    return one.shape == other.shape and all(
+        np.array_equal(getattr(one, part), getattr(other, part))
+        for part in ("indptr", "indices", "data"))
+
+
+def _check_pairs(src: np.ndarray, dst: np.ndarray, co: np.ndarray, n: int,
+                 linked: np.ndarray, least: int, what: str) -> None:
+    """Raise unless the saved pairs join two of the ``n`` concepts (source < target),
+    sorted and distinct, each count in [``least``, the chunks both concepts link].
+
+    A block at a time in the saved integer types: tens of millions of pairs at a
+    million passages, whose int64 copies and temporaries took seconds of a load.
+    """
+    if len(co) and int(co.min()) < least:
+        raise ValueError(f"a saved {what} is below theta_co")
+    chunks = linked.astype(np.int64)
+    for start in range(0, len(src), PAIR_CHECK_BLOCK):
+        stop = start + PAIR_CHECK_BLOCK
+        s, d = src[start:stop + 1], dst[start:stop + 1]  # one past: order across blocks
+        later, earlier = s[1:], s[:-1]
+        if not (np.all((s >= 0) & (s < d) & (d < n))
+                and np.all((later > earlier) | ((later == earlier) & (d[1:] > d[:-1])))):
+            raise ValueError(f"saved {what}s must join two of the {n} concepts, source < "
+                             "target, sorted, each pair once")
+        s, d = s[:PAIR_CHECK_BLOCK], d[:PAIR_CHECK_BLOCK]
+        if np.any(co[start:stop] > np.minimum(chunks[s], chunks[d])):
+            raise ValueError(f"a saved {what}'s count exceeds the chunks its concepts link")
 
 
 def _checked_vectors(vectors: np.ndarray, counts: np.ndarray, dim: int) -> np.ndarray:
@@ -199,8 +268,9 @@ def _restored_pairs(saved: SavedGraph, src: np.ndarray, dst: np.ndarray, co: np.
         raise ValueError("the saved pair margins must be cosine minus theta_sem, each "
                          "with its decision's sign")
     if not verify:
-        return StrongPairs(src.astype(np.int32), dst.astype(np.int32), co.astype(np.int32),
-                           np.asarray(edge, dtype=bool), np.asarray(margin, dtype=np.float32))
+        return StrongPairs(src.astype(np.int32, copy=False), dst.astype(np.int32, copy=False),
+                           co.astype(np.int32, copy=False), np.asarray(edge, dtype=bool),
+                           np.asarray(margin, dtype=np.float32))
     pairs = strong_pairs_of(src, dst, co, vectors, theta_sem)
     slack = certificate_slack(vectors.shape[1])
     if not (np.array_equal(edge, pairs.edge) and np.all(

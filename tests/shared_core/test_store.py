@@ -15,7 +15,9 @@ from shared_core.index import ConceptGraphIndex
 from shared_core.store import (
     ARRAYS,
     DERIVED_ARRAYS,
+    DERIVED_MATRICES,
     GRAPH_ARRAYS,
+    MATRIX_PARTS,
     POINTER,
     TOKEN_ARRAYS,
     CorruptIndexError,
@@ -242,9 +244,13 @@ def test_files_hold_no_pickle(saved: Path, version: Path) -> None:
     assert {p.name for p in saved.iterdir()} == {POINTER, ".lock", version.name}
     names = {p.name for p in version.iterdir()}
     written = {**ARRAYS, **TOKEN_ARRAYS, **GRAPH_ARRAYS, **DERIVED_ARRAYS}
-    assert names == {f"{n}.npy" for n in written} | {
+    # chunks are the units here: their links are the concept links, not saved twice
+    matrices = {f"{name}_{part}": (dtype if part == "data" else np.int32, 1)
+                for name, (dtype, _) in DERIVED_MATRICES.items() if name != "unit_links"
+                for part in MATRIX_PARTS}
+    assert names == {f"{n}.npy" for n in {**written, **matrices}} | {
         "chunks.json", "terms.json", "manifest.json"}
-    for name, (dtype, ndim) in written.items():
+    for name, (dtype, ndim) in {**written, **matrices}.items():
         arr = np.load(version / f"{name}.npy", allow_pickle=False)
         assert arr.dtype == dtype and arr.ndim == ndim
         assert arr.dtype != object

@@ -23,6 +23,8 @@ from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import HashingEmbedder
 from shared_core.index import ConceptGraphIndex
 from shared_core.store import (
+    DERIVED_MATRICES,
+    MATRIX_PARTS,
     POINTER,
     VERSION,
     CorruptIndexError,
@@ -81,7 +83,9 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
     # pair of concepts that share chunks also loads: pairs' counts are not recounted on
     # load (that is the cost a saved graph avoids; state/saved.py). So does a concept
     # vector, decision or margin replaced by another that obeys the rules: their values
-    # rest on the checksum too, and ``verify=True`` refuses them (test_saved.py).
+    # rest on the checksum too, and ``verify=True`` refuses them (test_saved.py), as do
+    # the saved graph matrices' entries moved to another row or given another value
+    # that keeps each row's structure canonical.
     # Saved token counts are read too: a retrieval unit's wrong count is refused the
     # first time a query returns that unit (here the first query does), and whole
     # chunks' counts, where units are sentence runs, only weigh selection's cost
@@ -101,7 +105,9 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
                       ("graph_pair_edge.npy", "duplicate entries"),
                       ("graph_pair_edge.npy", "negative values"),
                       ("graph_pair_margin.npy", "duplicate entries"),
-                      ("tokens.npy", "duplicate entries")}
+                      ("tokens.npy", "duplicate entries")} | {
+        (f"{name}_{part}.npy", "duplicate entries")
+        for name in DERIVED_MATRICES for part in MATRIX_PARTS}
 
 
 def test_repeated_terms_no_longer_crash_the_process(tmp_path: Path) -> None:

@@ -51,6 +51,9 @@ def assert_equal_graphs(refreshed: DerivedGraph, derived: DerivedGraph) -> None:
         np.testing.assert_array_equal(refreshed.unit_vectors, derived.unit_vectors)
     a, b = refreshed.unit_bm25.weights, derived.unit_bm25.weights
     assert (a != b).nnz == 0 and a.shape == b.shape, "unit_bm25"
+    assert refreshed.walk is not None and derived.walk is not None
+    a, b = refreshed.walk.links_csr, derived.walk.links_csr
+    assert (a != b).nnz == 0 and a.shape == b.shape, "walk links (sentence concepts)"
 
 
 def assert_equal_pairs(refreshed: DerivedGraph, derived: DerivedGraph) -> None:

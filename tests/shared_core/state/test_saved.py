@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import mmap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,7 @@ from shared_core.state import DerivedGraph, derive_graph
 from shared_core.state import derived as derived_module
 from shared_core.state import saved as saved_module
 from shared_core.state.saved import SavedGraph
-from shared_core.store import CorruptIndexError, index_folder, read_manifest
+from shared_core.store import MATRIX_PARTS, CorruptIndexError, index_folder, read_manifest
 from tests.shared_core.state.test_refresh import CHUNKS, assert_equal_graphs
 from tests.shared_core.test_index_state import CONFIGS
 
@@ -273,14 +275,138 @@ def test_a_load_takes_the_saved_concepts_vectors_and_decisions_as_read(
     if CONFIGS[name].concept_links == "contains":  # extracted links need the extraction
         monkeypatch.setattr(derived_module, "extract_concepts", _refuse("extract_concepts"))
     monkeypatch.setattr(derived_module, "concept_vectors", _refuse("concept_vectors"))
+    # the links and BM25 weights are mapped from the save, not derived from the counts
+    monkeypatch.setattr(saved_module, "link_concepts",
+                        _never("the concept links", saved_module.link_concepts))
+    monkeypatch.setattr(derived_module.BM25Scorer, "from_counts",
+                        _never("BM25 weights", derived_module.BM25Scorer.from_counts))
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     monkeypatch.undo()
-    assert_equal_graphs(loaded.state.graph, derive_graph(loaded.state.corpus, CONFIGS[name]))
+    graph = loaded.state.graph
+    assert _mapped(graph.links.indices) and _mapped(graph.unit_bm25.weights.data)
+    assert_equal_graphs(graph, derive_graph(loaded.state.corpus, CONFIGS[name]))
     pairs, before = loaded.state.graph.pairs, index.state.graph.pairs
     assert pairs is not None and before is not None
     np.testing.assert_array_equal(pairs.margin, before.margin)
     assert [r.chunks for r in map(loaded.retrieve, ("engine", "program"))] == \
         [r.chunks for r in map(index.retrieve, ("engine", "program"))]
+
+
+def _mapped(array: np.ndarray) -> bool:
+    """Whether ``array`` views a mapped file (scipy keeps a view, not the memmap itself)."""
+    while array is not None:
+        if isinstance(array, np.memmap | mmap.mmap):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+def _never(name: str, real: Callable[..., object]) -> object:
+    """Stands in for ``real`` where ``_refuse`` cannot find it by name."""
+    def fail(*args: object, **kwargs: object) -> object:
+        if getattr(args[0], "shape", (0,))[0] or getattr(args[0], "sentence_spans", ()):
+            raise AssertionError(f"a load of a save that holds them must not derive {name}")
+        return real(*args, **kwargs)
+    return fail
+
+
+# ------------------------------------------------------------- the graph's matrices
+_MATRIX_FILES = [f"{name}_{part}" for name in ("concept_links", "sentence_concepts",
+                                                "unit_bm25") for part in MATRIX_PARTS]
+
+
+def _lower_first_value(a: np.ndarray) -> np.ndarray:
+    out = a.copy()
+    out[0] = out[0] / 2  # still finite and positive
+    return out
+
+
+@pytest.mark.parametrize(("name", "change", "message"), [
+    ("unit_bm25_data", _lower_first_value, "unit bm25 are not"),
+    ("concept_links_data", _lower_first_value, "concept links are not"),
+    ("sentence_concepts_data", _lower_first_value, "sentence concepts are not"),
+])
+def test_verify_refuses_saved_matrices_that_obey_the_rules_but_differ(
+        tmp_path: Path, name: str, change: object, message: str) -> None:
+    """Their values rest on the checksum: a default load maps them as they are, a
+    verifying load derives them again and refuses a save whose matrices differ."""
+    index, folder = saved_index(tmp_path)
+    _tamper(folder, name, change)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert loaded.stats()["chunks"] == index.stats()["chunks"]
+    with pytest.raises(CorruptIndexError, match=message):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+
+
+def test_a_units_save_keeps_the_units_links_and_verify_checks_them(tmp_path: Path) -> None:
+    index, folder = saved_index(tmp_path, "units")
+    files = read_manifest(tmp_path / "idx")["files"]
+    assert {f"unit_links_{part}.npy" for part in MATRIX_PARTS} <= set(files)
+    verified = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+    assert_equal_graphs(verified.state.graph, index.state.graph)
+    _tamper(folder, "unit_links_data", _lower_first_value)
+    with pytest.raises(CorruptIndexError, match="unit links are not"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+
+
+@pytest.mark.parametrize(("name", "change", "message"), [
+    ("concept_links_indptr", lambda a: a[::-1].copy(), "start at 0 and never decrease"),
+    ("concept_links_indices", lambda a: a + 10_000, r"must be in \[0, "),
+    ("sentence_concepts_indices", lambda a: a[::-1].copy(), "increase strictly within each row"),
+    ("unit_bm25_indices", lambda a: a[::-1].copy(), "increase strictly within each column"),
+    ("unit_bm25_data", lambda a: -a, "finite and positive"),
+    ("concept_links_data", lambda a: a * np.inf, "finite and positive"),
+    ("sentence_concepts_data", lambda a: a[1:].copy(), "shape"),
+    ("unit_bm25_indptr", lambda a: a.astype(np.int64), "dtype int64"),
+])
+def test_saved_matrices_that_break_a_rule_are_refused(
+        tmp_path: Path, name: str, change: object, message: str) -> None:
+    _, folder = saved_index(tmp_path)
+    _tamper(folder, name, change)
+    with pytest.raises(CorruptIndexError, match=message):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_sentence_links_moved_off_their_terms_are_refused(tmp_path: Path) -> None:
+    """Another sentence row's entry: sentence counts per concept no longer match its term's."""
+    _, folder = saved_index(tmp_path)
+    indices = np.load(folder / "sentence_concepts_indices.npy", allow_pickle=False)
+    indptr = np.load(folder / "sentence_concepts_indptr.npy", allow_pickle=False)
+    # the first sentence's first concept becomes a concept that sentence lacks
+    row = indices[indptr[0]:indptr[1]]
+    other = int(np.setdiff1d(np.arange(int(indices.max()) + 1), row)[0])
+    _tamper(folder, "sentence_concepts_indices",
+            lambda a: np.concatenate([np.sort(np.append(row[1:], other)), a[len(row):]]
+                                     ).astype(a.dtype))
+    with pytest.raises(CorruptIndexError, match="sentences their concepts' terms are in"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_matrices_listed_in_part_are_refused_and_unlisted_ones_derived(tmp_path: Path) -> None:
+    index, folder = saved_index(tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    partial = json.loads(json.dumps(manifest))
+    del partial["files"]["unit_bm25_data.npy"]
+    (folder / "manifest.json").write_text(json.dumps(partial))
+    with pytest.raises(CorruptIndexError, match="or none of them"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    bad_index = json.loads(json.dumps(manifest))
+    bad_index["matrices"] = {"index": "float16"}
+    (folder / "manifest.json").write_text(json.dumps(bad_index))
+    with pytest.raises(CorruptIndexError, match="'matrices' must be"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    # a save from before they were kept: derived again, equal, and kept by the next save
+    for file in _MATRIX_FILES:
+        (folder / f"{file}.npy").unlink()
+        del manifest["files"][f"{file}.npy"]
+    del manifest["matrices"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert not _mapped(loaded.state.graph.links.indices)
+    assert_equal_graphs(loaded.state.graph, index.state.graph)
+    loaded.save(str(tmp_path / "again"))
+    assert {f"{file}.npy" for file in _MATRIX_FILES} <= set(
+        read_manifest(tmp_path / "again")["files"])
 
 
 def _first_non_edge_made_an_edge(folder: Path) -> None:
@@ -312,7 +438,8 @@ def _a_concept_term_replaced(folder: Path, corpus_terms: int) -> None:
 def test_verify_refuses_saved_values_that_obey_the_rules_but_differ(
         tmp_path: Path, edit: str, message: str) -> None:
     """Such values rest on the checksum: a default load takes them (and the index differs
-    from the one saved; an extra edge or other links fail the PageRank check first), a
+    from the one saved; an extra edge fails the PageRank check first, another concept
+    term the count of its sentences), a
     verifying load derives them again and refuses the save."""
     config = ConceptGraphConfig.from_dict(CONFIGS["default"].to_dict() | {"theta_sem": 0.3})
     index = ConceptGraphIndex.from_texts(CHUNKS[:20], ids=[f"c{i:02d}" for i in range(20)],
@@ -328,8 +455,11 @@ def test_verify_refuses_saved_values_that_obey_the_rules_but_differ(
     if edit == "vectors":
         graph = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM)).state.graph
         assert not np.array_equal(graph.vectors, index.state.graph.vectors)
-    else:  # an edge more, or other links, move PageRank off the saved one's fixed point
+    elif edit == "decision":  # an edge more moves PageRank off the saved one's fixed point
         with pytest.raises(CorruptIndexError, match="not the PageRank"):
+            ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    else:  # the saved links hold the old term's sentences, not as many as the new one's
+        with pytest.raises(CorruptIndexError, match="sentences their concepts' terms are in"):
             ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     with pytest.raises(CorruptIndexError, match=message):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
