@@ -656,12 +656,8 @@ def _read_sparse(folder: Path, name: str, shape: tuple[int, int],
     data = _read_npy(file["data"], dtype, (nnz,), mapped=True)
     _rule(file["indices"], not nnz or (int(indices.min()) >= 0 and int(indices.max()) < minor),
           f"every index must be in [0, {minor})")
-    if nnz > 1:
-        starts = np.zeros(nnz, dtype=bool)
-        starts[indptr[:-1][indptr[:-1] < nnz]] = True
-        _rule(file["indices"], bool(np.all((indices[1:] > indices[:-1]) | starts[1:])),
-              "indices must increase strictly within each " + ("row" if axis == "csr"
-                                                                else "column"))
+    _rule(file["indices"], _increasing_within(indptr, indices),
+          f"indices must increase strictly within each {'row' if axis == 'csr' else 'column'}")
     _rule(file["data"], bool(np.all(data > 0)) and bool(np.all(np.isfinite(data))),
           "values must be finite and positive")
     kind = sp.csr_matrix if axis == "csr" else sp.csc_matrix
@@ -782,15 +778,26 @@ def _rule(file: Path, ok: bool, rule: str) -> None:
         raise CorruptIndexError(f"{file}: {rule}")
 
 
-def _read_json(file: Path) -> Any:
+def _read_json(file: Path) -> tuple[Any, bool]:
+    """The parsed file, and whether its strings may hold a character no text may hold.
+
+    Strict UTF-8 cannot carry a lone surrogate, and strict JSON holds no raw control
+    character in a string, so a NUL or a surrogate gets into a parsed string only
+    through a ``\\u`` escape. A file without one (our saves escape nothing else but
+    control characters) needs no pass over every string; one with one gets it.
+    """
     try:
         # bytes decoded at once: a text-mode read (newline translation) took twice as long
-        return json.loads(file.read_bytes().decode("utf-8"))
+        raw = file.read_bytes()
+        return json.loads(raw.decode("utf-8")), b"\\u" in raw
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise CorruptIndexError(f"{file} is not valid JSON: {exc}") from exc
 
 
-def _check_strings(file: Path, values: Any, what: str, count: int) -> list[str]:
+def _check_strings(file: Path, values: Any, what: str, count: int,
+                   escaped: bool = True) -> list[str]:
+    """A list of ``count`` non-blank strings; ``escaped``: they may hold any character
+    (:func:`_read_json`), so every one is checked for those no text may hold."""
     _rule(file, isinstance(values, list), f"{what} must be a list")
     _rule(file, len(values) == count, f"{what} has {len(values)} entries, the manifest says "
                                       f"{count}")
@@ -802,7 +809,8 @@ def _check_strings(file: Path, values: Any, what: str, count: int) -> list[str]:
         for i, value in enumerate(values):
             _rule(file, isinstance(value, str) and bool(value.strip()),
                   f"{what}[{i}] must be a non-blank string")
-    _check_characters(file, values, what)
+    if escaped:
+        _check_characters(file, values, what)
     return values
 
 
@@ -828,11 +836,11 @@ _METADATA_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 def _read_chunks(file: Path, count: int,
                  require_sorted: bool) -> tuple[list[str], list[str], list[str]]:
-    payload = _read_json(file)
+    payload, escaped = _read_json(file)
     _rule(file, isinstance(payload, dict), "must be an object with ids, texts and metadata")
-    ids = _check_strings(file, payload.get("ids"), "ids", count)
+    ids = _check_strings(file, payload.get("ids"), "ids", count, escaped)
     _check_unique_sorted(file, ids, "ids", require_sorted)
-    texts = _check_strings(file, payload.get("texts"), "texts", count)
+    texts = _check_strings(file, payload.get("texts"), "texts", count, escaped)
     metadata = payload.get("metadata")
     _rule(file, isinstance(metadata, list) and len(metadata) == count,
           f"metadata must be a list of {count} objects")
@@ -849,12 +857,14 @@ def _read_chunks(file: Path, count: int,
             encoded.append(encode(meta))
         except ValueError:
             raise CorruptIndexError(f"{file}: metadata[{i}] holds NaN or infinity") from None
-    _check_characters(file, encoded, "metadata")
+    if escaped:
+        _check_characters(file, encoded, "metadata")
     return ids, texts, encoded
 
 
 def _read_terms(file: Path, count: int, require_sorted: bool) -> list[str]:
-    terms = _check_strings(file, _read_json(file), "terms", count)
+    payload, escaped = _read_json(file)
+    terms = _check_strings(file, payload, "terms", count, escaped)
     _check_unique_sorted(file, terms, "terms", require_sorted)
     return terms
 
@@ -890,6 +900,16 @@ def _read_npy(file: Path, dtype: type, shape: tuple[int | None, ...], *,
         return np.load(file, allow_pickle=False, mmap_mode="r" if mapped else None)
     except (ValueError, OSError, EOFError) as exc:
         raise CorruptIndexError(f"{file} is unreadable: {exc}") from exc
+
+
+def _increasing_within(indptr: np.ndarray, indices: np.ndarray) -> bool:
+    """Whether ``indices`` increase strictly within each run ``indptr`` delimits (a
+    canonical compressed matrix): a rise at every position that starts no run."""
+    if len(indices) < 2:
+        return True
+    starts = np.zeros(len(indices), dtype=bool)
+    starts[indptr[:-1][indptr[:-1] < len(indices)]] = True
+    return bool(np.all((indices[1:] > indices[:-1]) | starts[1:]))
 
 
 def _check_unit_rows(file: Path, vectors: np.ndarray) -> None:
@@ -946,9 +966,7 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
     data = _read_npy(path("sentence_terms_data"), np.int32, (nnz,))
     _rule(path("sentence_terms_indices"), bool(np.all((indices >= 0) & (indices < n_terms))),
           f"every term index must be in [0, {n_terms})")
-    row_of = np.repeat(np.arange(n_sent), np.diff(indptr))
-    same_row = row_of[1:] == row_of[:-1]
-    _rule(path("sentence_terms_indices"), bool(np.all(~same_row | (indices[1:] > indices[:-1]))),
+    _rule(path("sentence_terms_indices"), _increasing_within(indptr, indices),
           "term indices must increase strictly within a sentence (sorted, no duplicates)")
     _rule(path("sentence_terms_data"), bool(np.all(data > 0)), "term counts must be positive")
     if version > 1:

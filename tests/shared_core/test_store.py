@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmarks.faults import rehash
 from shared_core.config import ConceptGraphConfig
@@ -328,3 +331,14 @@ def test_an_index_saved_with_a_legacy_llama_index_model_id_loads(tmp_path: Path)
     other = FunctionEmbedder(inner.embed, "llama-index/MyEmbedding/other-model", DIM)
     with pytest.raises(ValueError, match="was built with embedding model"):
         ConceptGraphIndex.load(str(tmp_path / "i"), other)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), max_size=5), max_size=6))
+def test_increasing_within_runs_matches_a_check_row_by_row(rows: list[list[int]]) -> None:
+    from shared_core.store import _increasing_within
+
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    indices = np.array([i for r in rows for i in r], dtype=np.int64)
+    expected = all(all(b > a for a, b in itertools.pairwise(r)) for r in rows)
+    assert _increasing_within(indptr, indices) == expected

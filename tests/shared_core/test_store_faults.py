@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmarks.faults import (
     check_loaded,
@@ -360,3 +362,52 @@ def test_a_version_4_manifest_must_name_a_known_checksum(tmp_path: Path,
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(CorruptIndexError, match="'digest' must name one of sha256, xxh3_128"):
         ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
+
+
+def _strings_in(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_in(v)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings_in(v)]]
+    return []
+
+
+_JSON_PIECES = [b'"', b"\\", b"u", b"0", b"d", b"D", b"8", b"a", b"\x00", b"[", b"]", b",",
+                b":", b"{", b"}", b"\xed\xa0\x80", b"\xc3\xa9", b"n", b"t"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_JSON_PIECES), max_size=14))
+def test_a_json_file_without_u_escapes_holds_no_forbidden_character(pieces: list[bytes]) -> None:
+    """The load skips the per-string character check of a JSON file without a ``\\u``
+    escape: whatever bytes parse, a NUL or a lone surrogate needs one."""
+    import tempfile
+
+    from shared_core.store import _read_json
+    from shared_core.text.hygiene import invalid_character
+
+    raw = b"[" + b"".join(pieces) + b"]"
+    with tempfile.TemporaryDirectory() as scratch:
+        file = Path(scratch) / "x.json"
+        file.write_bytes(raw)
+        try:
+            payload, escaped = _read_json(file)
+        except CorruptIndexError:
+            return
+    assert escaped == (b"\\u" in raw)
+    if not escaped:
+        assert all(invalid_character(s) is None for s in _strings_in(payload))
+
+
+def test_an_escaped_lone_surrogate_in_metadata_is_refused(tmp_path: Path) -> None:
+    saved = tmp_path / "idx"
+    build().save(str(saved))
+    folder = index_folder(saved)
+    chunks = json.loads((folder / "chunks.json").read_text(encoding="utf-8"))
+    chunks["metadata"][1] = {"note": "bad \ud800"}
+    (folder / "chunks.json").write_text(json.dumps(chunks), encoding="utf-8")
+    rehash(folder, "chunks.json")
+    with pytest.raises(CorruptIndexError, match=r"metadata\[1\] contains a lone surrogate"):
+        ConceptGraphIndex.load(str(saved), HashingEmbedder(DIM))
