@@ -36,6 +36,17 @@ terms, unit-length vectors, margins with their decision's sign;
 index range. ``verify=True`` derives them again and refuses a save that differs:
 use it on an index from a source you do not trust. Saves without them re-derive them.
 
+Saves since the scale issue's eleventh round also keep the graph's sparse matrices
+(``DERIVED_MATRICES``: which chunks and sentences link which concepts, the units'
+links where units are sentence runs, and the units' BM25 weights), each as its
+``indptr``, ``indices`` and ``data`` arrays. A load maps them read-only instead of
+deriving them from the term counts, which had been most of the rest of a
+million-passage load. Their structure is checked (an indptr from 0 that never
+decreases, in-range indices strictly increasing within each row, finite positive
+values) and so is what a count over the terms can check: each concept is in as many
+sentences as its term. Their values rest on the checksum like the concept vectors';
+``verify=True`` derives and compares them. Saves without them derive them.
+
 Embeddings are memory-mapped on load (format version 3): the OS pages in what
 queries touch, and a loaded index holds no second copy. Version 3 also saves the
 HNSW index (``ann.faiss``, with ``ann_rows.npy``: each row's vector, -1 once its

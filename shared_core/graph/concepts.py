@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .entries import entry_positions
+
 
 def smoothed_idf(n_docs: int, df: np.ndarray) -> np.ndarray:
     """ln((1+n)/(1+df)) + 1 (scikit-learn's smoothing): one formula for tfidf and evidence."""
@@ -29,25 +31,36 @@ def tfidf(chunk_term_counts: sp.csr_matrix) -> sp.csr_matrix:
 def top_n_per_row(scores: sp.csr_matrix, n: int) -> sp.csr_matrix:
     """Binary mask of the ``n`` highest entries of each row; ties go to the lower column.
 
-    Vectorised: two stable sorts over all nonzeros (by value, then by row, which
-    keeps each row's entries by value and, among equal values, by column, as a
-    three-key lexsort would, in three quarters of its time), then each entry's
-    rank in its row.
+    Rows with at most ``n`` entries keep them all. Longer rows are sorted each on
+    its own, batched by length: each batch is a dense block (rows of similar length,
+    padded to the longest, padding last), sorted along its rows by value, stably, so
+    equal values keep their column order. Global sorts of every entry (by value, then
+    by row) had been most of a million-passage refresh's concept extraction.
     """
     scores = sp.csr_matrix(scores)
     scores.sort_indices()
-    n_rows = scores.shape[0]
-    rows = np.repeat(np.arange(n_rows), np.diff(scores.indptr))
-    by_value = np.argsort(-scores.data, kind="stable")  # ties keep (row, column) order
-    order = by_value[np.argsort(rows[by_value], kind="stable")]
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order)) - scores.indptr[rows[order]]
-    keep = (rank < n) & (scores.data > 0)
-    mask = sp.csr_matrix(
-        (np.ones(int(keep.sum()), dtype=np.float32), (rows[keep], scores.indices[keep])),
-        shape=scores.shape,
-    )
-    return mask
+    lengths = np.diff(scores.indptr)
+    keep = np.zeros(scores.nnz, dtype=bool)
+    short = np.flatnonzero((lengths > 0) & (lengths <= n))
+    keep[entry_positions(scores, short)[0]] = True
+    width = max(n, 1)
+    while n > 0 and width < int(lengths.max(initial=0)):
+        batch = np.flatnonzero((lengths > width) & (lengths <= 2 * width))
+        width *= 2
+        if not len(batch):
+            continue
+        positions, owner = entry_positions(scores, batch)
+        offset = positions - scores.indptr[batch][owner]
+        block = np.full((len(batch), int(lengths[batch].max())), np.inf)
+        block[owner, offset] = -scores.data[positions]
+        best = np.argsort(block, axis=1, kind="stable")[:, :n]
+        keep[(scores.indptr[batch][:, None] + best).ravel()] = True
+    keep &= scores.data > 0
+    kept_before = np.zeros(scores.nnz + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    indptr = kept_before[scores.indptr]
+    return sp.csr_matrix((np.ones(int(indptr[-1]), dtype=np.float32), scores.indices[keep],
+                          indptr), shape=scores.shape)
 
 
 def extract_concepts(chunk_term_counts: sp.csr_matrix, concepts_per_chunk: int) -> sp.csr_matrix:

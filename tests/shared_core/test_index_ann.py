@@ -212,6 +212,35 @@ def test_a_loaded_hnsw_index_is_copied_before_rows_are_appended(tmp_path: Path) 
     assert contexts(loaded) == contexts(fresh)
 
 
+def test_a_loaded_index_grows_after_a_later_save_removed_the_file_it_maps(
+        tmp_path: Path) -> None:
+    """The grown copy is read from the mapped file, held open: the save that replaced
+    the version (and removed its folder) does not take it away."""
+    build(vector_index="hnsw").save(str(tmp_path / "idx"))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    first_version = index_folder(tmp_path / "idx")
+    loaded.save(str(tmp_path / "idx"))
+    assert not first_version.exists()
+    new_text = "Grace Hopper wrote the first compiler in 1952."
+    loaded.add([new_text])
+    fresh = ConceptGraphIndex.from_texts([*TEXTS, new_text], embedder=HashingEmbedder(DIM),
+                                         config=ConceptGraphConfig(vector_index="hnsw"))
+    assert contexts(loaded) == contexts(fresh)
+
+
+def test_a_built_index_grows_a_copy_and_keeps_its_own_rows() -> None:
+    vectors = HashingEmbedder(DIM).embed(TEXTS)
+    built = HnswVectorIndex.build(vectors[:3])
+    assert built.source is None  # nothing mapped: a clone owns its codes
+    before = built.search(vectors[0], 3)
+    grown = built.with_rows(vectors[3:])
+    assert len(built) == 3 and len(grown) == len(TEXTS)
+    after = built.search(vectors[0], 3)
+    assert before[0].tolist() == after[0].tolist()
+    rows, _ = grown.search(vectors[-1], 1)
+    assert rows.tolist() == [len(TEXTS) - 1]
+
+
 def test_the_rank_sample_is_gathered_once_per_graph_and_ranks_as_gathered_afresh(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # ten sentence units, two candidates per view: some rank beyond the candidates
