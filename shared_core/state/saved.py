@@ -22,6 +22,13 @@ cosine again. Like the counts, their values rest on the checksum. A load with
 ``verify=True`` derives them all again and refuses a save whose stored values
 differ: the check for an index from a source one does not trust.
 
+Saves since the eleventh round also keep the graph's sparse matrices
+(:class:`~shared_core.state.derived.GraphMatrices`: concept and sentence links, the
+units' links and BM25 weights), which the store maps: a load then neither links chunks
+to concepts nor weighs terms again. Their structure is checked by the store; here, that
+each concept is in as many sentences as its term (one count over the terms). Their
+values rest on the checksum; ``verify=True`` derives them and compares.
+
 Saves from before strong pairs were kept hold only the edges; they still load,
 each edge's cosine checked against ``theta_sem``, but such a graph has no strong
 pairs, so its first refresh derives the graph whole.
@@ -130,7 +137,7 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
     else:
         found = link_concepts(corpus, config, None if verify else stored_terms)
         if matrices is not None:
-            _check_same_matrices(matrices, found, corpus, config)
+            _check_same_matrices(matrices, found, corpus)
     if stored_terms is not None and not np.array_equal(found.concept_terms, stored_terms):
         raise ValueError("the saved concept terms are not the concepts the chunks give")
     n = len(found.concept_terms)
@@ -188,8 +195,8 @@ def _check_sentence_counts(corpus: CorpusState, config: ConceptGraphConfig,
                          "concepts' terms are in")
 
 
-def _check_same_matrices(matrices: GraphMatrices, found: ConceptLinks, corpus: CorpusState,
-                         config: ConceptGraphConfig) -> None:
+def _check_same_matrices(matrices: GraphMatrices, found: ConceptLinks,
+                         corpus: CorpusState) -> None:
     """Refuse saved matrices that differ from those derived again (``verify``)."""
     unit_links, _, bm25 = unit_views(corpus, found)
     derived = {"concept_links": found.links, "sentence_concepts": found.sentence_concepts,
