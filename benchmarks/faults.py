@@ -93,7 +93,7 @@ def _npy_mutation(kind: str) -> Mutation | None:
                     allow_pickle=True)
             return
         elif kind == "negative values":
-            if not array.size:
+            if not array.size or array.dtype.kind == "u":  # bytes hold no negative value
                 raise _NotApplicable
             array = array.copy()
             if array.dtype.kind == "f":
@@ -113,8 +113,9 @@ def _npy_mutation(kind: str) -> Mutation | None:
 def _json_mutation(name: str, kind: str) -> Mutation:
     def apply(file: Path) -> None:
         payload = json.loads(file.read_text(encoding="utf-8"))
-        if name == "chunks.json":
-            target = payload["ids"] if kind != "wrong types" else payload["texts"]
+        if name == "chunks.json":  # texts: in chunks.json before version 5, then beside it
+            target = payload["ids"] if kind != "wrong types" else payload.get(
+                "texts", payload["metadata"])
         elif name == "terms.json":
             target = payload
         else:  # manifest.json

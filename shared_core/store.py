@@ -1,6 +1,6 @@
 """Persistence of an index's chunks as a versioned directory of JSON and ``.npy`` files.
 
-Layout (format version 4)::
+Layout (format version 5)::
 
     my_index/
         CURRENT              the name of the complete version, replaced atomically
@@ -57,8 +57,11 @@ co-occurrences again. Saves of version 3 without these, or with only the edges
 (``graph_edge_*.npy``, written before strong pairs were kept), still load. Version 4
 is version 3 with XXH3-128 checksums instead of SHA-256 (``DIGEST``; the manifest's
 ``digest`` names it): a load checks every file, and that had been a quarter of a
-million-passage load. Indexes saved in format versions 1 (one flat folder), 2 and 3
-still load; the next save writes version 4.
+million-passage load. Version 5 keeps the texts as one UTF-8 byte run
+(``chunk_texts.npy``) with each text's end (``chunk_text_ends.npy``) instead of in
+``chunks.json``: a million texts had taken 3–4 s to parse as JSON. A load decodes each
+text strictly (no lone surrogate can pass) and refuses a NUL. Indexes saved in format
+versions 1 (one flat folder) to 4 still load; the next save writes version 5.
 """
 
 from __future__ import annotations
@@ -96,8 +99,8 @@ from .text.hygiene import invalid_character
 from .text.tokens import count_tokens_batch
 
 FORMAT = "conceptgraph-index"
-VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 POINTER = "CURRENT"
 LOCK = ".lock"
 _VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
@@ -141,6 +144,9 @@ _V2_VECTOR_DTYPE = np.float32  # what versions 1 and 2 stored embeddings as
 # (confirmed against the texts as retrieval returns them; ``verify`` recounts all),
 # checksummed but recounted in version 1, absent in version 2
 TOKEN_ARRAYS = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
+# version 5: the texts as one UTF-8 byte run and each text's end in it (chunks.json then
+# holds ids and metadata); parsing them as JSON had been a quarter of a million-passage load
+TEXT_ARRAYS = {"chunk_texts": (np.uint8, 1), "chunk_text_ends": (np.int64, 1)}
 _JSON_FILES = ("chunks.json", "terms.json")
 
 try:  # POSIX advisory locks; elsewhere saves to one path are not serialised
@@ -240,8 +246,16 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         dtype = kinds[key][0] if key in kinds else array.dtype  # matrices: checked types
         with _new_file(folder / f"{key}.npy", file_mode) as fh:
             np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
+    encoded = [text.encode("utf-8") for text in corpus.texts]
+    text_arrays: dict[str, np.ndarray] = {
+        "chunk_texts": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+        "chunk_text_ends": np.cumsum([len(e) for e in encoded], dtype=np.int64),
+    }
+    for key, text_array in text_arrays.items():
+        with _new_file(folder / f"{key}.npy", file_mode) as fh:
+            np.save(fh, text_array, allow_pickle=False)
     documents = {
-        "chunks.json": {"ids": list(corpus.ids), "texts": list(corpus.texts),
+        "chunks.json": {"ids": list(corpus.ids),
                         "metadata": [json.loads(m) for m in corpus.metadata]},
         "terms.json": list(corpus.terms),
     }
@@ -510,8 +524,11 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
     with _FileDigests(folder, manifest, first=_JSON_FILES) as digests:
         digests.check(list(_JSON_FILES))
         # the arrays' digests are taken on the other core while the JSON is parsed
+        if version >= 5:
+            digests.check([f"{name}.npy" for name in TEXT_ARRAYS])
         ids, texts, metadata = _read_chunks(folder / "chunks.json", counts["chunks"],
-                                            require_sorted=version > 1)
+                                            require_sorted=version > 1,
+                                            texts_saved=version >= 5)
         terms = _read_terms(folder / "terms.json", counts["terms"], require_sorted=version > 1)
         digests.check([f"{n}.npy" for n in kinds])
         stored = _stored_derived(folder, manifest, version, digests)
@@ -845,13 +862,19 @@ def _check_unique_sorted(file: Path, values: list[str], what: str, require_sorte
 _METADATA_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
-def _read_chunks(file: Path, count: int,
-                 require_sorted: bool) -> tuple[list[str], list[str], list[str]]:
+def _read_chunks(file: Path, count: int, require_sorted: bool,
+                 texts_saved: bool = False) -> tuple[list[str], list[str], list[str]]:
+    """Ids, texts and metadata (as JSON text); ``texts_saved``: the texts are read from
+    ``TEXT_ARRAYS`` beside ``file`` (version 5), not from it."""
     payload, escaped = _read_json(file)
     _rule(file, isinstance(payload, dict), "must be an object with ids, texts and metadata")
     ids = _check_strings(file, payload.get("ids"), "ids", count, escaped)
     _check_unique_sorted(file, ids, "ids", require_sorted)
-    texts = _check_strings(file, payload.get("texts"), "texts", count, escaped)
+    if texts_saved:
+        texts = _check_strings(file.parent / "chunk_texts.npy",
+                               _read_texts(file.parent, count), "texts", count, escaped=False)
+    else:
+        texts = _check_strings(file, payload.get("texts"), "texts", count, escaped)
     metadata = payload.get("metadata")
     _rule(file, isinstance(metadata, list) and len(metadata) == count,
           f"metadata must be a list of {count} objects")
@@ -871,6 +894,39 @@ def _read_chunks(file: Path, count: int,
     if escaped:
         _check_characters(file, encoded, "metadata")
     return ids, texts, encoded
+
+
+NUL_SCAN_BLOCK = 1 << 26  # bytes of the texts searched for a NUL at a time
+
+
+def _read_texts(folder: Path, count: int) -> list[str]:
+    """The ``count`` texts of a version-5 save: strict UTF-8 runs of one mapped byte array
+    (so no lone surrogate), with no NUL, each ending where ``chunk_text_ends`` says."""
+    blob_file, ends_file = folder / "chunk_texts.npy", folder / "chunk_text_ends.npy"
+    ends = _read_npy(ends_file, np.int64, (count,))
+    blob = _read_npy(blob_file, np.uint8, (None,), mapped=True)
+    starts = np.zeros(count, dtype=np.int64)
+    starts[1:] = ends[:-1]
+    _rule(ends_file, not count or (bool(np.all(ends > starts)) and int(ends[-1]) == len(blob)),
+          f"must increase strictly to the {len(blob)} bytes of chunk_texts.npy: every text "
+          "has at least one byte")
+    for block in range(0, len(blob), NUL_SCAN_BLOCK):  # bytes.find: memchr, in C
+        nul = blob[block:block + NUL_SCAN_BLOCK].tobytes().find(b"\x00")
+        if nul >= 0:
+            which = int(np.searchsorted(ends, block + nul, side="right"))
+            raise CorruptIndexError(f"{blob_file}: texts[{which}] contains a NUL character")
+    view = blob.data
+    try:
+        return [str(view[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist(),
+                                                         strict=True)]
+    except UnicodeDecodeError:
+        for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            try:
+                str(view[a:b], "utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorruptIndexError(f"{blob_file}: texts[{i}] is not UTF-8 ({exc.reason} "
+                                        f"at byte {exc.start})") from None
+        raise
 
 
 def _read_terms(file: Path, count: int, require_sorted: bool) -> list[str]:

@@ -22,6 +22,7 @@ from shared_core.store import (
     GRAPH_ARRAYS,
     MATRIX_PARTS,
     POINTER,
+    TEXT_ARRAYS,
     TOKEN_ARRAYS,
     CorruptIndexError,
     index_folder,
@@ -199,10 +200,26 @@ def test_tampered_npy_fails_the_checksum(saved: Path, version: Path) -> None:
 
 def test_tampered_json_fails_the_checksum(saved: Path, version: Path) -> None:
     chunks = json.loads((version / "chunks.json").read_text(encoding="utf-8"))
-    chunks["texts"][0] = "Something else entirely."
+    chunks["ids"][0] = "something-else"
     (version / "chunks.json").write_text(json.dumps(chunks), encoding="utf-8")
     with pytest.raises(CorruptIndexError, match="checksum"):
         load_index(saved, HashingEmbedder(DIM))
+
+
+def test_texts_are_saved_as_utf8_bytes_and_read_back_whole(tmp_path: Path) -> None:
+    texts = ["Ada Lovelace wrote the first program.", "Zoë's café served crème brûlée.",
+             "東京は日本の首都である。", "Emoji too: 🚀 launched."]
+    index = ConceptGraphIndex.from_texts(texts, ids=["a", "b", "c", "d"],
+                                         embedder=HashingEmbedder(DIM))
+    index.save(str(tmp_path / "idx"))
+    folder = index_folder(tmp_path / "idx")
+    blob = np.load(folder / "chunk_texts.npy", allow_pickle=False)
+    ends = np.load(folder / "chunk_text_ends.npy", allow_pickle=False)
+    assert blob.tobytes() == "".join(texts).encode("utf-8")
+    assert ends.tolist() == np.cumsum([len(t.encode("utf-8")) for t in texts]).tolist()
+    assert "texts" not in json.loads((folder / "chunks.json").read_text(encoding="utf-8"))
+    loaded = load_index(tmp_path / "idx", HashingEmbedder(DIM))
+    assert [loaded.get(i).text for i in "abcd"] == texts
 
 
 def test_missing_data_file(saved: Path, version: Path) -> None:
@@ -251,6 +268,7 @@ def test_files_hold_no_pickle(saved: Path, version: Path) -> None:
     matrices = {f"{name}_{part}": (dtype if part == "data" else np.int32, 1)
                 for name, (dtype, _) in DERIVED_MATRICES.items() if name != "unit_links"
                 for part in MATRIX_PARTS}
+    written.update(TEXT_ARRAYS)
     assert names == {f"{n}.npy" for n in {**written, **matrices}} | {
         "chunks.json", "terms.json", "manifest.json"}
     for name, (dtype, ndim) in {**written, **matrices}.items():

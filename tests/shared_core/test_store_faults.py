@@ -93,7 +93,10 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
     # chunks' counts, where units are sentence runs, only weigh selection's cost
     refused = {(o.file, o.mutation) for o in outcomes if o.outcome == "refused at use"}
     counts = "unit_tokens.npy" if config.unit_tokens else "tokens.npy"
-    assert refused == {(counts, "duplicate entries")}
+    # a text's byte changed: its vectors and term counts are the old text's, which the
+    # rules cannot tell, but its token count no longer matches and the first query that
+    # returns it refuses it (here one does)
+    assert refused == {(counts, "duplicate entries"), ("chunk_texts.npy", "duplicate entries")}
     assert all("load it with verify=True" in o.detail for o in outcomes
                if o.outcome == "refused at use")
     loaded = {(o.file, o.mutation) for o in outcomes if o.outcome == "loaded"}
@@ -138,8 +141,9 @@ def test_token_counts_cannot_be_forged(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("edit, rule", [
     (lambda c: c["ids"].__setitem__(0, 5), r"ids\[0\] must be a non-blank string"),
-    (lambda c: c["texts"].__setitem__(0, ["x"]), r"texts\[0\] must be a non-blank string"),
-    (lambda c: c["texts"].__setitem__(0, "bad \ud800 text"), r"texts\[0\] contains"),
+    (lambda c: c["texts"].__setitem__(0, "   "), r"texts\[0\] must be a non-blank string"),
+    (lambda c: c["texts"].__setitem__(0, ""), "every text has at least one byte"),
+    (lambda c: c["texts"].__setitem__(0, "bad \ud800 text"), r"texts\[0\] is not UTF-8"),
     (lambda c: c["texts"].__setitem__(2, "bad \x00 text"), r"texts\[2\] contains a NUL"),
     (lambda c: c["metadata"].__setitem__(0, "not an object"), r"metadata\[0\] must be an object"),
     (lambda c: c["ids"].reverse(), "ids must be in sorted order"),
@@ -150,11 +154,58 @@ def test_chunk_rules_name_the_file_and_rule(edit: object, rule: str, tmp_path: P
     build().save(str(saved))
     folder = index_folder(saved)
     chunks = json.loads((folder / "chunks.json").read_text(encoding="utf-8"))
+    chunks["texts"] = _saved_texts(folder)
     edit(chunks)  # type: ignore[operator]
+    # as an editor would write them: a lone surrogate as the bytes UTF-8 would give it
+    encoded = [t.encode("utf-8", "surrogatepass") for t in chunks.pop("texts")]
+    np.save(folder / "chunk_texts.npy", np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            allow_pickle=False)
+    np.save(folder / "chunk_text_ends.npy", np.cumsum([len(e) for e in encoded]),
+            allow_pickle=False)
     (folder / "chunks.json").write_text(json.dumps(chunks), encoding="utf-8")
-    rehash(folder, "chunks.json")
+    for name in ("chunks.json", "chunk_texts.npy", "chunk_text_ends.npy"):
+        rehash(folder, name)
     with pytest.raises(CorruptIndexError, match=rule):
         ConceptGraphIndex.load(str(saved), HashingEmbedder(DIM))
+
+
+def _texts_back_into_json(folder: Path) -> None:
+    """A fresh save rewritten as versions 1-4 kept its texts: in chunks.json (the
+    manifest lists the files as they are afterwards; its version is the caller's)."""
+    chunks = json.loads((folder / "chunks.json").read_text(encoding="utf-8"))
+    chunks["texts"] = _saved_texts(folder)
+    (folder / "chunks.json").write_text(json.dumps(chunks, ensure_ascii=False),
+                                        encoding="utf-8")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for name in ("chunk_texts.npy", "chunk_text_ends.npy"):
+        (folder / name).unlink()
+        del manifest["files"][name]
+    manifest["files"]["chunks.json"] = bytes_digest((folder / "chunks.json").read_bytes())
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_version_4_save_with_its_texts_in_json_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "idx"
+    index = build()
+    index.save(str(path))
+    folder = index_folder(path)
+    _texts_back_into_json(folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["version"] = 4
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    loaded = ConceptGraphIndex.load(str(path), HashingEmbedder(DIM))
+    assert results(loaded) == results(index)
+    assert [loaded.get(i).text for i in loaded.chunk_ids] == \
+        [index.get(i).text for i in index.chunk_ids]
+    loaded.save(str(path))  # the next save writes version 5
+    assert read_manifest(path)["version"] == 5
+    assert (index_folder(path) / "chunk_texts.npy").is_file()
+
+
+def _saved_texts(folder: Path) -> list[str]:
+    blob = np.load(folder / "chunk_texts.npy", allow_pickle=False).tobytes()
+    ends = np.load(folder / "chunk_text_ends.npy", allow_pickle=False).tolist()
+    return [blob[a:b].decode("utf-8") for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 # ------------------------------------------------------------------ saving
@@ -320,7 +371,7 @@ def test_a_save_lists_each_file_by_its_xxh3_128_checksum(tmp_path: Path) -> None
     path = tmp_path / "idx"
     build().save(str(path))
     manifest = read_manifest(path)
-    assert manifest["version"] == 4 and manifest["digest"] == "xxh3_128"
+    assert manifest["version"] == 5 and manifest["digest"] == "xxh3_128"
     folder = index_folder(path)
     assert manifest["files"] == {f.name: bytes_digest(f.read_bytes())
                                  for f in folder.iterdir() if f.name != "manifest.json"}
@@ -334,6 +385,7 @@ def test_a_version_3_save_with_sha256_checksums_still_loads_and_is_still_checked
     index = build()
     index.save(str(path))
     folder = index_folder(path)
+    _texts_back_into_json(folder)  # the layout before version 5
     manifest_path = folder / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     del manifest["digest"]  # version 3 as it was written: SHA-256, no algorithm named
