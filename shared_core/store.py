@@ -907,9 +907,9 @@ def _read_texts(folder: Path, count: int) -> list[str]:
     blob = _read_npy(blob_file, np.uint8, (None,), mapped=True)
     starts = np.zeros(count, dtype=np.int64)
     starts[1:] = ends[:-1]
-    _rule(ends_file, not count or (bool(np.all(ends > starts)) and int(ends[-1]) == len(blob)),
-          f"must increase strictly to the {len(blob)} bytes of chunk_texts.npy: every text "
-          "has at least one byte")
+    _rule(ends_file, bool(np.all(ends > starts)) and (int(ends[-1]) if count else 0)
+          == len(blob), f"must increase strictly to the {len(blob)} bytes of "
+          "chunk_texts.npy: every text has at least one byte, and no byte is in none")
     for block in range(0, len(blob), NUL_SCAN_BLOCK):  # bytes.find: memchr, in C
         nul = blob[block:block + NUL_SCAN_BLOCK].tobytes().find(b"\x00")
         if nul >= 0:

@@ -202,6 +202,19 @@ def test_a_version_4_save_with_its_texts_in_json_still_loads(tmp_path: Path) -> 
     assert (index_folder(path) / "chunk_texts.npy").is_file()
 
 
+def test_bytes_beyond_the_last_text_are_refused(tmp_path: Path) -> None:
+    for n in (5, 0):  # an empty index too: its text bytes must be none
+        saved = tmp_path / f"idx{n}"
+        index = build(n=n) if n else ConceptGraphIndex(HashingEmbedder(DIM))
+        index.save(str(saved))
+        folder = index_folder(saved)
+        blob = np.load(folder / "chunk_texts.npy", allow_pickle=False)
+        np.save(folder / "chunk_texts.npy", np.append(blob, np.uint8(65)), allow_pickle=False)
+        rehash(folder, "chunk_texts.npy")
+        with pytest.raises(CorruptIndexError, match="no byte is in none"):
+            ConceptGraphIndex.load(str(saved), HashingEmbedder(DIM))
+
+
 def _saved_texts(folder: Path) -> list[str]:
     blob = np.load(folder / "chunk_texts.npy", allow_pickle=False).tobytes()
     ends = np.load(folder / "chunk_text_ends.npy", allow_pickle=False).tolist()
