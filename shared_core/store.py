@@ -909,7 +909,7 @@ def _read_texts(folder: Path, count: int) -> list[str]:
     starts[1:] = ends[:-1]
     _rule(ends_file, bool(np.all(ends > starts)) and (int(ends[-1]) if count else 0)
           == len(blob), f"must increase strictly to the {len(blob)} bytes of "
-          "chunk_texts.npy: every text has at least one byte, and no byte is in none")
+          "chunk_texts.npy: every text has at least one byte, and every byte is in a text")
     for block in range(0, len(blob), NUL_SCAN_BLOCK):  # bytes.find: memchr, in C
         nul = blob[block:block + NUL_SCAN_BLOCK].tobytes().find(b"\x00")
         if nul >= 0:

@@ -211,7 +211,7 @@ def test_bytes_beyond_the_last_text_are_refused(tmp_path: Path) -> None:
         blob = np.load(folder / "chunk_texts.npy", allow_pickle=False)
         np.save(folder / "chunk_texts.npy", np.append(blob, np.uint8(65)), allow_pickle=False)
         rehash(folder, "chunk_texts.npy")
-        with pytest.raises(CorruptIndexError, match="no byte is in none"):
+        with pytest.raises(CorruptIndexError, match="every byte is in a text"):
             ConceptGraphIndex.load(str(saved), HashingEmbedder(DIM))
 
 
