@@ -239,21 +239,16 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
                    "graph_pair_edge": graph.edge, "graph_pair_margin": graph.margin}
         arrays.update({k: v for k, v in derived.items() if v is not None})
     matrix_index = _matrix_arrays(graph.matrices, arrays) if graph is not None else None
+    encoded = [text.encode("utf-8") for text in corpus.texts]
+    arrays["chunk_texts"] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    arrays["chunk_text_ends"] = np.cumsum([len(e) for e in encoded], dtype=np.int64)
     kinds = {**ARRAYS, **OPTIONAL_ARRAYS, **TOKEN_ARRAYS, **LEGACY_GRAPH_ARRAYS,
-             **GRAPH_ARRAYS, **DERIVED_ARRAYS}
+             **GRAPH_ARRAYS, **DERIVED_ARRAYS, **TEXT_ARRAYS}
     digests: dict[str, str] = {}
     for key, array in arrays.items():
         dtype = kinds[key][0] if key in kinds else array.dtype  # matrices: checked types
         with _new_file(folder / f"{key}.npy", file_mode) as fh:
             np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
-    encoded = [text.encode("utf-8") for text in corpus.texts]
-    text_arrays: dict[str, np.ndarray] = {
-        "chunk_texts": np.frombuffer(b"".join(encoded), dtype=np.uint8),
-        "chunk_text_ends": np.cumsum([len(e) for e in encoded], dtype=np.int64),
-    }
-    for key, text_array in text_arrays.items():
-        with _new_file(folder / f"{key}.npy", file_mode) as fh:
-            np.save(fh, text_array, allow_pickle=False)
     documents = {
         "chunks.json": {"ids": list(corpus.ids),
                         "metadata": [json.loads(m) for m in corpus.metadata]},
@@ -915,18 +910,14 @@ def _read_texts(folder: Path, count: int) -> list[str]:
         if nul >= 0:
             which = int(np.searchsorted(ends, block + nul, side="right"))
             raise CorruptIndexError(f"{blob_file}: texts[{which}] contains a NUL character")
-    view = blob.data
-    try:
-        return [str(view[a:b], "utf-8") for a, b in zip(starts.tolist(), ends.tolist(),
-                                                         strict=True)]
-    except UnicodeDecodeError:
-        for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
-            try:
-                str(view[a:b], "utf-8")
-            except UnicodeDecodeError as exc:
-                raise CorruptIndexError(f"{blob_file}: texts[{i}] is not UTF-8 ({exc.reason} "
-                                        f"at byte {exc.start})") from None
-        raise
+    view, texts = blob.data, []
+    for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        try:
+            texts.append(str(view[start:end], "utf-8"))
+        except UnicodeDecodeError as exc:
+            raise CorruptIndexError(f"{blob_file}: texts[{i}] is not UTF-8 ({exc.reason} "
+                                    f"at byte {exc.start})") from None
+    return texts
 
 
 def _read_terms(file: Path, count: int, require_sorted: bool) -> list[str]:

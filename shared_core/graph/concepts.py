@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .entries import entry_positions
+from .entries import entry_positions, kept_indptr
 
 
 def smoothed_idf(n_docs: int, df: np.ndarray) -> np.ndarray:
@@ -56,9 +56,7 @@ def top_n_per_row(scores: sp.csr_matrix, n: int) -> sp.csr_matrix:
         best = np.argsort(block, axis=1, kind="stable")[:, :n]
         keep[(scores.indptr[batch][:, None] + best).ravel()] = True
     keep &= scores.data > 0
-    kept_before = np.zeros(scores.nnz + 1, dtype=np.int64)
-    np.cumsum(keep, out=kept_before[1:])
-    indptr = kept_before[scores.indptr]
+    indptr = kept_indptr(scores.indptr, keep)
     return sp.csr_matrix((np.ones(int(indptr[-1]), dtype=np.float32), scores.indices[keep],
                           indptr), shape=scores.shape)
 

@@ -38,6 +38,14 @@ def compressed_entries(matrix: sp.csr_matrix | sp.csc_matrix,
     return matrix.indices[positions], owner
 
 
+def kept_indptr(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The ``indptr`` of a compressed matrix that keeps only the entries ``keep`` marks
+    (int64): each row's or column's kept entries counted by one running sum."""
+    kept_before = np.zeros(len(keep) + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    return kept_before[indptr]
+
+
 def column_subset(matrix: sp.csr_matrix, columns: np.ndarray, *,
                   positive: bool = False) -> sp.csr_matrix:
     """``matrix[:, columns]`` for sorted distinct ``columns`` (canonical CSR in, canonical
@@ -58,10 +66,8 @@ def column_subset(matrix: sp.csr_matrix, columns: np.ndarray, *,
     keep = new_column >= 0
     if positive:
         keep &= matrix.data > 0
-    kept_before = np.zeros(matrix.nnz + 1, dtype=np.int64)
-    np.cumsum(keep, out=kept_before[1:])
-    indptr = kept_before[matrix.indptr].astype(index)
-    data = (np.ones(int(kept_before[-1]), dtype=np.float32) if positive
+    indptr = kept_indptr(matrix.indptr, keep).astype(index)
+    data = (np.ones(int(indptr[-1]), dtype=np.float32) if positive
             else matrix.data[keep])
     return sp.csr_matrix((data, new_column[keep], indptr),
                          shape=(matrix.shape[0], len(columns)))

@@ -186,8 +186,7 @@ def _check_sentence_counts(corpus: CorpusState, config: ConceptGraphConfig,
     """Saved sentence links that fit their concepts' terms: each concept in as many
     sentences as its term (``contains``), or at most as many (``extracted``: only those
     in its linked chunks). One count over the terms, not the derivation it replaces."""
-    in_sentences = np.bincount(corpus.sentence_terms.indices,
-                               minlength=len(corpus.terms))[concept_terms]
+    in_sentences = sentence_counts(corpus.sentence_terms)[concept_terms]
     fits = (np.array_equal(counts, in_sentences) if config.concept_links == "contains"
             else bool(np.all(counts <= in_sentences)))
     if not fits:
