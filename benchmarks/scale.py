@@ -75,6 +75,9 @@ class HeapSampler:
         import threading
 
         self.peak_mb = 0.0
+        # the main thread's innermost frames when the peak was sampled: where it falls
+        self.peak_where: list[str] = []
+        self._main = threading.main_thread().ident
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -88,8 +91,16 @@ class HeapSampler:
         return 0.0
 
     def _run(self) -> None:
+        import sys
+        import traceback
+
         while not self._stop.is_set():
-            self.peak_mb = max(self.peak_mb, self.anonymous_mb())
+            now = self.anonymous_mb()
+            if now > self.peak_mb:
+                self.peak_mb = now
+                frame = sys._current_frames().get(self._main)  # type: ignore[arg-type]
+                self.peak_where = [f"{Path(f.filename).name}:{f.lineno} {f.name}"
+                                   for f in traceback.extract_stack(frame)[-6:]]
             self._stop.wait(0.05)
 
     def reset(self) -> float:
@@ -204,6 +215,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
     build = time.perf_counter() - start
     # the peak so far: the build's own (later steps hold a second index beside this one)
     build_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    build_peak_where = heap.peak_where
     build_peak_heap = heap.reset()
     heap_after_build = heap.anonymous_mb()
     refresh = add = delete = load_verified = None
@@ -298,6 +310,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         "heap_before_build_mb": round(heap_before_build, 1),
         "heap_after_build_mb": round(heap_after_build, 1),
         "build_peak_heap_mb": round(build_peak_heap, 1),
+        "build_peak_where": build_peak_where,
         "run_peak_heap_mb": round(heap.stop(), 1),
     }
 

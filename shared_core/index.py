@@ -190,28 +190,31 @@ class IndexState:
     def build(cls, corpus: CorpusState, config: ConceptGraphConfig,
               ann: VectorSearch | None = None, saved: SavedGraph | None = None,
               verify: bool = False,
-              vector_store: VectorStoreBackend | None = None) -> IndexState:
+              vector_store: VectorStoreBackend | None = None,
+              spill: VectorSpill | None = None) -> IndexState:
         """The state over ``corpus``, its graph derived, or restored from ``saved`` parts
         (which raises ``ValueError`` when they do not fit the chunks; ``verify``
         derives what they hold again and compares). ``vector_store``: an outside
-        engine that finds the vector candidates (``search.external``)."""
-        graph = (derive_graph(corpus, config, ann, vector_store) if saved is None
-                 else restore_graph(corpus, config, saved, ann, verify, vector_store))
+        engine that finds the vector candidates (``search.external``); ``spill``:
+        where a newly built approximate index is mapped from."""
+        graph = (derive_graph(corpus, config, ann, vector_store, spill) if saved is None
+                 else restore_graph(corpus, config, saved, ann, verify, vector_store, spill))
         return cls(config, corpus, graph, vector_store)
 
     def stored_rows(self) -> StoredRows:
         """The vector rows an outside store holds for this state (see ``search.external``)."""
         return StoredRows.of(self.corpus, self.graph.unit_vectors)
 
-    def updated(self, corpus: CorpusState) -> IndexState:
+    def updated(self, corpus: CorpusState, spill: VectorSpill | None = None) -> IndexState:
         """The state over ``corpus`` (this one's chunks after an add or delete).
 
         The graph is refreshed from this state's, not derived again: equal to a
         full derivation (``shared_core.state.refresh``), at a fraction of its cost.
+        ``spill``: where a new or grown approximate index is mapped from.
         """
         return IndexState(self.config, corpus,
                           refresh_graph(self.corpus, self.graph, corpus, self.config,
-                                        vector_store=self.vector_store),
+                                        vector_store=self.vector_store, spill=spill),
                           self.vector_store)
 
 
@@ -320,7 +323,8 @@ class ConceptGraphIndex:
             _check_vector_store(vector_store)
             ann = None
         try:
-            state = IndexState.build(corpus, index.config, ann, saved, verify, vector_store)
+            state = IndexState.build(corpus, index.config, ann, saved, verify, vector_store,
+                                     vector_spill)
         except ValueError as exc:
             if saved is None or source is None:
                 raise
@@ -372,7 +376,8 @@ class ConceptGraphIndex:
         index = ConceptGraphIndex(self._embedder, config, vector_spill=self._spill)
         graph_changed = any(getattr(config, k) != getattr(state.config, k) for k in GRAPH_KNOBS)
         store = state.vector_store
-        index._state = (IndexState.build(corpus, config, vector_store=store) if graph_changed
+        index._state = (IndexState.build(corpus, config, vector_store=store, spill=self._spill)
+                        if graph_changed
                         else IndexState(config, corpus, state.graph, store))
         if store is not None and index._state.stored_rows().kind != state.stored_rows().kind:
             raise ValueError(
@@ -545,7 +550,7 @@ class ConceptGraphIndex:
             if parts:
                 merged = merge_many([corpus, *parts], self._spill)
                 del parts  # their vectors (a spilled log, maybe) are merged: let them go
-                self._publish(state, state.updated(merged), rewritten)
+                self._publish(state, state.updated(merged, self._spill), rewritten)
             elif updates:  # metadata only: the derived graph does not change
                 self._publish(state, IndexState(cfg, corpus, state.graph, state.vector_store),
                               rewritten)
@@ -569,7 +574,7 @@ class ConceptGraphIndex:
             if not doomed:
                 return
             keep = np.flatnonzero([cid not in doomed for cid in corpus.ids])
-            self._publish(state, state.updated(take(corpus, keep, self._spill)))
+            self._publish(state, state.updated(take(corpus, keep, self._spill), self._spill))
 
     @staticmethod
     def _check_ids(texts: list[str], ids: Sequence[str] | None, start: int = 0) -> list[str]:

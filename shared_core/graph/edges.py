@@ -142,8 +142,8 @@ def strong_pairs_of(source: np.ndarray, target: np.ndarray, count: np.ndarray,
                     vectors: np.ndarray, theta_sem: float) -> StrongPairs:
     """Pairs given in (source, target) order, with their cosine decisions computed exactly."""
     edge, margin = cosine_decisions(vectors, source, target, theta_sem)
-    return StrongPairs(source.astype(np.int32), target.astype(np.int32),
-                       count.astype(np.int32), edge, margin)
+    return StrongPairs(source.astype(np.int32, copy=False), target.astype(np.int32, copy=False),
+                       count.astype(np.int32, copy=False), edge, margin)
 
 
 def strong_pairs(chunk_links: sp.csr_matrix, vectors: np.ndarray, theta_co: int,
@@ -160,7 +160,12 @@ def strong_pairs(chunk_links: sp.csr_matrix, vectors: np.ndarray, theta_co: int,
 
 def strong_cooccurrence(chunk_links: sp.csr_matrix, theta_co: int,
                         block: int = COOCCURRENCE_BLOCK) -> tuple[np.ndarray, ...]:
-    """(source, target, Co) of the pairs source < target with Co >= ``theta_co``, in order."""
+    """(source, target, Co) of the pairs source < target with Co >= ``theta_co``, in order.
+
+    int32 throughout: tens of millions of pairs at a million passages, whose int64
+    parts and their concatenation had been the largest allocation before the vector
+    index's (RESULTS.md, Scale).
+    """
     links = presence(chunk_links)
     by_concept = links.T.tocsr()  # (concepts x chunks): a block of its rows is a block of concepts
     # row i of the product costs the chunk degrees of concept i's chunks
@@ -170,11 +175,12 @@ def strong_cooccurrence(chunk_links: sp.csr_matrix, theta_co: int,
     for low, high in itertools.pairwise(bounds.tolist()):
         co = sp.csr_matrix(by_concept[low:high] @ links)
         co.sort_indices()  # then each row's targets come out ascending
-        rows = np.repeat(np.arange(low, high, dtype=np.int64), np.diff(co.indptr))
+        rows = np.repeat(np.arange(low, high, dtype=np.int32), np.diff(co.indptr))
         keep = (co.indices > rows) & (co.data >= theta_co)
-        parts.append((rows[keep], co.indices[keep].astype(np.int64), co.data[keep]))
+        parts.append((rows[keep], co.indices[keep].astype(np.int32),
+                      co.data[keep].astype(np.int32)))
     if not parts:
-        return tuple(np.zeros(0, dtype=np.int64) for _ in range(3))
+        return tuple(np.zeros(0, dtype=np.int32) for _ in range(3))
     return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 
@@ -241,7 +247,11 @@ def cosine_decisions(vectors: np.ndarray, src: np.ndarray, dst: np.ndarray,
     never overstates the distance to the threshold.
     """
     cos = pair_cosines(vectors, src, dst)
-    return cos >= theta_sem, _toward_zero(cos.astype(np.float64) - float(theta_sem))
+    margin = np.empty(len(cos), dtype=np.float32)
+    for start in range(0, len(cos), RECHECK_BLOCK):  # float64 temporaries of 8 MB, not 1 GB
+        block = slice(start, start + RECHECK_BLOCK)
+        margin[block] = _toward_zero(cos[block].astype(np.float64) - float(theta_sem))
+    return cos >= theta_sem, margin
 
 
 def _toward_zero(values: np.ndarray) -> np.ndarray:

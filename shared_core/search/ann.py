@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -102,6 +102,35 @@ class HnswVectorIndex:
         found = rows[0] >= 0  # faiss pads with -1 when it finds fewer than k
         return rows[0][found].astype(np.int64), scores[0][found].astype(np.float32)
 
+    def code_bytes(self) -> int:
+        """Bytes of its quantised vectors: what mapping it takes off the heap."""
+        return len(self) * int(self.index.d)
+
+    def mapped_through(self, file: IO[bytes]) -> HnswVectorIndex:
+        """This index written to ``file`` (an open temporary file, unlinked) and mapped
+        back read-only, as a loaded index is: its quantised codes (a byte a dimension,
+        1.7 GB at a million passages) become page cache instead of heap.
+
+        faiss maps a file by name, so this needs ``/proc/self/fd`` (Linux); elsewhere
+        the index stays as it is. ``file`` may be closed afterwards: the copy holds a
+        descriptor of its own, which :meth:`with_rows` reads from.
+        """
+        name = f"/proc/self/fd/{file.fileno()}"
+        if not os.path.exists(name):  # pragma: no cover - not Linux
+            return self
+        faiss = _faiss()
+        faiss.write_index(self.index, faiss.PyCallbackIOWriter(file.write))
+        file.flush()
+        index = faiss.read_index(name, faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
+        return HnswVectorIndex._holding(index, os.dup(file.fileno()))
+
+    @classmethod
+    def _holding(cls, index: Any, source: int) -> HnswVectorIndex:
+        """``index``, which maps the file open as ``source``; closes it with the index."""
+        held = cls(index, source)
+        weakref.finalize(held, os.close, source)
+        return held
+
     def save(self, path: Path) -> None:
         """Write the graph and its quantised vectors (faiss's own binary format)."""
         _faiss().write_index(self.index, str(path))
@@ -124,10 +153,7 @@ class HnswVectorIndex:
         if (index.ntotal, index.d) != (rows, dim):
             raise ValueError(f"{path} holds {index.ntotal} vectors of {index.d} dimensions; "
                              f"the index has {rows} of {dim}")
-        source = os.open(path, os.O_RDONLY)
-        loaded = cls(index, source)
-        weakref.finalize(loaded, os.close, source)
-        return loaded
+        return cls._holding(index, os.open(path, os.O_RDONLY))
 
 
 def _reader_at(source: int) -> Callable[[int], bytes]:

@@ -9,7 +9,8 @@ state it comes from, so readers can hold one while a writer builds the next.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -36,6 +37,7 @@ from ..search.vector_index import VectorIndex
 from ..search.walk import WalkGraph
 from ..text.sentences import segment_matrix
 from .corpus import CorpusState
+from .spill import VectorSpill, spilled_arrays
 
 # vector_index="auto": below this many vectors, an exact scan. Measured on an idle
 # machine (benchmarks/RESULTS.md, scale issue, fifth round): query p50 exact / HNSW
@@ -158,23 +160,46 @@ def link_concepts(corpus: CorpusState, config: ConceptGraphConfig,
 
 def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
                  ann: VectorSearch | None = None,
-                 vector_store: VectorStoreBackend | None = None) -> DerivedGraph:
+                 vector_store: VectorStoreBackend | None = None,
+                 spill: VectorSpill | None = None) -> DerivedGraph:
     """Concepts, graph and unit views of ``corpus`` under ``config``'s graph knobs.
 
     ``ann`` is an approximate vector index built earlier over the same vectors
     (one saved with the index); it is used when it indexes as many vectors.
     ``vector_store``: an outside engine that holds the vectors and finds candidates
-    instead (it must hold this corpus's rows; see ``search.external``).
+    instead (it must hold this corpus's rows; see ``search.external``). ``spill``:
+    where a newly built approximate index is mapped from (:func:`spilled_search`).
     """
+    # the vector index first, while the heap holds only the chunks: its build is the
+    # largest allocation, and once spilled only its graph links stay on the heap
+    unit_vectors = unit_vectors_of(corpus, config)
+    search = vector_search_index(config, corpus, unit_vectors, ann, vector_store, spill)
     found = link_concepts(corpus, config)
     vectors, sentence_counts = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
-    pairs = strong_pairs(found.links, vectors, config.theta_co, config.theta_sem)
+    pairs = spilled_fields(strong_pairs(found.links, vectors, config.theta_co, config.theta_sem),
+                           spill)
     links_csc = found.links.tocsc()
-    edges = edges_of(pairs, chunk_counts(links_csc))
-    unit_vectors = unit_vectors_of(corpus, config)
-    search = vector_search_index(config, corpus, unit_vectors, ann, vector_store)
+    edges = spilled_fields(edges_of(pairs, chunk_counts(links_csc)), spill)
     return assemble_graph(corpus, config, found, vectors, sentence_counts, edges, pairs,
-                          unit_vectors, search, links_csc=links_csc)
+                          unit_vectors, search, links_csc=links_csc, spill=spill)
+
+
+Arrays = TypeVar("Arrays", StrongPairs, ConceptEdges)
+
+
+def spilled_fields(value: Arrays, spill: VectorSpill | None) -> Arrays:
+    """``value`` (a dataclass of arrays) with its arrays in one spill file, when together
+    they are large enough to spill: the concept pairs and edges, a gigabyte at a
+    million passages, then sit in the page cache as a loaded index's do."""
+    return type(value)(*spilled_arrays([getattr(value, f.name) for f in fields(value)], spill))
+
+
+def spilled_csr(matrix: sp.csr_matrix, spill: VectorSpill | None) -> sp.csr_matrix:
+    """``matrix`` with its arrays in one spill file when large enough (see spilled_fields)."""
+    data, indices, indptr = spilled_arrays([matrix.data, matrix.indices, matrix.indptr], spill)
+    if data is matrix.data:
+        return matrix
+    return sp.csr_matrix((data, indices, indptr), shape=matrix.shape, copy=False)
 
 
 def unit_vectors_of(corpus: CorpusState, config: ConceptGraphConfig) -> np.ndarray | None:
@@ -248,15 +273,20 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
                    search: VectorSearch | None, rank: np.ndarray | None = None,
                    links_csc: sp.csc_matrix | None = None,
                    weighted: sp.csr_matrix | None = None,
-                   saved: GraphMatrices | None = None) -> DerivedGraph:
+                   saved: GraphMatrices | None = None,
+                   spill: VectorSpill | None = None) -> DerivedGraph:
     """The graph from its concepts, vectors and edges: adjacency, PageRank (unless
     given, e.g. a checked saved one), unit views. ``links_csc``: ``found.links``
     column-major, and ``weighted``: the edges' weighted adjacency, when the caller
-    has them already; ``saved``: the units' links and BM25 weights read from a save."""
+    has them already; ``saved``: the units' links and BM25 weights read from a save;
+    ``spill``: where an adjacency made here goes (:func:`spilled_csr`)."""
     cfg = config
     links, concept_terms = found.links, found.concept_terms
-    adj = adjacency(edges, len(concept_terms), weighted=True) if weighted is None else weighted
-    rank_adj = adj if cfg.pagerank_weighted else adjacency(edges, len(concept_terms), False)
+    adj = (spilled_csr(adjacency(edges, len(concept_terms), weighted=True), spill)
+           if weighted is None else weighted)
+    # unweighted, it has the same entries (every Dice weight is positive): its structure
+    rank_adj = adj if cfg.pagerank_weighted else sp.csr_matrix(
+        (np.ones(adj.nnz), adj.indices, adj.indptr), shape=adj.shape, copy=False)
     unit_offsets = corpus.unit_offsets()
     unit_links, unit_tokens, unit_bm25 = unit_views(corpus, found, saved)
     names = corpus.terms
@@ -324,13 +354,15 @@ def uses_ann(config: ConceptGraphConfig, rows: int) -> bool:
 def vector_search_index(config: ConceptGraphConfig, corpus: CorpusState,
                          unit_vectors: np.ndarray | None,
                          built: VectorSearch | None,
-                         vector_store: VectorStoreBackend | None = None) -> VectorSearch | None:
+                         vector_store: VectorStoreBackend | None = None,
+                         spill: VectorSpill | None = None) -> VectorSearch | None:
     """The approximate index over what unit similarity is made of, or None for exact.
 
     Units with their own vectors are indexed directly; otherwise a unit's
     similarity is its best sentence's, and the sentences are indexed. ``built``
     (a saved index over the same rows) is used when it holds as many rows. An
-    outside ``vector_store`` is used whatever the size: the user chose it.
+    outside ``vector_store`` is used whatever the size: the user chose it. A new
+    index goes through ``spill`` (:func:`spilled_search`).
     """
     rows = corpus.sentence_vectors if unit_vectors is None else unit_vectors
     if vector_store is not None:
@@ -342,4 +374,18 @@ def vector_search_index(config: ConceptGraphConfig, corpus: CorpusState,
         return built
     from ..search.ann import HnswVectorIndex
 
-    return VectorSearch(HnswVectorIndex.build(rows), np.arange(len(rows)))
+    return spilled_search(VectorSearch(HnswVectorIndex.build(rows), np.arange(len(rows))), spill)
+
+
+def spilled_search(search: VectorSearch, spill: VectorSpill | None) -> VectorSearch:
+    """``search`` with a newly built or grown HNSW index mapped from a spill file when
+    its codes are large enough to spill, as a loaded index maps its saved file: the
+    heap then holds only its graph links (at a million passages, 1.7 GB less)."""
+    from ..search.ann import HnswVectorIndex
+
+    index = search.index
+    if (spill is None or not isinstance(index, HnswVectorIndex)
+            or not spill.spills(index.code_bytes())):
+        return search
+    with spill.temporary_file() as file:
+        return VectorSearch(index.mapped_through(file), search.rows)

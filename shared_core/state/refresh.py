@@ -49,10 +49,13 @@ from .derived import (
     derive_graph,
     link_concepts,
     segment_means,
+    spilled_fields,
+    spilled_search,
     unit_vectors_of,
     uses_ann,
     vector_search_index,
 )
+from .spill import VectorSpill
 
 # Past this share of dead rows, an approximate index is rebuilt rather than appended to.
 MAX_DEAD_ROWS = 0.2
@@ -99,7 +102,8 @@ def _moved_runs(before_offsets: np.ndarray, after_offsets: np.ndarray,
 def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
                   config: ConceptGraphConfig,
                   max_changed: float = MAX_CHANGED_CHUNKS,
-                  vector_store: VectorStoreBackend | None = None) -> DerivedGraph:
+                  vector_store: VectorStoreBackend | None = None,
+                  spill: VectorSpill | None = None) -> DerivedGraph:
     """``derive_graph(after, config)``, computed from ``graph`` (derived from ``before``).
 
     ``graph`` must have been derived under the same graph knobs. A full
@@ -107,26 +111,29 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
     ``max_changed`` of ``after``'s chunks were added or deleted, or when ``graph``
     has no strong pairs: one restored from a save that kept only its edges (made
     before strong pairs were saved) lacks the counts of the pairs below
-    theta_sem, so its first refresh derives the graph whole.
+    theta_sem, so its first refresh derives the graph whole. ``spill``: where a new
+    or grown approximate index is mapped from.
     """
     moves = chunk_moves(before, after)
     changed_chunks = moves.added_chunks + int((moves.chunk < 0).sum())
     if (graph.pairs is None or not len(before) or not len(after)
             or changed_chunks > max_changed * len(after)):
-        return derive_graph(after, config, vector_store=vector_store)
+        return derive_graph(after, config, vector_store=vector_store, spill=spill)
+    # the vector index first, as a derivation does: its copy is the largest allocation
+    unit_vectors = _refreshed_unit_vectors(graph, after, config, moves)
+    search = (_refreshed_search(graph, after, config, unit_vectors, moves, spill)
+              if vector_store is None
+              else vector_search_index(config, after, unit_vectors, None, vector_store))
     found = link_concepts(after, config)
     concepts = _concept_changes(graph, after, found, moves)
     vectors, counts, drift = _refreshed_vectors(graph, after, found, concepts)
     links_csc = found.links.tocsc()
     pairs, _ = refreshed_pairs(graph.pairs, concepts, _link_changes(found.links, concepts),
                                links_csc, graph.concept_chunk_counts, vectors, drift, config)
-    edges = edges_of(pairs, chunk_counts(links_csc))
-    unit_vectors = _refreshed_unit_vectors(graph, after, config, moves)
-    search = (_refreshed_search(graph, after, config, unit_vectors, moves)
-              if vector_store is None
-              else vector_search_index(config, after, unit_vectors, None, vector_store))
+    pairs = spilled_fields(pairs, spill)
+    edges = spilled_fields(edges_of(pairs, chunk_counts(links_csc)), spill)
     return assemble_graph(after, config, found, vectors, counts, edges, pairs, unit_vectors,
-                          search, links_csc=links_csc)
+                          search, links_csc=links_csc, spill=spill)
 
 
 @dataclass(frozen=True, eq=False)
@@ -349,7 +356,8 @@ def _refreshed_unit_vectors(graph: DerivedGraph, after: CorpusState,
 
 
 def _refreshed_search(graph: DerivedGraph, after: CorpusState, config: ConceptGraphConfig,
-                      unit_vectors: np.ndarray | None, moves: ChunkMoves) -> VectorSearch | None:
+                      unit_vectors: np.ndarray | None, moves: ChunkMoves,
+                      spill: VectorSpill | None = None) -> VectorSearch | None:
     """The approximate index with deleted rows marked dead and new rows appended.
 
     Rebuilt when it did not exist, when the indexed vectors changed kind, or
@@ -364,13 +372,17 @@ def _refreshed_search(graph: DerivedGraph, after: CorpusState, config: ConceptGr
     index, old_rows = graph.ann, graph.ann_rows
     if not isinstance(index, HnswVectorIndex) or old_rows is None or old_rows.max(
             initial=-1) >= len(moved):
-        return VectorSearch(HnswVectorIndex.build(vectors), np.arange(len(vectors)))
+        return spilled_search(VectorSearch(HnswVectorIndex.build(vectors),
+                                           np.arange(len(vectors))), spill)
     rows = np.where(old_rows >= 0, moved[np.maximum(old_rows, 0)], -1)
     present = np.zeros(len(vectors), dtype=bool)
     present[rows[rows >= 0]] = True
     missing = np.flatnonzero(~present)
     dead = int((rows < 0).sum())
     if dead > MAX_DEAD_ROWS * (len(rows) + len(missing)):
-        return VectorSearch(HnswVectorIndex.build(vectors), np.arange(len(vectors)))
-    grown = index.with_rows(vectors[missing]) if len(missing) else index
-    return VectorSearch(grown, np.concatenate([rows, missing]))
+        return spilled_search(VectorSearch(HnswVectorIndex.build(vectors),
+                                           np.arange(len(vectors))), spill)
+    if not len(missing):
+        return VectorSearch(index, np.concatenate([rows, missing]))
+    return spilled_search(VectorSearch(index.with_rows(vectors[missing]),
+                                       np.concatenate([rows, missing])), spill)

@@ -69,6 +69,7 @@ from .derived import (
     unit_views,
     vector_search_index,
 )
+from .spill import VectorSpill
 
 # L1 distance a saved PageRank may move in one more power step, per concept: ten times
 # the per-node tolerance PageRank stops at
@@ -117,11 +118,13 @@ def saved_parts(graph: DerivedGraph) -> SavedGraph:
 
 def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedGraph,
                   ann: VectorSearch | None = None, verify: bool = False,
-                  vector_store: VectorStoreBackend | None = None) -> DerivedGraph:
+                  vector_store: VectorStoreBackend | None = None,
+                  spill: VectorSpill | None = None) -> DerivedGraph:
     """The graph of ``corpus`` with its saved parts; ValueError if they disagree.
 
     ``verify`` derives the concepts, vectors and cosine decisions again even
-    where the save holds them, and refuses stored ones that differ.
+    where the save holds them, and refuses stored ones that differ. ``spill``:
+    where an approximate index built here (none was saved) is mapped from.
     """
     stored_terms = saved.concept_terms
     if stored_terms is not None:
@@ -174,7 +177,7 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
         raise ValueError("the saved PageRank is not the PageRank of the saved "
                          f"{'pairs' if saved.strong else 'edges'}")
     unit_vectors = unit_vectors_of(corpus, config)
-    search = vector_search_index(config, corpus, unit_vectors, ann, vector_store)
+    search = vector_search_index(config, corpus, unit_vectors, ann, vector_store, spill)
     return assemble_graph(corpus, config, found, vectors, counts, edges, pairs, unit_vectors,
                           search, rank=rank, links_csc=links_csc,
                           weighted=rank_adj if config.pagerank_weighted else None,

@@ -60,7 +60,9 @@ class VectorSpill:
         """An append-only log for batches of rows that arrive one at a time."""
         return RowLog(self)
 
-    def _open(self) -> IO[bytes]:
+    def temporary_file(self) -> IO[bytes]:
+        """A new file in ``folder``, already unlinked: it holds no name there and is
+        freed with the last mapping of it, however the process ends."""
         return tempfile.TemporaryFile(dir=self.folder, prefix="conceptgraph-vectors-")
 
 
@@ -86,7 +88,7 @@ class RowLog:
 
     def append(self, rows: np.ndarray) -> None:
         if self._file is None and self._spill.spills(self._held_bytes + rows.nbytes):
-            self._file = self._spill._open()
+            self._file = self._spill.temporary_file()
             held, self._held = self._held, []
             for earlier in held:
                 assert isinstance(earlier, np.ndarray)
@@ -124,6 +126,29 @@ class RowLog:
         self._held.clear()
 
 
+def spilled_arrays(arrays: Sequence[np.ndarray], spill: VectorSpill | None,
+                   ) -> list[np.ndarray]:
+    """``arrays`` as read-only views of one spill file, when together they are large
+    enough to spill; otherwise the arrays themselves.
+
+    For the large arrays a build or an update keeps after it (the concept pairs, the
+    adjacency): a loaded index maps them from its folder, and a built one then holds
+    them the same way. Each starts at a multiple of 64 bytes, so every view is aligned.
+    """
+    sizes = [int(a.nbytes) for a in arrays]
+    starts = np.cumsum([0, *(-(-size // 64) * 64 for size in sizes)]).tolist()
+    if spill is None or not spill.spills(sum(sizes)):
+        return list(arrays)
+    with spill.temporary_file() as file:
+        for array, start in zip(arrays, starts[:-1], strict=True):
+            file.seek(start)
+            file.write(np.ascontiguousarray(array).data.cast("B"))
+        file.truncate(starts[-1])  # the last one's padding, so the mapping spans it
+        mapped = _mapped(file, starts[-1])
+    return [mapped[start:start + size].view(a.dtype).reshape(a.shape)
+            for a, start, size in zip(arrays, starts[:-1], sizes, strict=True)]
+
+
 def _mapped(file: IO[bytes], nbytes: int) -> np.ndarray:
     """The first ``nbytes`` of ``file`` mapped read-only (as bytes); closes the file,
     whose mapping keeps it alive."""
@@ -156,7 +181,7 @@ def gather_rows(parts: Sequence[np.ndarray], index: np.ndarray, dim: int,
             rows = index[a:a + GATHER_BLOCK]
             _gather_block(parts, bases, rows, out[a:a + len(rows)])
         return out
-    with spill._open() as file:
+    with spill.temporary_file() as file:
         buffer = np.empty((min(GATHER_BLOCK, len(index)), dim), dtype=dtype)
         for a in blocks:
             rows = index[a:a + GATHER_BLOCK]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.search.ann import FILE_NAME, ROWS_FILE_NAME, HnswVectorIndex
 from shared_core.search.candidates import GatheredUnits
 from shared_core.state import derived
+from shared_core.state.spill import VectorSpill
 from shared_core.store import CorruptIndexError, bytes_digest, index_folder
 from tests.shared_core.test_store import TEXTS
 
@@ -239,6 +242,49 @@ def test_a_built_index_grows_a_copy_and_keeps_its_own_rows() -> None:
     assert before[0].tolist() == after[0].tolist()
     rows, _ = grown.search(vectors[-1], 1)
     assert rows.tolist() == [len(TEXTS) - 1]
+
+
+def mapped_from(folder: Path) -> int:
+    """How many of this process's mappings view an unlinked file made in ``folder``."""
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        return sum(1 for line in maps if str(folder) in line and line.rstrip().endswith(
+            "(deleted)"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="faiss maps by /proc name")
+def test_a_built_hnsw_index_past_the_spill_threshold_is_mapped_from_an_unlinked_file(
+        tmp_path: Path) -> None:
+    """Its codes leave the heap as a loaded index's do; search, growth and retrieval are
+    the heap index's, and the folder keeps no name."""
+    new_text = "Grace Hopper wrote the first compiler in 1952."
+    config = ConceptGraphConfig(vector_index="hnsw")
+    kept = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM), config=config,
+                                        vector_spill=VectorSpill(tmp_path, min_bytes=10**9))
+    assert kept.state.graph.ann.source is None  # type: ignore[union-attr]
+    assert mapped_from(tmp_path) == 0  # under the threshold, on the heap
+    spilled = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM), config=config,
+                                           vector_spill=VectorSpill(tmp_path, min_bytes=0))
+    heap = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM), config=config,
+                                        vector_spill=None)
+    ann = spilled.state.graph.ann
+    assert isinstance(ann, HnswVectorIndex) and ann.source is not None
+    assert heap.state.graph.ann.source is None  # type: ignore[union-attr]
+    # the vectors' file and the index's own, each mapped from a file without a name
+    assert mapped_from(tmp_path) >= 2 and os.listdir(tmp_path) == []
+    query = HashingEmbedder(DIM).embed(QUERIES)[0]
+    assert [r.tolist() for r in ann.search(query, 4)] == [
+        r.tolist() for r in heap.state.graph.ann.search(query, 4)]  # type: ignore[union-attr]
+    assert contexts(spilled) == contexts(heap)
+    for index in (spilled, heap):
+        index.add([new_text])
+    grown = spilled.state.graph.ann
+    assert isinstance(grown, HnswVectorIndex) and grown.source is not None
+    assert len(grown) == len(ann) + 1 and contexts(spilled) == contexts(heap)
+    del spilled, ann, grown, kept, heap
+    import gc
+
+    gc.collect()
+    assert mapped_from(tmp_path) == 0  # freed with the last index viewing them
 
 
 def test_the_rank_sample_is_gathered_once_per_graph_and_ranks_as_gathered_afresh(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from benchmarks.faults import FailOnCall
 from shared_core.embeddings import EMBED_BATCH, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
-from shared_core.state.spill import VectorSpill, gather_rows
+from shared_core.state.spill import VectorSpill, gather_rows, spilled_arrays
 from tests.shared_core.test_index_state import CONFIGS, DIM, POOL, assert_same_index, ids_for
 
 
@@ -55,6 +55,22 @@ def test_a_row_log_under_the_threshold_hands_back_the_arrays_themselves(tmp_path
     batch = np.ones((2, 4), dtype=np.float32)
     log.append(batch)
     assert log.views()[0] is batch
+
+
+def test_spilled_arrays_share_one_file_each_aligned_and_read_only(tmp_path: Path) -> None:
+    arrays = [np.arange(5, dtype=np.int32), np.array([True, False, True]),
+              np.linspace(0, 1, 7), np.zeros(0, dtype=np.float32)]  # 20 + 3 + 56 + 0 bytes
+    out = spilled_arrays(arrays, VectorSpill(tmp_path, min_bytes=79))  # at the threshold
+    for array, view in zip(arrays, out, strict=True):
+        assert view.dtype == array.dtype and view.tolist() == array.tolist()
+        assert mapped(view) and not view.flags.writeable
+    # each starts at a multiple of 64 bytes of one mapping: 0, 64, 128
+    base = out[0].ctypes.data
+    assert [v.ctypes.data - base for v in out[:3]] == [0, 64, 128] and base % 64 == 0
+    kept = spilled_arrays(arrays, VectorSpill(tmp_path, min_bytes=80))  # one byte short
+    assert all(k is a for k, a in zip(kept, arrays, strict=True))
+    assert all(k is a for k, a in zip(spilled_arrays(arrays, None), arrays, strict=True))
+    assert os.listdir(tmp_path) == []
 
 
 @settings(max_examples=60, deadline=None)
@@ -101,6 +117,16 @@ def test_the_index_refuses_what_is_not_a_spill() -> None:
 
 
 # ------------------------------------------------------------------ an index over spilled rows
+def assert_graph_arrays_mapped(index: ConceptGraphIndex, expected: bool) -> None:
+    """The concept pairs, edges and adjacency: mapped from a spill file, or on the heap."""
+    graph = index.state.graph
+    assert graph.pairs is not None and len(graph.edges) > 0
+    arrays = [graph.pairs.source, graph.pairs.count, graph.pairs.edge, graph.pairs.margin,
+              graph.edges.target, graph.edges.dice, graph.adjacency.data,
+              graph.adjacency.indices, graph.adjacency.indptr]
+    assert [mapped(a) for a in arrays] == [expected] * len(arrays)
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_a_spilled_index_is_the_heap_index_through_adds_and_deletes(name: str,
                                                                     tmp_path: Path) -> None:
@@ -116,6 +142,8 @@ def test_a_spilled_index_is_the_heap_index_through_adds_and_deletes(name: str,
     assert mapped(corpus.sentence_vectors)
     assert corpus.unit_vectors is None or mapped(corpus.unit_vectors)
     assert not mapped(heap.state.corpus.sentence_vectors)
+    assert_graph_arrays_mapped(spilled, True)
+    assert_graph_arrays_mapped(heap, False)
     assert np.array_equal(corpus.sentence_vectors, heap.state.corpus.sentence_vectors)
     assert_same_index(spilled, heap)
     # the rest interleaves with what is there; then a delete
@@ -123,6 +151,7 @@ def test_a_spilled_index_is_the_heap_index_through_adds_and_deletes(name: str,
         index.add(POOL[::-1][7:], ids=ids_for(POOL[::-1][7:]))
         index.delete(ids_for(POOL[1:3]))
     assert mapped(spilled.state.corpus.sentence_vectors)
+    assert_graph_arrays_mapped(spilled, True)  # a refresh spills what it makes too
     assert_same_index(spilled, heap)
     spilled.save(str(tmp_path / "saved"))
     assert sorted(os.listdir(tmp_path)) == ["saved"]  # the spill left no files behind
