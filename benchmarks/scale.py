@@ -101,6 +101,8 @@ class HeapSampler:
                 frame = sys._current_frames().get(self._main)  # type: ignore[arg-type]
                 self.peak_where = [f"{Path(f.filename).name}:{f.lineno} {f.name}"
                                    for f in traceback.extract_stack(frame)[-6:]]
+                # a frame held here would keep its locals (and its callers') alive
+                del frame
             self._stop.wait(0.05)
 
     def reset(self) -> float:

@@ -27,7 +27,7 @@ from benchmarks.scale import passages, sentence_pool
 # each field's part of the cost model (benchmarks/results/NOTES.md, past one machine)
 GROUPS = {
     "sentence vectors": ["corpus.sentence_vectors", "corpus.unit_vectors", "graph.unit_vectors"],
-    "concept pairs, edges, adjacency": ["graph.pairs", "graph.edges", "graph.adjacency"],
+    "concept pairs, edges, adjacency": ["graph.pairs", "graph.edge_list", "graph.adjacency"],
     "texts, ids, positions, spans": ["corpus.texts", "corpus.ids", "corpus.position",
                                      "corpus.metadata", "corpus.sentence_spans",
                                      "corpus.sentence_offsets", "corpus.tokens",

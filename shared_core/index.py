@@ -668,7 +668,7 @@ class ConceptGraphIndex:
         n_concepts = len(graph.concepts)
         degree = np.diff(graph.adjacency.indptr)
         warnings: list[str] = []
-        if n_concepts >= 2 and len(graph.edges) == 0:
+        if n_concepts >= 2 and graph.edge_count == 0:
             # every pair sharing a chunk, whatever its cosine: which threshold removed them
             shared = sp.triu(cooccurrence(graph.links), k=1).tocoo()
             cosine = pair_cosines(graph.vectors, shared.row, shared.col)
@@ -703,7 +703,7 @@ class ConceptGraphIndex:
             "sentences": len(corpus.sentence_spans),
             "terms": len(corpus.terms),
             "concepts": n_concepts,
-            "edges": len(graph.edges),
+            "edges": graph.edge_count,
             "isolated_concepts": int((degree == 0).sum()),
             "mean_degree": float(degree.mean()) if n_concepts else 0.0,
             "embedding_model": self._embedder.model_id,
@@ -769,7 +769,7 @@ class ConceptGraphIndex:
         if method not in ("concept", "coverage"):
             return selection
         # the concept ranking came from this graph: a graph with no edges is worth a warning
-        report = replace(selection.report, graph_edges=len(state.graph.edges))
+        report = replace(selection.report, graph_edges=state.graph.edge_count)
         return replace(selection, report=report)
 
     # ------------------------------------------------------------ retrieval

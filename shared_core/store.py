@@ -45,7 +45,10 @@ million-passage load. Their structure is checked (an indptr from 0 that never
 decreases, in-range indices strictly increasing within each row, finite positive
 values) and so is what a count over the terms can check: each concept is in as many
 sentences as its term. Their values rest on the checksum like the concept vectors';
-``verify=True`` derives and compares them. Saves without them derive them.
+``verify=True`` derives and compares them. Saves without them derive them. Saves
+since the twelfth round also keep the concept graph's Dice-weighted adjacency
+(``concept_adjacency``), which a load had rebuilt from the pairs' edges: it must hold
+each edge of the saved pairs twice, and PageRank must be its fixed point.
 
 Embeddings are memory-mapped on load (format version 3): the OS pages in what
 queries touch, and a loaded index holds no second copy. Version 3 also saves the
@@ -132,7 +135,10 @@ DERIVED_ARRAYS = {"concept_terms": (np.int64, 1), "concept_vectors": (np.float32
 # and <name>_data.npy: mapped on load instead of derived again. name -> (data dtype, axis
 # the indptr runs over: "csr" rows, "csc" columns)
 DERIVED_MATRICES = {"concept_links": (np.float32, "csr"), "sentence_concepts": (np.float32, "csr"),
-                    "unit_links": (np.float32, "csr"), "unit_bm25": (np.float64, "csc")}
+                    "unit_links": (np.float32, "csr"), "unit_bm25": (np.float64, "csc"),
+                    "concept_adjacency": (np.float64, "csr")}
+# of those, kept by saves since the twelfth round only: older saves derive it on load
+LATER_MATRICES = ("concept_adjacency",)
 MATRIX_PARTS = ("indptr", "indices", "data")
 _MATRIX_INDEX_TYPES = {"int32": np.int32, "int64": np.int64}
 # what saves before strong pairs kept instead of them: the edges alone (still read)
@@ -648,9 +654,14 @@ def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any]
     if not listed:
         return None
     wanted = [f"{name}_{part}.npy" for name in shapes for part in MATRIX_PARTS]
-    if sorted(listed) != sorted(wanted):
+    later = [f"{name}_{part}.npy" for name in LATER_MATRICES for part in MATRIX_PARTS]
+    if sorted(listed) == sorted(wanted + later):
+        shapes["concept_adjacency"] = (concepts, concepts)
+        wanted += later
+    elif sorted(listed) != sorted(wanted):
         raise CorruptIndexError(f"{folder}/manifest.json must list all of "
-                                f"{', '.join(sorted(wanted))} or none of them")
+                                f"{', '.join(sorted(wanted))} (and all or none of "
+                                f"{', '.join(later)}), or none of them")
     entry = manifest.get("matrices")
     index = entry.get("index") if isinstance(entry, dict) and set(entry) == {"index"} else None
     if not isinstance(index, str) or index not in _MATRIX_INDEX_TYPES:
@@ -660,7 +671,8 @@ def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any]
     read = {name: _read_sparse(folder, name, shape, _MATRIX_INDEX_TYPES[index])
             for name, shape in shapes.items()}
     return GraphMatrices(read["concept_links"], read["sentence_concepts"],
-                         read.get("unit_links"), read["unit_bm25"])
+                         read.get("unit_links"), read["unit_bm25"],
+                         read.get("concept_adjacency"))
 
 
 def _read_sparse(folder: Path, name: str, shape: tuple[int, int],

@@ -10,7 +10,7 @@ state it comes from, so readers can hold one while a writer builds the next.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TypeVar
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -51,7 +51,9 @@ class DerivedGraph:
 
     ``pairs`` holds every concept pair passing theta_co (``edges`` are those whose
     cosine passed too), so that a refresh updates counts instead of recounting;
-    None for a graph loaded from a save that kept only the edges.
+    None for a graph loaded from a save that kept only the edges. The edge list
+    is derived from the pairs when first asked for, not held (the adjacency holds
+    the graph); ``edge_list`` is kept only where there are no pairs.
 
     Two fields are caches that change after publication; a race between readers
     only repeats their work. ``unit_tokens_unconfirmed`` marks the units whose
@@ -67,7 +69,6 @@ class DerivedGraph:
     links_csc: sp.csc_matrix
     vectors: np.ndarray
     sentence_counts: np.ndarray
-    edges: ConceptEdges
     pairs: StrongPairs | None
     adjacency: sp.csr_matrix
     rank: np.ndarray
@@ -88,6 +89,22 @@ class DerivedGraph:
     ann_row_unit: np.ndarray | None = None
     unit_tokens_unconfirmed: np.ndarray | None = None
     gathered_units: GatheredUnits = field(default_factory=GatheredUnits, repr=False)
+    edge_list: ConceptEdges | None = None
+
+    @cached_property
+    def edges(self) -> ConceptEdges:
+        """The edges, Dice-weighted, sorted by (source, target): ``edge_list``, or the
+        pairs whose cosine passed (computed once, on first use: 350 MB at a million
+        passages that retrieval never reads)."""
+        if self.edge_list is not None:
+            return self.edge_list
+        assert self.pairs is not None, "a graph holds its pairs or its edges"
+        return edges_of(self.pairs, self.concept_chunk_counts.astype(np.float64))
+
+    @property
+    def edge_count(self) -> int:
+        """How many edges: each is twice in the symmetric adjacency, never on its diagonal."""
+        return self.adjacency.nnz // 2
 
 
 def segment_means(offsets: np.ndarray, sentence_vectors: np.ndarray,
@@ -179,19 +196,34 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
     pairs = spilled_fields(strong_pairs(found.links, vectors, config.theta_co, config.theta_sem),
                            spill)
     links_csc = found.links.tocsc()
-    edges = spilled_fields(edges_of(pairs, chunk_counts(links_csc)), spill)
-    return assemble_graph(corpus, config, found, vectors, sentence_counts, edges, pairs,
-                          unit_vectors, search, links_csc=links_csc, spill=spill)
+    adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
+    return assemble_graph(corpus, config, found, vectors, sentence_counts, adj, pairs,
+                          unit_vectors, search, links_csc=links_csc)
 
 
-Arrays = TypeVar("Arrays", StrongPairs, ConceptEdges)
+def edge_adjacency(pairs: StrongPairs, chunk_count: np.ndarray,
+                   spill: VectorSpill | None) -> sp.csr_matrix:
+    """The Dice-weighted symmetric adjacency of the pairs' edges (``chunk_count``: each
+    concept's chunks, :func:`~shared_core.graph.edges.chunk_counts`), in a spill file
+    when large. The edge list it is made from is let go."""
+    edges = edges_of(pairs, chunk_count)
+    return spilled_csr(adjacency(edges, len(chunk_count), weighted=True), spill)
 
 
-def spilled_fields(value: Arrays, spill: VectorSpill | None) -> Arrays:
-    """``value`` (a dataclass of arrays) with its arrays in one spill file, when together
-    they are large enough to spill: the concept pairs and edges, a gigabyte at a
-    million passages, then sit in the page cache as a loaded index's do."""
-    return type(value)(*spilled_arrays([getattr(value, f.name) for f in fields(value)], spill))
+def rank_adjacency(adj: sp.csr_matrix, weighted: bool) -> sp.csr_matrix:
+    """The matrix PageRank walks: the Dice-weighted adjacency, or its entries as ones
+    (``pagerank_weighted=False``; every Dice weight is positive, so no entry is lost)."""
+    if weighted:
+        return adj
+    return sp.csr_matrix((np.ones(adj.nnz), adj.indices, adj.indptr), shape=adj.shape,
+                         copy=False)
+
+
+def spilled_fields(pairs: StrongPairs, spill: VectorSpill | None) -> StrongPairs:
+    """``pairs`` with its arrays in one spill file, when together they are large enough
+    to spill: a gigabyte at a million passages, then in the page cache as a loaded
+    index's are."""
+    return StrongPairs(*spilled_arrays([getattr(pairs, f.name) for f in fields(pairs)], spill))
 
 
 def spilled_csr(matrix: sp.csr_matrix, spill: VectorSpill | None) -> sp.csr_matrix:
@@ -237,6 +269,8 @@ class GraphMatrices:
     sentence_concepts: sp.csr_matrix
     unit_links: sp.csr_matrix | None
     unit_bm25: sp.csc_matrix
+    # the edges' Dice-weighted adjacency (None in saves before the twelfth round)
+    concept_adjacency: sp.csr_matrix | None = None
 
     @classmethod
     def of(cls, graph: DerivedGraph) -> GraphMatrices | None:
@@ -245,7 +279,8 @@ class GraphMatrices:
             return None
         own_units = graph.unit_links_csr is not graph.links
         return cls(graph.links, graph.walk.links_csr,
-                   graph.unit_links_csr if own_units else None, graph.unit_bm25.weights)
+                   graph.unit_links_csr if own_units else None, graph.unit_bm25.weights,
+                   graph.adjacency)
 
 
 def unit_views(corpus: CorpusState, found: ConceptLinks, saved: GraphMatrices | None = None,
@@ -268,25 +303,20 @@ def unit_views(corpus: CorpusState, found: ConceptLinks, saved: GraphMatrices | 
 
 
 def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: ConceptLinks,
-                   vectors: np.ndarray, sentence_counts: np.ndarray, edges: ConceptEdges,
+                   vectors: np.ndarray, sentence_counts: np.ndarray, adj: sp.csr_matrix,
                    pairs: StrongPairs | None, unit_vectors: np.ndarray | None,
                    search: VectorSearch | None, rank: np.ndarray | None = None,
                    links_csc: sp.csc_matrix | None = None,
-                   weighted: sp.csr_matrix | None = None,
                    saved: GraphMatrices | None = None,
-                   spill: VectorSpill | None = None) -> DerivedGraph:
-    """The graph from its concepts, vectors and edges: adjacency, PageRank (unless
-    given, e.g. a checked saved one), unit views. ``links_csc``: ``found.links``
-    column-major, and ``weighted``: the edges' weighted adjacency, when the caller
-    has them already; ``saved``: the units' links and BM25 weights read from a save;
-    ``spill``: where an adjacency made here goes (:func:`spilled_csr`)."""
+                   edge_list: ConceptEdges | None = None) -> DerivedGraph:
+    """The graph from its concepts, vectors and the edges' Dice-weighted adjacency:
+    PageRank (unless given, e.g. a checked saved one), unit views. ``links_csc``:
+    ``found.links`` column-major, when the caller has it already; ``saved``: the
+    units' links and BM25 weights read from a save; ``edge_list``: the edges of a
+    graph without ``pairs`` (see :class:`DerivedGraph`)."""
     cfg = config
     links, concept_terms = found.links, found.concept_terms
-    adj = (spilled_csr(adjacency(edges, len(concept_terms), weighted=True), spill)
-           if weighted is None else weighted)
-    # unweighted, it has the same entries (every Dice weight is positive): its structure
-    rank_adj = adj if cfg.pagerank_weighted else sp.csr_matrix(
-        (np.ones(adj.nnz), adj.indices, adj.indptr), shape=adj.shape, copy=False)
+    rank_adj = rank_adjacency(adj, cfg.pagerank_weighted)
     unit_offsets = corpus.unit_offsets()
     unit_links, unit_tokens, unit_bm25 = unit_views(corpus, found, saved)
     names = corpus.terms
@@ -302,7 +332,6 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         links_csc=links_csc,
         vectors=vectors,
         sentence_counts=sentence_counts,
-        edges=edges,
         pairs=pairs,
         adjacency=adj,
         rank=(pagerank(rank_adj, cfg.pagerank_damping, symmetric=True) if rank is None
@@ -326,6 +355,7 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
             search.rows, None if unit_vectors is not None else unit_offsets),
         unit_tokens_unconfirmed=np.ones(len(unit_tokens), dtype=bool)
         if corpus.tokens_read else None,
+        edge_list=edge_list if pairs is None else None,
     )
 
 

@@ -33,7 +33,6 @@ from ..graph.edges import (
     chunk_counts,
     concept_vectors,
     cooccurrence_change,
-    edges_of,
     pair_counts,
     presence,
     rechecked,
@@ -47,6 +46,7 @@ from .derived import (
     VectorSearch,
     assemble_graph,
     derive_graph,
+    edge_adjacency,
     link_concepts,
     segment_means,
     spilled_fields,
@@ -131,9 +131,9 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
     pairs, _ = refreshed_pairs(graph.pairs, concepts, _link_changes(found.links, concepts),
                                links_csc, graph.concept_chunk_counts, vectors, drift, config)
     pairs = spilled_fields(pairs, spill)
-    edges = spilled_fields(edges_of(pairs, chunk_counts(links_csc)), spill)
-    return assemble_graph(after, config, found, vectors, counts, edges, pairs, unit_vectors,
-                          search, links_csc=links_csc, spill=spill)
+    adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
+    return assemble_graph(after, config, found, vectors, counts, adj, pairs, unit_vectors,
+                          search, links_csc=links_csc)
 
 
 @dataclass(frozen=True, eq=False)

@@ -51,7 +51,6 @@ from ..graph.edges import (
     chunk_counts,
     concept_vectors,
     cosine_decisions,
-    edges_of,
     sentence_counts,
     strong_pairs_of,
 )
@@ -64,7 +63,9 @@ from .derived import (
     GraphMatrices,
     VectorSearch,
     assemble_graph,
+    edge_adjacency,
     link_concepts,
+    rank_adjacency,
     unit_vectors_of,
     unit_views,
     vector_search_index,
@@ -160,28 +161,37 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
     links_csc = found.links.tocsc()
     linked = chunk_counts(links_csc)
     _check_pairs(src, dst, co, n, linked, max(config.theta_co, 1), what)
+    stored_adj = None if matrices is None else matrices.concept_adjacency
     pairs: StrongPairs | None = None
+    edge_list: ConceptEdges | None = None
     if saved.strong:
         pairs = _restored_pairs(saved, src, dst, co, vectors, config.theta_sem, verify)
-        edges = edges_of(pairs, linked)
+        edge_total = int(np.count_nonzero(pairs.edge))
+        adj = (stored_adj if stored_adj is not None and not verify
+               else edge_adjacency(pairs, linked, None))
     else:
         edge, _ = cosine_decisions(vectors, src, dst, config.theta_sem)
         if not np.all(edge):
             raise ValueError("a saved edge is below theta_co or theta_sem")
-        edges = ConceptEdges(src, dst, co, 2.0 * co / (linked[src] + linked[dst]))
+        edge_list = ConceptEdges(src, dst, co, 2.0 * co / (linked[src] + linked[dst]))
+        edge_total = len(edge_list)
+        adj = (stored_adj if stored_adj is not None and not verify
+               else adjacency(edge_list, n, weighted=True))
+    if stored_adj is not None and (stored_adj.nnz != 2 * edge_total or (
+            verify and not _same_sparse(stored_adj, adj))):
+        raise ValueError(f"the saved concept adjacency is not that of the saved {what}s")
     rank = saved.rank
-    rank_adj = adjacency(edges, n, weighted=config.pagerank_weighted)
     if rank.shape != (n,) or not np.all(rank >= 0) or (
-            n and pagerank_residual(rank_adj, rank, config.pagerank_damping)
-            > RANK_RESIDUAL_PER_CONCEPT * n):
+            n and pagerank_residual(rank_adjacency(adj, config.pagerank_weighted), rank,
+                                    config.pagerank_damping) > RANK_RESIDUAL_PER_CONCEPT * n):
         raise ValueError("the saved PageRank is not the PageRank of the saved "
                          f"{'pairs' if saved.strong else 'edges'}")
     unit_vectors = unit_vectors_of(corpus, config)
     search = vector_search_index(config, corpus, unit_vectors, ann, vector_store, spill)
-    return assemble_graph(corpus, config, found, vectors, counts, edges, pairs, unit_vectors,
+    return assemble_graph(corpus, config, found, vectors, counts, adj, pairs, unit_vectors,
                           search, rank=rank, links_csc=links_csc,
-                          weighted=rank_adj if config.pagerank_weighted else None,
-                          saved=matrices if found.chunk_terms is None else None)
+                          saved=matrices if found.chunk_terms is None else None,
+                          edge_list=edge_list)
 
 
 def _check_sentence_counts(corpus: CorpusState, config: ConceptGraphConfig,

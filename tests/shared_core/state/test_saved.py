@@ -43,8 +43,13 @@ def test_a_loaded_graph_equals_the_derived_one_without_finding_edges(
                                  "pairs": len(pairs)}
 
     monkeypatch.setattr(edges_module, "cooccurrence", _no_count)
+    # the adjacency is mapped from the save, not built from the pairs' edges again
+    monkeypatch.setattr(derived_module, "edges_of", _not_on_load(derived_module.edges_of))
+    monkeypatch.setattr(saved_module, "adjacency", _not_on_load(saved_module.adjacency))
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     monkeypatch.undo()
+    assert _mapped(loaded.state.graph.adjacency.indices)
+    assert loaded.state.graph.edge_list is None  # the edges come from the pairs on demand
     assert_equal_graphs(loaded.state.graph, derive_graph(loaded.state.corpus, CONFIGS[name]))
     np.testing.assert_array_equal(loaded.state.graph.rank, index.state.graph.rank)
 
@@ -89,6 +94,8 @@ MATRIX_TAMPERING = [
     ("concept_links_data", lambda a: a * np.inf, "finite and positive"),
     ("sentence_concepts_data", lambda a: a[1:].copy(), "shape"),
     ("unit_bm25_indptr", lambda a: a.astype(np.int64), "dtype int64"),
+    ("concept_adjacency_data", lambda a: -a, "finite and positive"),
+    ("concept_adjacency_indices", lambda a: a[::-1].copy(), "increase strictly within each row"),
 ]
 
 
@@ -146,6 +153,15 @@ def test_a_save_of_edges_alone_loads_and_its_first_refresh_derives_the_graph(
 
 
 _COUNT = edges_module.cooccurrence
+
+
+def _not_on_load(build: Callable[..., object]) -> Callable[..., object]:
+    """``build`` (of the edges or the adjacency) refusing any non-empty input."""
+    def refuse(edges: object, *rest: object, **knobs: object) -> object:
+        if len(edges):  # type: ignore[arg-type]  # an empty index is derived first
+            raise AssertionError("a load with a saved adjacency must not build it again")
+        return build(edges, *rest, **knobs)
+    return refuse
 
 
 def _no_count(links: sp.csr_matrix) -> sp.csr_matrix:
@@ -324,7 +340,9 @@ def _never(name: str, real: Callable[..., object]) -> object:
 
 # ------------------------------------------------------------- the graph's matrices
 _MATRIX_FILES = [f"{name}_{part}" for name in ("concept_links", "sentence_concepts",
-                                                "unit_bm25") for part in MATRIX_PARTS]
+                                                "unit_bm25", "concept_adjacency")
+                 for part in MATRIX_PARTS]
+_ADJACENCY_FILES = [f"concept_adjacency_{part}" for part in MATRIX_PARTS]
 
 
 def _lower_first_value(a: np.ndarray) -> np.ndarray:
@@ -348,6 +366,25 @@ def test_verify_refuses_saved_matrices_that_obey_the_rules_but_differ(
     assert loaded.stats()["chunks"] == index.stats()["chunks"]
     with pytest.raises(CorruptIndexError, match=message):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+
+
+def test_a_saved_adjacency_must_hold_each_edge_twice_and_carry_the_saved_pagerank(
+        tmp_path: Path) -> None:
+    index, folder = saved_index(tmp_path)
+    # the last entry dropped (indptr, indices and data kept consistent): an edge once
+    _tamper(folder, "concept_adjacency_indptr", lambda a: np.append(a[:-1], a[-1] - 1))
+    _tamper(folder, "concept_adjacency_indices", lambda a: a[:-1].copy())
+    _tamper(folder, "concept_adjacency_data", lambda a: a[:-1].copy())
+    with pytest.raises(CorruptIndexError, match="adjacency is not that of the saved pairs"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    # one weight halved: every edge is there, but the saved PageRank is not its fixed point
+    index.save(str(tmp_path / "other"))
+    other = index_folder(tmp_path / "other")
+    _tamper(other, "concept_adjacency_data", _lower_first_value)
+    with pytest.raises(CorruptIndexError, match="not the PageRank"):
+        ConceptGraphIndex.load(str(tmp_path / "other"), HashingEmbedder(DIM))
+    with pytest.raises(CorruptIndexError, match="adjacency is not that of the saved pairs"):
+        ConceptGraphIndex.load(str(tmp_path / "other"), HashingEmbedder(DIM), verify=True)
 
 
 def test_a_units_save_keeps_the_units_links_and_verify_checks_them(tmp_path: Path) -> None:
@@ -384,11 +421,25 @@ def test_matrices_listed_in_part_are_refused_and_unlisted_ones_derived(tmp_path:
     (folder / "manifest.json").write_text(json.dumps(partial))
     with pytest.raises(CorruptIndexError, match="or none of them"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    partial = json.loads(json.dumps(manifest))
+    del partial["files"]["concept_adjacency_indices.npy"]
+    (folder / "manifest.json").write_text(json.dumps(partial))
+    with pytest.raises(CorruptIndexError, match="all or none of concept_adjacency"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     bad_index = json.loads(json.dumps(manifest))
     bad_index["matrices"] = {"index": "float16"}
     (folder / "manifest.json").write_text(json.dumps(bad_index))
     with pytest.raises(CorruptIndexError, match="'matrices' must be"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    # an eleventh-round save, the adjacency not kept: it is built from the pairs again
+    without_adjacency = json.loads(json.dumps(manifest))
+    for file in _ADJACENCY_FILES:
+        del without_adjacency["files"][f"{file}.npy"]
+    (folder / "manifest.json").write_text(json.dumps(without_adjacency))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert _mapped(loaded.state.graph.links.indices)
+    assert not _mapped(loaded.state.graph.adjacency.indices)
+    assert_equal_graphs(loaded.state.graph, index.state.graph)
     # a save from before they were kept: derived again, equal, and kept by the next save
     for file in _MATRIX_FILES:
         (folder / f"{file}.npy").unlink()
@@ -449,8 +500,8 @@ def test_verify_refuses_saved_values_that_obey_the_rules_but_differ(
     if edit == "vectors":
         graph = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM)).state.graph
         assert not np.array_equal(graph.vectors, index.state.graph.vectors)
-    elif edit == "decision":  # an edge more moves PageRank off the saved one's fixed point
-        with pytest.raises(CorruptIndexError, match="not the PageRank"):
+    elif edit == "decision":  # an edge more: the saved adjacency lacks it
+        with pytest.raises(CorruptIndexError, match="adjacency is not that of the saved pairs"):
             ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     else:  # the saved links hold the old term's sentences, not as many as the new one's
         with pytest.raises(CorruptIndexError, match="sentences their concepts' terms are in"):

@@ -118,12 +118,13 @@ def test_the_index_refuses_what_is_not_a_spill() -> None:
 
 # ------------------------------------------------------------------ an index over spilled rows
 def assert_graph_arrays_mapped(index: ConceptGraphIndex, expected: bool) -> None:
-    """The concept pairs, edges and adjacency: mapped from a spill file, or on the heap."""
+    """The concept pairs and adjacency: mapped from a spill file, or on the heap. The
+    edge list is not held at all until asked for."""
     graph = index.state.graph
-    assert graph.pairs is not None and len(graph.edges) > 0
+    assert graph.pairs is not None and graph.edge_count > 0
+    assert graph.edge_list is None and "edges" not in vars(graph)
     arrays = [graph.pairs.source, graph.pairs.count, graph.pairs.edge, graph.pairs.margin,
-              graph.edges.target, graph.edges.dice, graph.adjacency.data,
-              graph.adjacency.indices, graph.adjacency.indptr]
+              graph.adjacency.data, graph.adjacency.indices, graph.adjacency.indptr]
     assert [mapped(a) for a in arrays] == [expected] * len(arrays)
 
 
