@@ -27,7 +27,11 @@ Saves since the eleventh round also keep the graph's sparse matrices
 units' links and BM25 weights), which the store maps: a load then neither links chunks
 to concepts nor weighs terms again. Their structure is checked by the store; here, that
 each concept is in as many sentences as its term (one count over the terms). Their
-values rest on the checksum; ``verify=True`` derives them and compares.
+values rest on the checksum; ``verify=True`` derives them and compares. Saves since
+the twelfth round keep the concept adjacency too: a load maps it instead of building it
+from the pairs' edges, after two checks that need no building (it holds each edge of
+the saved pairs twice, and the saved PageRank is its fixed point). The edge list is not
+made at all until something asks for it.
 
 Saves from before strong pairs were kept hold only the edges; they still load,
 each edge's cosine checked against ``theta_sem``, but such a graph has no strong

@@ -1,4 +1,4 @@
-"""Vector rows kept in memory-mapped temporary files rather than on the heap.
+"""Large arrays kept in memory-mapped temporary files rather than on the heap.
 
 A million passages hold about 4.4 M sentence vectors: 6.8 GB of float32, which
 a build would otherwise keep on the heap, once per batch and again when the
@@ -7,7 +7,10 @@ instead, mapped read-only once written: their pages sit in the page cache, which
 the kernel fills while memory is free and drops under pressure, so a query reads
 them at memory speed on a large machine and a build no longer runs out of memory
 on a small one. A saved index maps its vectors from the index folder the same way
-(``store``), so a built and a loaded index behave alike.
+(``store``), so a built and a loaded index behave alike. The graph's largest parts
+go the same way once built (:func:`spilled_arrays`; the HNSW index through
+``state.derived.spilled_search``): the concept pairs, the adjacency and the HNSW
+codes, another 3 GB at a million passages.
 
 The files are unlinked as soon as they are created: they take no name in the
 folder, nothing has to clean them up, and the kernel frees their blocks once the
