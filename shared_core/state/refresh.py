@@ -22,7 +22,7 @@ updates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -55,7 +55,7 @@ from .derived import (
     uses_ann,
     vector_search_index,
 )
-from .spill import VectorSpill
+from .spill import VectorSpill, spilled_arrays
 
 # Past this share of dead rows, an approximate index is rebuilt rather than appended to.
 MAX_DEAD_ROWS = 0.2
@@ -129,8 +129,8 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
     vectors, counts, drift = _refreshed_vectors(graph, after, found, concepts)
     links_csc = found.links.tocsc()
     pairs, _ = refreshed_pairs(graph.pairs, concepts, _link_changes(found.links, concepts),
-                               links_csc, graph.concept_chunk_counts, vectors, drift, config)
-    pairs = spilled_fields(pairs, spill)
+                               links_csc, graph.concept_chunk_counts, vectors, drift, config,
+                               spill)
     adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
     return assemble_graph(after, config, found, vectors, counts, adj, pairs, unit_vectors,
                           search, links_csc=links_csc)
@@ -245,13 +245,15 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
                     changes: tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix],
                     links_csc: sp.csc_matrix, old_chunk_counts: np.ndarray,
                     vectors: np.ndarray, drift: np.ndarray,
-                    config: ConceptGraphConfig) -> tuple[StrongPairs, PairWork]:
+                    config: ConceptGraphConfig,
+                    spill: VectorSpill | None = None) -> tuple[StrongPairs, PairWork]:
     """The strong pairs after an update, from the old ones and the changed chunks' links.
 
     Old pairs are renumbered (concepts keep their term order, so they stay sorted)
     and their counts moved by the change; pairs the change created or lifted are
     counted exactly and get exact cosines; old pairs' decisions are rechecked by
-    drift (:func:`~shared_core.graph.edges.rechecked`).
+    drift (:func:`~shared_core.graph.edges.rechecked`). The result's arrays go to
+    ``spill`` when large (:func:`~shared_core.state.derived.spilled_fields`).
     """
     n = len(vectors)
     carried, keys = _renumbered(pairs, concepts.new_of_old, n)
@@ -270,7 +272,15 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
     fresh = strong_pairs_of(src, dst, count, vectors, config.theta_sem)
     work = PairWork(len(still), int(known.sum()), recounted, len(fresh),
                     len(recomputed) + len(fresh))
-    return _merged(carried, keys, fresh, n), work
+    if not len(fresh):
+        return spilled_fields(carried, spill), work
+    slots = np.searchsorted(keys, fresh.keys(n)) + np.arange(len(fresh))
+    # the merge lets go of each old array once its merged one is made (and spilled):
+    # at a million passages the pairs are a gigabyte, their keys another half
+    del keys
+    parts = [getattr(carried, f.name) for f in fields(StrongPairs)]
+    del carried
+    return _merged(parts, slots, fresh, spill), work
 
 
 def _renumbered(pairs: StrongPairs, new_of_old: np.ndarray,
@@ -322,19 +332,25 @@ def _newly_strong(src: np.ndarray, dst: np.ndarray, change: np.ndarray, old: np.
     return src[strong], dst[strong], count[strong], int(reach.sum())
 
 
-def _merged(pairs: StrongPairs, keys: np.ndarray, fresh: StrongPairs, n: int) -> StrongPairs:
-    """``fresh`` (sorted, disjoint from ``pairs``) inserted into ``pairs`` in key order."""
-    if not len(fresh):
-        return pairs
-    slots = np.searchsorted(keys, fresh.keys(n)) + np.arange(len(fresh))
-    kept = np.ones(len(pairs) + len(fresh), dtype=bool)
+def _merged(parts: list[np.ndarray], slots: np.ndarray, fresh: StrongPairs,
+            spill: VectorSpill | None) -> StrongPairs:
+    """``fresh`` (sorted, disjoint from the old pairs) inserted at ``slots`` among the old
+    pairs' arrays ``parts`` (in :class:`StrongPairs` field order), which it empties:
+    each old array is dropped once its merged one is made and put in ``spill``."""
+    kept = np.ones(len(parts[0]) + len(fresh), dtype=bool)
     kept[slots] = False
+    # spilled or not as the pairs are together (spilled_fields), one array at a time
+    together = len(kept) * sum(part.itemsize for part in parts)
+    each = (replace(spill, min_bytes=0) if spill is not None and spill.spills(together)
+            else None)
     merged = []
     for name in (f.name for f in fields(StrongPairs)):
-        old, new = getattr(pairs, name), getattr(fresh, name)
+        old, new = parts.pop(0), getattr(fresh, name)
         out = np.empty(len(kept), dtype=old.dtype)
         out[kept], out[slots] = old, new
-        merged.append(out)
+        del old
+        merged.append(spilled_arrays([out], each)[0])
+        del out
     return StrongPairs(*merged)
 
 
