@@ -171,3 +171,33 @@ def test_a_failed_spilled_add_publishes_nothing(tmp_path: Path) -> None:
         index.add([many, *POOL[5:]], ids=["big", *ids_for(POOL[5:])], batch_size=1)
     assert index.state is state and "big" not in index
     assert os.listdir(tmp_path) == []
+
+
+def test_a_refresh_merges_pairs_into_spill_files_by_their_size_together(tmp_path: Path) -> None:
+    """Old pairs (0,1) (0,3) (2,3) and a fresh (1,2) merge in key order; 4 pairs of 17
+    bytes are 68 together, so a 60-byte threshold spills every merged array (each alone
+    is under it) and a 69-byte one spills none."""
+    from shared_core.graph.edges import StrongPairs
+    from shared_core.state.refresh import _merged
+
+    def old() -> list[np.ndarray]:
+        return [np.array([0, 0, 2], np.int32), np.array([1, 3, 3], np.int32),
+                np.array([5, 6, 7], np.int32), np.array([True, False, True]),
+                np.array([0.1, -0.2, 0.3], np.float32)]
+
+    fresh = StrongPairs(np.array([1], np.int32), np.array([2], np.int32),
+                        np.array([4], np.int32), np.array([False]),
+                        np.array([-0.4], np.float32))
+    slots = np.array([2])  # after (0,1) and (0,3), before (2,3): position 2 of 4
+    for min_bytes, spilled in ((60, True), (69, False)):
+        parts = old()
+        merged = _merged(parts, slots, fresh, VectorSpill(tmp_path, min_bytes=min_bytes))
+        assert parts == []  # every old array was let go
+        assert merged.source.tolist() == [0, 0, 1, 2]
+        assert merged.target.tolist() == [1, 3, 2, 3]
+        assert merged.count.tolist() == [5, 6, 4, 7]
+        assert merged.edge.tolist() == [True, False, False, True]
+        assert merged.margin.tolist() == pytest.approx([0.1, -0.2, -0.4, 0.3])
+        assert [mapped(getattr(merged, f)) for f in ("source", "target", "count", "edge",
+                                                     "margin")] == [spilled] * 5
+    assert os.listdir(tmp_path) == []
