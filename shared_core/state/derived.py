@@ -193,7 +193,7 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
     search = vector_search_index(config, corpus, unit_vectors, ann, vector_store, spill)
     found = link_concepts(corpus, config)
     vectors, sentence_counts = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
-    pairs = spilled_fields(strong_pairs(found.links, vectors, config.theta_co, config.theta_sem),
+    pairs = spilled_pairs(strong_pairs(found.links, vectors, config.theta_co, config.theta_sem),
                            spill)
     links_csc = found.links.tocsc()
     adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
@@ -219,7 +219,7 @@ def rank_adjacency(adj: sp.csr_matrix, weighted: bool) -> sp.csr_matrix:
                          copy=False)
 
 
-def spilled_fields(pairs: StrongPairs, spill: VectorSpill | None) -> StrongPairs:
+def spilled_pairs(pairs: StrongPairs, spill: VectorSpill | None) -> StrongPairs:
     """``pairs`` with its arrays in one spill file, when together they are large enough
     to spill: a gigabyte at a million passages, then in the page cache as a loaded
     index's are."""
@@ -227,7 +227,7 @@ def spilled_fields(pairs: StrongPairs, spill: VectorSpill | None) -> StrongPairs
 
 
 def spilled_csr(matrix: sp.csr_matrix, spill: VectorSpill | None) -> sp.csr_matrix:
-    """``matrix`` with its arrays in one spill file when large enough (see spilled_fields)."""
+    """``matrix`` with its arrays in one spill file when large enough (see spilled_pairs)."""
     data, indices, indptr = spilled_arrays([matrix.data, matrix.indices, matrix.indptr], spill)
     if data is matrix.data:
         return matrix
@@ -402,19 +402,24 @@ def vector_search_index(config: ConceptGraphConfig, corpus: CorpusState,
         return None
     if built is not None and int((built.rows >= 0).sum()) == len(rows):
         return built
+    return built_search(rows, spill)
+
+
+def built_search(rows: np.ndarray, spill: VectorSpill | None) -> VectorSearch:
+    """A new HNSW index over every row of ``rows``, in order (through ``spill``)."""
     from ..search.ann import HnswVectorIndex
 
     return spilled_search(VectorSearch(HnswVectorIndex.build(rows), np.arange(len(rows))), spill)
 
 
 def spilled_search(search: VectorSearch, spill: VectorSpill | None) -> VectorSearch:
-    """``search`` with a newly built or grown HNSW index mapped from a spill file when
-    its codes are large enough to spill, as a loaded index maps its saved file: the
+    """``search`` with its HNSW index mapped from a spill file when its codes are large
+    enough to spill and it maps no file yet, as a loaded index maps its saved file: the
     heap then holds only its graph links (at a million passages, 1.7 GB less)."""
     from ..search.ann import HnswVectorIndex
 
     index = search.index
-    if (spill is None or not isinstance(index, HnswVectorIndex)
+    if (spill is None or not isinstance(index, HnswVectorIndex) or index.source is not None
             or not spill.spills(index.code_bytes())):
         return search
     with spill.temporary_file() as file:

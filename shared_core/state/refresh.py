@@ -45,11 +45,12 @@ from .derived import (
     DerivedGraph,
     VectorSearch,
     assemble_graph,
+    built_search,
     derive_graph,
     edge_adjacency,
     link_concepts,
     segment_means,
-    spilled_fields,
+    spilled_pairs,
     spilled_search,
     unit_vectors_of,
     uses_ann,
@@ -253,7 +254,7 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
     and their counts moved by the change; pairs the change created or lifted are
     counted exactly and get exact cosines; old pairs' decisions are rechecked by
     drift (:func:`~shared_core.graph.edges.rechecked`). The result's arrays go to
-    ``spill`` when large (:func:`~shared_core.state.derived.spilled_fields`).
+    ``spill`` when large (:func:`~shared_core.state.derived.spilled_pairs`).
     """
     n = len(vectors)
     carried, keys = _renumbered(pairs, concepts.new_of_old, n)
@@ -273,7 +274,7 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
     work = PairWork(len(still), int(known.sum()), recounted, len(fresh),
                     len(recomputed) + len(fresh))
     if not len(fresh):
-        return spilled_fields(carried, spill), work
+        return spilled_pairs(carried, spill), work
     slots = np.searchsorted(keys, fresh.keys(n)) + np.arange(len(fresh))
     # the merge lets go of each old array once its merged one is made (and spilled):
     # at a million passages the pairs are a gigabyte, their keys another half
@@ -339,7 +340,7 @@ def _merged(parts: list[np.ndarray], slots: np.ndarray, fresh: StrongPairs,
     each old array is dropped once its merged one is made and put in ``spill``."""
     kept = np.ones(len(parts[0]) + len(fresh), dtype=bool)
     kept[slots] = False
-    # spilled or not as the pairs are together (spilled_fields), one array at a time
+    # spilled or not as the pairs are together (spilled_pairs), one array at a time
     together = len(kept) * sum(part.itemsize for part in parts)
     each = (replace(spill, min_bytes=0) if spill is not None and spill.spills(together)
             else None)
@@ -388,17 +389,13 @@ def _refreshed_search(graph: DerivedGraph, after: CorpusState, config: ConceptGr
     index, old_rows = graph.ann, graph.ann_rows
     if not isinstance(index, HnswVectorIndex) or old_rows is None or old_rows.max(
             initial=-1) >= len(moved):
-        return spilled_search(VectorSearch(HnswVectorIndex.build(vectors),
-                                           np.arange(len(vectors))), spill)
+        return built_search(vectors, spill)
     rows = np.where(old_rows >= 0, moved[np.maximum(old_rows, 0)], -1)
     present = np.zeros(len(vectors), dtype=bool)
     present[rows[rows >= 0]] = True
     missing = np.flatnonzero(~present)
     dead = int((rows < 0).sum())
     if dead > MAX_DEAD_ROWS * (len(rows) + len(missing)):
-        return spilled_search(VectorSearch(HnswVectorIndex.build(vectors),
-                                           np.arange(len(vectors))), spill)
-    if not len(missing):
-        return VectorSearch(index, np.concatenate([rows, missing]))
-    return spilled_search(VectorSearch(index.with_rows(vectors[missing]),
-                                       np.concatenate([rows, missing])), spill)
+        return built_search(vectors, spill)
+    grown = index.with_rows(vectors[missing]) if len(missing) else index
+    return spilled_search(VectorSearch(grown, np.concatenate([rows, missing])), spill)

@@ -171,16 +171,19 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
     if saved.strong:
         pairs = _restored_pairs(saved, src, dst, co, vectors, config.theta_sem, verify)
         edge_total = int(np.count_nonzero(pairs.edge))
-        adj = (stored_adj if stored_adj is not None and not verify
-               else edge_adjacency(pairs, linked, None))
     else:
         edge, _ = cosine_decisions(vectors, src, dst, config.theta_sem)
         if not np.all(edge):
             raise ValueError("a saved edge is below theta_co or theta_sem")
         edge_list = ConceptEdges(src, dst, co, 2.0 * co / (linked[src] + linked[dst]))
         edge_total = len(edge_list)
-        adj = (stored_adj if stored_adj is not None and not verify
-               else adjacency(edge_list, n, weighted=True))
+    if stored_adj is not None and not verify:
+        adj = stored_adj
+    elif pairs is not None:
+        adj = edge_adjacency(pairs, linked, None)
+    else:
+        assert edge_list is not None
+        adj = adjacency(edge_list, n, weighted=True)
     if stored_adj is not None and (stored_adj.nnz != 2 * edge_total or (
             verify and not _same_sparse(stored_adj, adj))):
         raise ValueError(f"the saved concept adjacency is not that of the saved {what}s")
