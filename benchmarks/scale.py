@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -184,16 +185,19 @@ def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "A
 def measure_size(n: int, data: Path, queries: int, vector_index: str,
                  backend: str = "local", milvus_index: str = "AUTOINDEX",
                  lean: bool = False, spill: bool = True,
-                 beams: Sequence[int] = (), pools: Sequence[int] = ()) -> dict[str, Any]:
-    """One corpus size, in this process: every cost the issue asks for."""
+                 beams: Sequence[int] = (),
+                 sweeps: dict[str, Sequence[int]] | None = None) -> dict[str, Any]:
+    """One corpus size, in this process: every cost the issue asks for. ``sweeps`` maps
+    query knobs (``SWEPT_KNOBS``) to values each queried with, against exact."""
     with tempfile.TemporaryDirectory() as folder:
         return _measure_size(n, data, queries, vector_index, backend, milvus_index,
-                             Path(folder), lean, spill, beams, pools)
+                             Path(folder), lean, spill, beams, sweeps or {})
 
 
 def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: str,
                   milvus_index: str, folder: Path, lean: bool,
-                  spill: bool, beams: Sequence[int], pools: Sequence[int]) -> dict[str, Any]:
+                  spill: bool, beams: Sequence[int],
+                  sweeps: dict[str, Sequence[int]]) -> dict[str, Any]:
     from dataclasses import replace
 
     from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
@@ -227,10 +231,11 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         refresh = time.perf_counter() - refresh_start
     pagerank_cold, pagerank_warm = pagerank_seconds(index)
     question_rng = random.Random(3)
-    vectors = embedder.embed([question_rng.choice(pool) for _ in range(queries)])
+    question_texts = [question_rng.choice(pool) for _ in range(queries)]
+    asked = Queries(question_texts, embedder.embed(question_texts))
     if store is not None:
         store.search_seconds = 0.0
-    latencies, contexts = query_latencies(index, vectors)
+    latencies, contexts = query_latencies(index, asked)
     row: dict[str, Any] = {}
     if store is not None:
         row["store_search_ms_mean"] = round(store.search_seconds * 1000 / queries, 2)
@@ -239,14 +244,15 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
                  ConceptGraphIndex.from_state(  # the same graph, scanned in this process
                      embedder, replace(index.config, vector_index="exact"),
                      index.state.corpus, saved=saved_parts(index.state.graph)))
-        exact_latencies, exact_contexts = query_latencies(exact, vectors)
+        exact_latencies, exact_contexts = query_latencies(exact, asked)
         row["exact_query_ms_p50"] = round(float(np.percentile(exact_latencies, 50)), 2)
         row["context_recall_vs_exact"] = round(context_recall(contexts, exact_contexts), 4)
         del exact
         if beams and store is None:
-            row["beams"] = beam_sweep(index, vectors, exact_contexts, beams)
-        if pools:
-            row["candidate_pools"] = pool_sweep(index, vectors, exact_contexts, pools)
+            row["beams"] = beam_sweep(index, asked, exact_contexts, beams)
+        for knob, values in sweeps.items():
+            if values:
+                row[SWEPT_KNOBS[knob]] = knob_sweep(index, asked, exact_contexts, knob, values)
     if not lean:
         add, delete = timed_updates(index, extra_texts, extra_ids)
     with tempfile.TemporaryDirectory() as tmp:
@@ -265,8 +271,8 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         load = time.perf_counter() - load_start
         # a loaded index recounts each unit's text the first time it returns it
         # (saved token counts are confirmed, not trusted): the first pass pays that
-        first_pass, _ = query_latencies(loaded, vectors)
-        second_pass, _ = query_latencies(loaded, vectors)
+        first_pass, _ = query_latencies(loaded, asked)
+        second_pass, _ = query_latencies(loaded, asked)
         row["loaded_first_query_ms_p50"] = round(float(np.percentile(first_pass, 50)), 2)
         row["loaded_first_query_ms_p95"] = round(float(np.percentile(first_pass, 95)), 2)
         row["loaded_query_ms_p50"] = round(float(np.percentile(second_pass, 50)), 2)
@@ -317,7 +323,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
     }
 
 
-def beam_sweep(index: Any, vectors: np.ndarray, exact_contexts: list[dict[str, int]],
+def beam_sweep(index: Any, asked: Queries, exact_contexts: list[dict[str, int]],
                beams: Sequence[int]) -> list[dict[str, float]]:
     """Query p50 and context kept against exact with HNSW's search beam at least each of
     ``beams`` (``ann.EF_SEARCH``; the beam is never narrower than the rows asked for)."""
@@ -328,26 +334,31 @@ def beam_sweep(index: Any, vectors: np.ndarray, exact_contexts: list[dict[str, i
     try:
         for beam in beams:
             ann.EF_SEARCH = beam
-            out.append({"ef_search_floor": beam, **against_exact(index, vectors, exact_contexts)})
+            out.append({"ef_search_floor": beam, **against_exact(index, asked, exact_contexts)})
     finally:
         ann.EF_SEARCH = default
     return out
 
 
-def pool_sweep(index: Any, vectors: np.ndarray, exact_contexts: list[dict[str, int]],
-               pools: Sequence[int]) -> list[dict[str, float]]:
-    """Query p50 and context kept against exact with ``candidates`` (units per view in the
-    ranked pool) set to each of ``pools``: a search knob, so the same graph is reused."""
-    return [{"candidates": pool, **against_exact(index.reconfigured(candidates=pool), vectors,
-                                                 exact_contexts)} for pool in pools]
+# query knobs a run can sweep, and the row field each sweep's results go to
+SWEPT_KNOBS = {"candidates": "candidate_pools", "walk_postings": "walk_postings_sweep"}
 
 
-def against_exact(index: Any, vectors: np.ndarray,
+def knob_sweep(index: Any, asked: Queries, exact_contexts: list[dict[str, int]],
+               knob: str, values: Sequence[int]) -> list[dict[str, float]]:
+    """Query p50 and context kept against exact with the query knob ``knob`` set to each
+    of ``values`` (``candidates``: units per view in the ranked pool; ``walk_postings``:
+    posting entries the walk reads a step): the same graph is reused."""
+    return [{knob: value, **against_exact(index.reconfigured(**{knob: value}), asked,
+                                          exact_contexts)} for value in values]
+
+
+def against_exact(index: Any, asked: Queries,
                   exact_contexts: list[dict[str, int]]) -> dict[str, float]:
     """A second pass's query p50 (the first warms the pages) and the first pass's context
     kept against the exact path's."""
-    _, contexts = query_latencies(index, vectors)
-    latencies, _ = query_latencies(index, vectors)
+    _, contexts = query_latencies(index, asked)
+    latencies, _ = query_latencies(index, asked)
     return {"query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
             "context_recall_vs_exact": round(context_recall(contexts, exact_contexts), 4)}
 
@@ -377,12 +388,21 @@ def pagerank_seconds(index: Any) -> tuple[float, float]:
     return cold, time.perf_counter() - start
 
 
-def query_latencies(index: Any, vectors: np.ndarray) -> tuple[list[float], list[dict[str, int]]]:
+@dataclass(frozen=True)
+class Queries:
+    """Questions and their vectors. A query's text feeds the lexical view (BM25), as a
+    user's question does: timing the vector alone would leave that view out."""
+
+    texts: list[str]
+    vectors: np.ndarray
+
+
+def query_latencies(index: Any, asked: Queries) -> tuple[list[float], list[dict[str, int]]]:
     """Milliseconds per query (the vector given: no embedding) and each context's units."""
     latencies, contexts = [], []
-    for vector in vectors:
+    for text, vector in zip(asked.texts, asked.vectors, strict=True):
         t0 = time.perf_counter()
-        result = index.retrieve_by_vector(vector)
+        result = index.retrieve_by_vector(vector, query=text)
         latencies.append((time.perf_counter() - t0) * 1000)
         contexts.append({hit.id: hit.chunk.tokens for hit in result.chunks})
     return latencies, contexts
@@ -486,6 +506,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--candidates", type=int, nargs="+", default=[],
                         help="also query with the config's candidates (units per view in the "
                              "ranked pool) at each of these, against exact")
+    parser.add_argument("--walk-postings", type=int, nargs="+", default=[],
+                        help="also query with the config's walk_postings (posting entries "
+                             "the walk reads a step) at each of these, against exact")
     parser.add_argument("--no-spill", dest="spill", action="store_false",
                         help="keep every vector on the heap (vector_spill=None)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
@@ -501,7 +524,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.one:
         print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index,
                                       args.backend, args.milvus_index, args.lean,
-                                      args.spill, args.beams, args.candidates)))
+                                      args.spill, args.beams,
+                                      {"candidates": args.candidates,
+                                       "walk_postings": args.walk_postings})))
         return
     rows = []
     for n in args.sizes:
@@ -512,6 +537,8 @@ def main(argv: Sequence[str] | None = None) -> None:
              *(("--lean",) if args.lean else ()),
              *(("--beams", *map(str, args.beams)) if args.beams else ()),
              *(("--candidates", *map(str, args.candidates)) if args.candidates else ()),
+             *(("--walk-postings", *map(str, args.walk_postings))
+               if args.walk_postings else ()),
              *(() if args.spill else ("--no-spill",))],
             capture_output=True, text=True, check=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -529,10 +556,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                   f"--{k.replace('_', '-')} {v}" for k, v in
                   (("sizes", " ".join(map(str, args.sizes))), ("queries", args.queries),
                    ("minilm_sample", args.minilm_sample), ("backend", args.backend),
+                   ("vector_index", args.vector_index),
                    *((("lean", ""),) if args.lean else ()),
                    *((("beams", " ".join(map(str, args.beams))),) if args.beams else ()),
                    *((("candidates", " ".join(map(str, args.candidates))),)
                      if args.candidates else ()),
+                   *((("walk_postings", " ".join(map(str, args.walk_postings))),)
+                     if args.walk_postings else ()),
                    *((("no_spill", ""),) if not args.spill else ()),
                    *((("milvus_index", args.milvus_index),) if args.backend == "milvus-lite"
                      else ()))),

@@ -1053,7 +1053,8 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     """One retrieval, on one state: nothing here reads the index object."""
     corpus, graph = state.corpus, state.graph
     hits: list[Hit]
-    walk_hops = walk_hops_for(cfg.walk_hops, graph.unit_tokens) if cfg.ranking == "fused" else 0
+    walk_hops = (walk_hops_for(cfg.walk_hops, graph.mean_unit_tokens)
+                 if cfg.ranking == "fused" else 0)
     hops = expansion_hops_for(cfg.hops, walk_hops)
     walks_from_terms = bool(walk_hops) and cfg.walk_seeds == "exact"
     query_concepts = (_exact_seeds(graph, analyzer, query)
@@ -1091,6 +1092,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             walk=graph.walk if cfg.walk_nodes == "sentences" else None,
             walk_seeds=query_concepts if walks_from_terms else None,
             walk_hops=walk_hops,
+            walk_postings=None if graph.ann is None else cfg.walk_postings,  # candidates only
         )
     else:
         hits, trace = local_search(

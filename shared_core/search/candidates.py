@@ -81,11 +81,18 @@ def count_better(rest_units: np.ndarray, rest_scores: np.ndarray, units: np.ndar
     return out
 
 
+def spread_positions(count: int, size: int) -> np.ndarray:
+    """``0..count-1`` if ``count`` is at most ``size``, else ``size`` of them evenly spaced."""
+    if count <= size:
+        return np.arange(count)
+    return np.unique(np.linspace(0, count - 1, size).astype(np.int64))
+
+
 def spread_sample(units: np.ndarray, size: int = RANK_SAMPLE) -> np.ndarray:
     """All of ``units`` if there are at most ``size``, else ``size`` of them evenly spaced."""
     if len(units) <= size:
         return units
-    return units[np.unique(np.linspace(0, len(units) - 1, size).astype(np.int64))]
+    return units[spread_positions(len(units), size)]
 
 
 def sample_less(units: np.ndarray, top_units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -256,7 +263,9 @@ class CandidateSimilarity:
     def ranks_below(self, units: np.ndarray, scores: np.ndarray,
                     top_units: np.ndarray) -> np.ndarray:
         rest_total = self.n_units - len(top_units)
-        everyone, outside = sample_less(np.arange(self.n_units), top_units)
+        # the sample of all units, spaced as sample_less spaces it: no corpus-long range
+        everyone = spread_positions(self.n_units, RANK_SAMPLE + len(top_units))
+        outside = top_positions(everyone, top_units) < 0
         scored = (self.sample_scorer or self.scorer)(everyone)
         return ranks_beyond(len(top_units), rest_total, everyone[outside], scored[outside],
                             units, scores)

@@ -107,6 +107,7 @@ def fused_search(
     walk_seeds: np.ndarray | None = None,
     walk_hops: int = 0,
     walk_width: int = 200,
+    walk_postings: int | None = None,
 ) -> tuple[list[Hit], SearchTrace]:
     """Fill the budget with units in fused order; each hit names its strongest concept.
 
@@ -146,9 +147,12 @@ def fused_search(
         else:
             seed_mass = np.zeros(len(idf))
             seed_mass[walk_seeds] = idf[walk_seeds]
-        views.append(PositiveView.of_scores(graph.unit_scores(seed_mass, similarity.n_units,
-                                                              hops=walk_hops,
-                                                              width=walk_width)))
+        if walk_postings is None:
+            views.append(PositiveView.of_scores(graph.unit_scores(
+                seed_mass, similarity.n_units, hops=walk_hops, width=walk_width)))
+        else:
+            views.append(graph.unit_view(seed_mass, hops=walk_hops, width=walk_width,
+                                         max_postings=walk_postings))
     view_tops = [view.top(candidates) for view in views]
     top_units, top_sims = similarity.top(candidates)
     if candidates is None:

@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 SCAN_BLOCK = 65_536  # rows per block of an exact scan: bounded float32 temporaries
+TOP_K_SAMPLE = 4096  # values read to guess a floor the k best reach (top_k_indices)
 
 
 @runtime_checkable
@@ -51,16 +52,42 @@ def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
     if k < len(scores):
-        # the k-th largest value, by partitioning the values alone (twice as fast as
-        # partitioning their positions); every score reaching it is a candidate, so
-        # ties at the boundary are all kept and broken below
-        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-        candidates = (np.flatnonzero(scores >= kth) if not np.isnan(kth)
-                      else np.argpartition(-scores, k - 1)[:k])
+        candidates = _at_least_kth(scores, k, _sampled_floor(scores, k))
     else:
         candidates = np.arange(len(scores))
     order = np.lexsort((candidates, -scores[candidates]))
     return candidates[order][:k].astype(np.int64)
+
+
+def _at_least_kth(scores: np.ndarray, k: int, floor: float | None) -> np.ndarray:
+    """Positions of every score reaching the ``k``-th largest (ties at it all kept).
+
+    The k-th largest is found by partitioning the values alone (twice as fast as
+    partitioning their positions), and only those not below ``floor`` when that
+    leaves at least ``k``: the k-th largest is among them, so the answer is the same.
+    """
+    within = None
+    if floor is not None:
+        within = np.flatnonzero(~(scores < floor))  # NaN kept: partition ranks it highest
+        if len(within) < k:
+            within = None
+    values = scores if within is None else scores[within]
+    kth = np.partition(values, len(values) - k)[len(values) - k]
+    if np.isnan(kth):  # NaNs among the best: the plain path's order, on every score
+        return np.argpartition(-scores, k - 1)[:k]
+    found = np.flatnonzero(values >= kth)
+    return found if within is None else within[found]
+
+
+def _sampled_floor(scores: np.ndarray, k: int) -> float | None:
+    """A value that about ``2k + 8`` of ``scores`` reach, read off an even sample of them;
+    None where the scores are too few for a sample to save anything."""
+    step = len(scores) // TOP_K_SAMPLE
+    if step < 4 or k * 8 > len(scores):
+        return None
+    sample = scores[::step]
+    reach = min(len(sample), int(2 * k / step) + 8)
+    return float(np.partition(sample, len(sample) - reach)[len(sample) - reach])
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,6 +19,7 @@ bounded neighbourhood, never the whole graph.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -26,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..graph.entries import compressed_entries, entry_positions
+from .candidates import PositiveView
 from .vector_index import top_k_indices
 
 # walk_hops="auto": the walk view's steps where the retrieval units are short, and the
@@ -43,11 +45,12 @@ WALK_MAX_MEAN_UNIT_TOKENS = 300
 AUTO_HOPS = 2
 
 
-def walk_hops_for(walk_hops: int | str, unit_tokens: np.ndarray) -> int:
-    """The walk's steps for a ``walk_hops`` setting over units of these token counts."""
+def walk_hops_for(walk_hops: int | str, mean_unit_tokens: float | None) -> int:
+    """The walk's steps for a ``walk_hops`` setting over units of this mean token count
+    (None: there are no units)."""
     if walk_hops != "auto":
         return int(walk_hops)
-    short = bool(len(unit_tokens)) and float(unit_tokens.mean()) <= WALK_MAX_MEAN_UNIT_TOKENS
+    short = mean_unit_tokens is not None and mean_unit_tokens <= WALK_MAX_MEAN_UNIT_TOKENS
     return AUTO_WALK_HOPS if short else 0
 
 
@@ -104,6 +107,13 @@ class WalkGraph:
                            unit_degree=self.node_degree, node_unit=self.node_unit,
                            n_units=n_units, entry_unit=self.entry_unit)
 
+    def unit_view(self, seed_mass: np.ndarray, *, hops: int, width: int = 200,
+                  max_postings: int) -> PositiveView:
+        """The units the walk reaches, reading at most ``max_postings`` entries a step."""
+        return walk_view(seed_mass, self.links_csr, self.links_csc, hops=hops, width=width,
+                         max_postings=max_postings, unit_degree=self.node_degree,
+                         node_unit=self.node_unit, entry_unit=self.entry_unit)
+
 
 def posting_lengths(links_csc: sp.csc_matrix) -> np.ndarray:
     """How many units each concept links (its posting length), float64."""
@@ -141,16 +151,75 @@ def walk_scores(
     cheaper than a pass over millions of sentences), and each step's mass goes
     straight to the units.
     """
+    if node_unit is not None and n_units is None:
+        raise ValueError("node_unit needs n_units, the number of units it maps to")
+    scores = np.zeros(links_csr.shape[0] if n_units is None else n_units, dtype=np.float64)
+    for units, mass, weight in _walk_steps(seed_mass, links_csr, links_csc, hops=hops,
+                                           continue_prob=continue_prob, width=width,
+                                           unit_degree=unit_degree, node_unit=node_unit,
+                                           entry_unit=entry_unit, max_postings=None):
+        arrived = np.bincount(units, weights=mass, minlength=len(scores))
+        scores += arrived if weight == 1.0 else weight * arrived
+    return scores
+
+
+def walk_view(
+    seed_mass: np.ndarray,
+    links_csr: sp.csr_matrix,
+    links_csc: sp.csc_matrix,
+    *,
+    hops: int,
+    max_postings: int,
+    continue_prob: float = 0.5,
+    width: int = 200,
+    unit_degree: np.ndarray | None = None,
+    node_unit: np.ndarray | None = None,
+    entry_unit: np.ndarray | None = None,
+) -> PositiveView:
+    """The walk's units with mass, read from at most ``max_postings`` entries a step.
+
+    Each step reads whole postings in descending order of the mass each of their
+    entries carries and stops before the one that would pass ``max_postings``
+    (accumulator limiting, as in impact-ordered text retrieval): what is left
+    unread is the longest postings' smallest shares, the common concepts' mass
+    that ranks units far below any a context holds. Nothing is as long as the
+    corpus, so a query's cost follows the budget, not the number of units.
+    Without the limit binding, each unit's mass equals :func:`walk_scores` to
+    rounding (the sums run in another order).
+    """
+    steps = list(_walk_steps(seed_mass, links_csr, links_csc, hops=hops,
+                             continue_prob=continue_prob, width=width, unit_degree=unit_degree,
+                             node_unit=node_unit, entry_unit=entry_unit,
+                             max_postings=max_postings))
+    if not steps:
+        return PositiveView(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+    units = np.concatenate([step[0].astype(np.int64, copy=False) for step in steps])
+    mass = np.concatenate([step[1] * step[2] for step in steps])
+    reached, summed = summed_by_index(units, mass)
+    positive = summed > 0
+    return PositiveView(reached[positive], summed[positive])
+
+
+def _walk_steps(
+    seed_mass: np.ndarray,
+    links_csr: sp.csr_matrix,
+    links_csc: sp.csc_matrix,
+    *,
+    hops: int,
+    continue_prob: float,
+    width: int,
+    unit_degree: np.ndarray | None,
+    node_unit: np.ndarray | None,
+    entry_unit: np.ndarray | None,
+    max_postings: int | None,
+) -> Iterator[tuple[np.ndarray, np.ndarray, float]]:
+    """Each step's arrivals: the units reached (repeats allowed), their mass, its weight."""
     if hops < 1:
         raise ValueError(f"walk hops must be >= 1, got {hops!r}")
     n_nodes, n_concepts = links_csr.shape
-    if node_unit is not None and n_units is None:
-        raise ValueError("node_unit needs n_units, the number of units it maps to")
-    n_out = n_nodes if n_units is None else n_units
-    scores = np.zeros(n_out, dtype=np.float64)
     total = float(seed_mass.sum())
     if total <= 0 or not n_nodes:
-        return scores
+        return
     if unit_degree is None:
         unit_degree = np.diff(links_csr.indptr).astype(np.float64)
     concept_degree = posting_lengths(links_csc)
@@ -159,46 +228,48 @@ def walk_scores(
     share = seed_mass[concepts] / total / np.maximum(concept_degree[concepts], 1.0)
     weight = 1.0
     for hop in range(hops):
+        if max_postings is not None:
+            read = highest_impact(share, concept_degree[concepts], max_postings)
+            concepts, share = concepts[read], share[read]
         positions, owner = entry_positions(links_csc, concepts)
         if hop == hops - 1:  # the last step's entries go to their units unsummed
             if entry_unit is not None:
-                _add_mass(scores, weight, entry_unit[positions], share[owner], None)
+                yield entry_unit[positions], share[owner], weight
             else:
-                _add_mass(scores, weight, links_csc.indices[positions], share[owner],
-                          node_unit)
-            break
-        reached, arrived = _sum_by_node(links_csc.indices[positions], share[owner])
-        _add_mass(scores, weight, reached, arrived, node_unit)
+                nodes = links_csc.indices[positions]
+                yield (nodes if node_unit is None else node_unit[nodes]), share[owner], weight
+            return
+        reached, arrived = summed_by_index(links_csc.indices[positions], share[owner])
+        yield (reached if node_unit is None else node_unit[reached]), arrived, weight
         widest = _widest(arrived / np.maximum(unit_degree[reached], 1.0), width)
         nodes = reached[widest]
         back = _spread(links_csr, nodes, arrived[widest] / unit_degree[nodes], n_concepts)
         concepts = _widest(back / np.maximum(concept_degree, 1.0), width)
         share = back[concepts] / concept_degree[concepts]
         weight *= continue_prob * continue_prob
-    return scores
 
 
-def _sum_by_node(nodes: np.ndarray, mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ``nodes`` (ascending) and each one's summed ``mass``.
+def highest_impact(per_entry: np.ndarray, lengths: np.ndarray, max_entries: int) -> np.ndarray:
+    """Which postings to read (positions, ascending): whole ones, in descending order of
+    ``per_entry`` (ties to the lower position), up to ``max_entries`` entries in all."""
+    order = np.lexsort((np.arange(len(per_entry)), -per_entry))
+    fits = np.cumsum(lengths[order]) <= max_entries
+    return np.sort(order[:len(fits) if fits.all() else int(np.argmin(fits))])
 
-    A stable sort keeps each node's entries in their given order, so every sum
-    adds in the order a ``bincount`` over all nodes would: the same float.
+
+def summed_by_index(indices: np.ndarray, mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``indices`` (ascending) and each one's summed ``mass``.
+
+    A stable sort keeps each index's entries in their given order, so every sum
+    adds in the order a ``bincount`` over all indices would: the same float.
     """
-    order = np.argsort(nodes, kind="stable")  # a radix sort for int32 postings
-    ordered = nodes[order]
+    order = np.argsort(indices, kind="stable")
+    ordered = indices[order]
     first = np.empty(len(ordered), dtype=bool)
     first[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
     group = np.cumsum(first) - 1
     return ordered[first], np.bincount(group, weights=mass[order], minlength=int(first.sum()))
-
-
-def _add_mass(scores: np.ndarray, weight: float, nodes: np.ndarray, mass: np.ndarray,
-              node_unit: np.ndarray | None) -> None:
-    """``scores[unit of node] += weight * mass``, summed over repeated nodes and units."""
-    at = nodes if node_unit is None else node_unit[nodes]
-    arrived = np.bincount(at, weights=mass, minlength=len(scores))
-    scores += arrived if weight == 1.0 else weight * arrived
 
 
 def _spread(matrix: sp.csr_matrix | sp.csc_matrix, sources: np.ndarray, share: np.ndarray,

@@ -101,6 +101,12 @@ class DerivedGraph:
         assert self.pairs is not None, "a graph holds its pairs or its edges"
         return edges_of(self.pairs, self.concept_chunk_counts.astype(np.float64))
 
+    @cached_property
+    def mean_unit_tokens(self) -> float | None:
+        """The retrieval units' mean token count (None without units): every query reads
+        it to choose the walk, and at a million units a mean is a millisecond."""
+        return float(self.unit_tokens.mean()) if len(self.unit_tokens) else None
+
     @property
     def edge_count(self) -> int:
         """How many edges: each is twice in the symmetric adjacency, never on its diagonal."""

@@ -63,11 +63,11 @@ def test_the_walk_reaches_the_director_through_his_name() -> None:
 
 
 def test_auto_walks_two_steps_over_short_units_and_none_over_long_chunks() -> None:
-    assert walk_hops_for("auto", np.array([80, 240])) == AUTO_WALK_HOPS == 2
-    assert walk_hops_for("auto", np.array([WALK_MAX_MEAN_UNIT_TOKENS] * 2)) == 2
-    assert walk_hops_for("auto", np.array([WALK_MAX_MEAN_UNIT_TOKENS + 1])) == 0
-    assert walk_hops_for("auto", np.zeros(0, dtype=np.int64)) == 0
-    assert walk_hops_for(3, np.array([2000])) == 3  # a number is taken as given
+    assert walk_hops_for("auto", 160.0) == AUTO_WALK_HOPS == 2
+    assert walk_hops_for("auto", float(WALK_MAX_MEAN_UNIT_TOKENS)) == 2
+    assert walk_hops_for("auto", WALK_MAX_MEAN_UNIT_TOKENS + 1.0) == 0
+    assert walk_hops_for("auto", None) == 0  # no units
+    assert walk_hops_for(3, 2000.0) == 3  # a number is taken as given
     query = "Where did the director of Harrison and Barrison die?"
     short = build(entity_terms=True)  # the default: "auto", over chunks of 10-23 tokens
     assert short.config.walk_hops == "auto"

@@ -8,7 +8,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared_core.search import Hit, local_search, top_k_indices
+from shared_core.search import Hit, local_search, top_k_indices, vector_index
+from shared_core.search.vector_index import _sampled_floor
 
 
 def _links(n_chunks: int, pairs: list[tuple[int, int]], n_concepts: int) -> sp.csc_matrix:
@@ -195,3 +196,31 @@ def test_top_k_indices_is_the_head_of_a_full_sort(values: list[int], k: int) -> 
     scores = np.array(values, dtype=np.float64) / 2
     reference = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
     assert top_k_indices(scores, k).tolist() == reference
+
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["uniform", "ties", "ascending", "nan"]),
+       st.integers(16_384, 60_000), st.integers(1, 3_000))
+@settings(max_examples=40, deadline=None)
+def test_top_k_indices_past_the_sampled_floor_is_still_the_head_of_a_full_sort(
+        seed: int, kind: str, n: int, k: int) -> None:
+    # long enough for the sampled floor: the answer must not change
+    rng = np.random.default_rng(seed)
+    scores = {"uniform": rng.random(n), "ties": rng.integers(0, 4, n) / 3.0,
+              "ascending": np.sort(rng.random(n)), "nan": rng.random(n)}[kind]
+    if kind == "nan":
+        scores[rng.integers(0, n, 3)] = np.nan
+        k = int(rng.integers(1, 6))  # at the NaNs' count and past it
+    found = top_k_indices(scores, k)
+    with pytest.MonkeyPatch.context() as patch:  # no sample: the plain partition
+        patch.setattr(vector_index, "TOP_K_SAMPLE", 1)
+        assert found.tolist() == top_k_indices(scores, k).tolist()
+    if kind != "nan":  # (NaN has no place in a sort by value)
+        assert found.tolist() == np.lexsort((np.arange(n), -scores))[:k].tolist()
+
+
+def test_the_sampled_floor_keeps_a_few_times_k_and_is_skipped_for_short_arrays() -> None:
+    scores = np.random.default_rng(0).random(1_000_000)
+    floor = _sampled_floor(scores, 1000)
+    assert floor is not None and 1000 <= int((scores >= floor).sum()) <= 4000
+    assert _sampled_floor(scores[:10_000], 100) is None  # step 2: no saving
+    assert _sampled_floor(scores, 200_000) is None  # k too near n

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared_core.search import fused_search
-from shared_core.search.walk import WalkGraph, walk_scores
+from shared_core.search.walk import WalkGraph, highest_impact, summed_by_index, walk_scores
 
 # u0 {c0, c1}, u1 {c1, c2}, u2 {c2, c3}, u3 {c3}: a chain, walked from c0.
 CHAIN = sp.csr_matrix(np.array([[1, 1, 0, 0],
@@ -146,3 +146,59 @@ def test_the_walk_view_lifts_the_unit_one_shared_name_away() -> None:
     # walk (hops 2): u0 1.1875, u1 .0625 -> walk ranks u0 1, u1 2; fused with rrf_k 1:
     # u1 1/5 + 1/3 = .533 > u2 1/3 > u3 1/4
     assert order(2) == [0, 1, 2, 3]
+
+
+def test_highest_impact_reads_whole_postings_best_first_and_quits_at_the_limit() -> None:
+    per_entry, lengths = np.array([0.5, 0.25, 0.5, 0.1]), np.array([3, 1, 2, 5])
+    # order 0, 2 (tie at .5: lower first), 1, 3; running lengths 3, 5, 6, 11
+    assert highest_impact(per_entry, lengths, 5).tolist() == [0, 2]
+    assert highest_impact(per_entry, lengths, 6).tolist() == [0, 1, 2]
+    assert highest_impact(per_entry, lengths, 11).tolist() == [0, 1, 2, 3]
+    # the best posting alone is too long: nothing is read (quit, not skip)
+    assert highest_impact(per_entry, lengths, 2).tolist() == []
+
+
+def test_summed_by_index_adds_repeats_in_their_given_order() -> None:
+    found, sums = summed_by_index(np.array([3, 1, 3, 0, 1]), np.array([0.5, 1.0, 0.25, 2.0, 4.0]))
+    assert found.tolist() == [0, 1, 3] and sums.tolist() == [2.0, 5.0, 0.75]
+
+
+def test_the_bounded_walk_view_worked_by_hand() -> None:
+    seed = np.array([1.0, 1.0, 0, 0])
+    graph = WalkGraph(CHAIN)
+
+    def view(hops: int, max_postings: int) -> dict[int, float]:
+        found = graph.unit_view(seed, hops=hops, max_postings=max_postings)
+        return dict(zip(found.units.tolist(), found.values.tolist(), strict=True))
+
+    # hop 1: c0 passes .5 to its one unit, c1 .25 to each of its two
+    assert view(1, 3) == pytest.approx({0: 0.75, 1: 0.25})
+    # one entry a step: only c0 (.5 per entry) is read
+    assert view(1, 1) == pytest.approx({0: 0.5})
+    # unbounded, two hops: back from u0 (.375 each to c0, c1) and u1 (.125 to c1, c2);
+    # c0 .375, c1 .25 and c2 .0625 per entry; weighted by .25: u0 .90625, u1 .328125,
+    # u2 .015625 -- what walk_scores gives
+    assert view(2, 100) == pytest.approx({0: 0.90625, 1: 0.328125, 2: 0.015625})
+    np.testing.assert_allclose(scores(CHAIN, seed, 2), [0.90625, 0.328125, 0.015625, 0])
+    # one entry a step: u0 gets .5; back .25 to c0 and c1; c0 (.25 per entry, one
+    # entry) is read, c1 (.125, two) is not: u0 += .25 * .25
+    assert view(2, 1) == pytest.approx({0: 0.5625})
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 200))
+@settings(max_examples=40, deadline=None)
+def test_the_bounded_view_reads_at_most_its_limit_and_equals_the_walk_when_unbound(
+        seed: int, hops: int, max_postings: int) -> None:
+    rng = np.random.default_rng(seed)
+    links = sp.csr_matrix((rng.random((40, 15)) < 0.2).astype(np.float32))
+    seeds = np.where(rng.random(15) < 0.3, rng.random(15), 0.0)
+    node_unit = np.sort(rng.integers(0, 12, size=40))
+    graph = WalkGraph(links, node_unit)
+    dense = graph.unit_scores(seeds, 12, hops=hops)
+    view = graph.unit_view(seeds, hops=hops, max_postings=max_postings)
+    assert (view.values > 0).all() and (np.diff(view.units) > 0).all()
+    # with every node inside the width, a bounded walk reaches only units the full walk
+    # reaches, with no more mass
+    assert (dense[view.units] >= view.values * (1 - 1e-12)).all()
+    if max_postings >= links.nnz:  # the limit never binds
+        np.testing.assert_allclose(view.scores_of(np.arange(12)), dense, rtol=1e-12)
