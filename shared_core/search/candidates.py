@@ -169,6 +169,18 @@ class PositiveView:
         return ranks
 
 
+class UnitView(Protocol):
+    """What the fused ranking asks of a view other than similarity (evidence, BM25, walk)."""
+
+    def top(self, k: int | None) -> np.ndarray:
+        """The ``k`` best units with a positive score (all for ``None``), best first."""
+        ...
+
+    def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
+        """Ranks of ``units`` given the view's ``top_units`` (best first); 0: no score."""
+        ...
+
+
 def top_positions(units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
     """Each unit's position in ``top_units`` (best first), -1 where it is not there."""
     out = np.full(len(units), -1, dtype=np.int64)

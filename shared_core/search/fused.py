@@ -31,6 +31,7 @@ from .candidates import (
     PositiveView,
     ScannedSimilarity,
     UnitSimilarity,
+    UnitView,
     count_better,
     top_positions,
 )
@@ -137,7 +138,8 @@ def fused_search(
                                       decay=decay, exact=exact, usable=usable)
     concept_value = weights * idf
     links_csc = sp.csc_matrix(unit_links) if unit_links_csc is None else unit_links_csc
-    views = [PositiveView.of_scores(_posting_sums(links_csc, concept_value, unit_links))]
+    views: list[UnitView] = [
+        PositiveView.of_scores(_posting_sums(links_csc, concept_value, unit_links))]
     if lexical is not None:
         views.append(PositiveView.of_scores(np.asarray(lexical, dtype=np.float64)))
     if walk_hops:
@@ -151,8 +153,8 @@ def fused_search(
             views.append(PositiveView.of_scores(graph.unit_scores(
                 seed_mass, similarity.n_units, hops=walk_hops, width=walk_width)))
         else:
-            views.append(graph.unit_view(seed_mass, hops=walk_hops, width=walk_width,
-                                         max_postings=walk_postings))
+            views.append(graph.unit_view(seed_mass, similarity.n_units, hops=walk_hops,
+                                         width=walk_width, max_postings=walk_postings))
     view_tops = [view.top(candidates) for view in views]
     top_units, top_sims = similarity.top(candidates)
     if candidates is None:

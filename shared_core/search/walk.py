@@ -22,12 +22,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..graph.entries import compressed_entries, entry_positions
-from .candidates import PositiveView
+from ..select.scores import rank_by_score
+from ..text.sentences import concatenated_ranges
+from .candidates import (
+    RANK_SAMPLE,
+    PositiveView,
+    ranks_beyond,
+    spread_positions,
+    top_positions,
+)
 from .vector_index import top_k_indices
 
 # walk_hops="auto": the walk view's steps where the retrieval units are short, and the
@@ -43,6 +52,10 @@ WALK_MAX_MEAN_UNIT_TOKENS = 300
 # replaces BFS expansion. Measured on the dev sets (RESULTS.md): over short units BFS on
 # top of the walk moves CR by -1.6 to +0.6, and costs the query a BFS over the adjacency
 AUTO_HOPS = 2
+
+# walk_view sums the entries it read by sorting them unless there are at least a
+# 1/DENSE_SUM_SHARE of the units: then one pass over a unit-long array costs less
+DENSE_SUM_SHARE = 5
 
 
 def walk_hops_for(walk_hops: int | str, mean_unit_tokens: float | None) -> int:
@@ -107,12 +120,36 @@ class WalkGraph:
                            unit_degree=self.node_degree, node_unit=self.node_unit,
                            n_units=n_units, entry_unit=self.entry_unit)
 
-    def unit_view(self, seed_mass: np.ndarray, *, hops: int, width: int = 200,
-                  max_postings: int) -> PositiveView:
-        """The units the walk reaches, reading at most ``max_postings`` entries a step."""
-        return walk_view(seed_mass, self.links_csr, self.links_csc, hops=hops, width=width,
-                         max_postings=max_postings, unit_degree=self.node_degree,
-                         node_unit=self.node_unit, entry_unit=self.entry_unit)
+    def unit_view(self, seed_mass: np.ndarray, n_units: int, *, hops: int, width: int = 200,
+                  max_postings: int) -> WalkView:
+        """The walk as a view for the candidate path: its best units found by reading at
+        most ``max_postings`` entries a step, every unit's mass exact (:class:`WalkView`)."""
+        return walk_view(seed_mass, self, n_units, hops=hops, width=width,
+                         max_postings=max_postings)
+
+    @cached_property
+    def unit_starts(self) -> np.ndarray | None:
+        """Each unit's first node and, last, the node count (None when the nodes are the
+        units); ``node_unit`` lists the nodes unit by unit."""
+        if self.node_unit is None:
+            return None
+        return np.searchsorted(self.node_unit, np.arange(int(self.node_unit.max(initial=-1)) + 2))
+
+    def unit_mass(self, units: np.ndarray, entry_mass: np.ndarray) -> np.ndarray:
+        """Each unit's walk mass from the mass every posting entry of each concept carries:
+        the sum over its nodes' concepts, read from the units' own rows."""
+        units = np.asarray(units, dtype=np.int64)
+        starts = self.unit_starts
+        if starts is None:
+            nodes, node_owner = units, np.arange(len(units))
+        else:
+            first = starts[np.minimum(units, len(starts) - 1)]
+            ends = starts[np.minimum(units + 1, len(starts) - 1)]
+            nodes = concatenated_ranges(first, ends)
+            node_owner = np.repeat(np.arange(len(units)), ends - first)
+        positions, owner = entry_positions(self.links_csr, nodes)
+        return np.bincount(node_owner[owner], weights=entry_mass[self.links_csr.indices[positions]],
+                           minlength=len(units))
 
 
 def posting_lengths(links_csc: sp.csc_matrix) -> np.ndarray:
@@ -154,7 +191,7 @@ def walk_scores(
     if node_unit is not None and n_units is None:
         raise ValueError("node_unit needs n_units, the number of units it maps to")
     scores = np.zeros(links_csr.shape[0] if n_units is None else n_units, dtype=np.float64)
-    for units, mass, weight in _walk_steps(seed_mass, links_csr, links_csc, hops=hops,
+    for _, _, weight, units, mass in _walk_steps(seed_mass, links_csr, links_csc, hops=hops,
                                            continue_prob=continue_prob, width=width,
                                            unit_degree=unit_degree, node_unit=node_unit,
                                            entry_unit=entry_unit, max_postings=None):
@@ -163,38 +200,93 @@ def walk_scores(
     return scores
 
 
-def walk_view(
-    seed_mass: np.ndarray,
-    links_csr: sp.csr_matrix,
-    links_csc: sp.csc_matrix,
-    *,
-    hops: int,
-    max_postings: int,
-    continue_prob: float = 0.5,
-    width: int = 200,
-    unit_degree: np.ndarray | None = None,
-    node_unit: np.ndarray | None = None,
-    entry_unit: np.ndarray | None = None,
-) -> PositiveView:
-    """The walk's units with mass, read from at most ``max_postings`` entries a step.
+class WalkStep(NamedTuple):
+    """One step of the walk: the concepts it starts from with the mass each of their
+    posting entries carries (``frontier``, ``share``), its weight in the sum, and
+    what arrived from the postings read: the units (repeats allowed) and their mass."""
 
-    Each step reads whole postings in descending order of the mass each of their
-    entries carries and stops before the one that would pass ``max_postings``
-    (accumulator limiting, as in impact-ordered text retrieval): what is left
-    unread is the longest postings' smallest shares, the common concepts' mass
-    that ranks units far below any a context holds. Nothing is as long as the
-    corpus, so a query's cost follows the budget, not the number of units.
-    Without the limit binding, each unit's mass equals :func:`walk_scores` to
-    rounding (the sums run in another order).
+    frontier: np.ndarray
+    share: np.ndarray
+    weight: float
+    units: np.ndarray
+    mass: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class WalkView:
+    """The walk view on the candidate path: bounded reads find, exact sums score.
+
+    A unit's walk mass is linear in what each posting entry of each concept
+    carries over the steps (``entry_mass``), so any unit's exact mass is a sum
+    over its own rows, however many entries the walk would scatter to find it.
+    The scatter is bounded (``found``: whole postings read in descending order
+    of mass per entry, at most ``max_postings`` entries a step, the quit rule of
+    accumulator-limited retrieval) and only proposes the best units, which are
+    then scored exactly; a unit's rank beyond them is estimated from an even
+    sample of all units, as the similarity view's is. ``entry_mass`` is the full
+    walk's, except that the steps after the first start from the widest nodes of
+    what the bounded first step read.
     """
-    steps = list(_walk_steps(seed_mass, links_csr, links_csc, hops=hops,
-                             continue_prob=continue_prob, width=width, unit_degree=unit_degree,
-                             node_unit=node_unit, entry_unit=entry_unit,
-                             max_postings=max_postings))
+
+    found: PositiveView
+    entry_mass: np.ndarray
+    graph: WalkGraph
+    n_units: int
+
+    def scores_of(self, units: np.ndarray) -> np.ndarray:
+        """The exact walk mass of ``units``."""
+        return self.graph.unit_mass(units, self.entry_mass)
+
+    def top(self, k: int | None) -> np.ndarray:
+        """The ``k`` best of twice as many units the bounded reads found, by exact mass."""
+        found = self.found.top(None if k is None else 2 * k)
+        scores = self.scores_of(found)
+        order = rank_by_score(scores)
+        order = order[scores[order] > 0]
+        return found[order if k is None else order[:k]]
+
+    def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
+        """Ranks of ``units`` given the view's ``top_units`` (best first); 0: no mass."""
+        ranks = np.zeros(len(units), dtype=np.float64)
+        scores = self.scores_of(units)
+        in_top = top_positions(units, top_units)
+        ranks[in_top >= 0] = in_top[in_top >= 0] + 1.0
+        rest = (in_top < 0) & (scores > 0)
+        if rest.any():
+            sample = spread_positions(self.n_units, RANK_SAMPLE + len(top_units))
+            sample = sample[top_positions(sample, top_units) < 0]
+            ranks[rest] = ranks_beyond(len(top_units), self.n_units - len(top_units), sample,
+                                       self.scores_of(sample), units[rest], scores[rest])
+        return ranks
+
+
+def walk_view(seed_mass: np.ndarray, graph: WalkGraph, n_units: int, *, hops: int,
+              max_postings: int, continue_prob: float = 0.5, width: int = 200) -> WalkView:
+    """The walk over ``graph`` as a :class:`WalkView` of ``n_units`` units, each step
+    reading at most ``max_postings`` posting entries."""
+    steps = list(_walk_steps(seed_mass, graph.links_csr, graph.links_csc, hops=hops,
+                             continue_prob=continue_prob, width=width,
+                             unit_degree=graph.node_degree, node_unit=graph.node_unit,
+                             entry_unit=graph.entry_unit, max_postings=max_postings))
+    entry_mass = np.zeros(graph.links_csr.shape[1], dtype=np.float64)
+    for step in steps:
+        entry_mass[step.frontier] += step.weight * step.share  # distinct in a step
+    return WalkView(summed_arrivals(steps, n_units), entry_mass, graph, n_units)
+
+
+def summed_arrivals(steps: list[WalkStep], n_units: int | None) -> PositiveView:
+    """The units the steps' reads reached, with their summed weighted mass.
+
+    Summed by a sort of the entries read, or, where those are many for
+    ``n_units`` (as where no bound binds), into an array over the units, which
+    is then cheaper.
+    """
     if not steps:
         return PositiveView(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
-    units = np.concatenate([step[0].astype(np.int64, copy=False) for step in steps])
-    mass = np.concatenate([step[1] * step[2] for step in steps])
+    units = np.concatenate([step.units.astype(np.int64, copy=False) for step in steps])
+    mass = np.concatenate([step.mass * step.weight for step in steps])
+    if n_units is not None and len(units) * DENSE_SUM_SHARE >= n_units:
+        return PositiveView.of_scores(np.bincount(units, weights=mass, minlength=n_units))
     reached, summed = summed_by_index(units, mass)
     positive = summed > 0
     return PositiveView(reached[positive], summed[positive])
@@ -212,8 +304,8 @@ def _walk_steps(
     node_unit: np.ndarray | None,
     entry_unit: np.ndarray | None,
     max_postings: int | None,
-) -> Iterator[tuple[np.ndarray, np.ndarray, float]]:
-    """Each step's arrivals: the units reached (repeats allowed), their mass, its weight."""
+) -> Iterator[WalkStep]:
+    """Each step's frontier and what arrived from the postings it read (:class:`WalkStep`)."""
     if hops < 1:
         raise ValueError(f"walk hops must be >= 1, got {hops!r}")
     n_nodes, n_concepts = links_csr.shape
@@ -228,19 +320,22 @@ def _walk_steps(
     share = seed_mass[concepts] / total / np.maximum(concept_degree[concepts], 1.0)
     weight = 1.0
     for hop in range(hops):
+        frontier, frontier_share = concepts, share
         if max_postings is not None:
             read = highest_impact(share, concept_degree[concepts], max_postings)
             concepts, share = concepts[read], share[read]
         positions, owner = entry_positions(links_csc, concepts)
         if hop == hops - 1:  # the last step's entries go to their units unsummed
             if entry_unit is not None:
-                yield entry_unit[positions], share[owner], weight
+                units = entry_unit[positions]
             else:
                 nodes = links_csc.indices[positions]
-                yield (nodes if node_unit is None else node_unit[nodes]), share[owner], weight
+                units = nodes if node_unit is None else node_unit[nodes]
+            yield WalkStep(frontier, frontier_share, weight, units, share[owner])
             return
         reached, arrived = summed_by_index(links_csc.indices[positions], share[owner])
-        yield (reached if node_unit is None else node_unit[reached]), arrived, weight
+        yield WalkStep(frontier, frontier_share, weight,
+                       reached if node_unit is None else node_unit[reached], arrived)
         widest = _widest(arrived / np.maximum(unit_degree[reached], 1.0), width)
         nodes = reached[widest]
         back = _spread(links_csr, nodes, arrived[widest] / unit_degree[nodes], n_concepts)

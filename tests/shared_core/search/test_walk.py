@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared_core.search import fused_search
-from shared_core.search.walk import WalkGraph, highest_impact, summed_by_index, walk_scores
+from shared_core.search.walk import (
+    WalkGraph,
+    _walk_steps,
+    highest_impact,
+    summed_arrivals,
+    summed_by_index,
+    walk_scores,
+)
 
 # u0 {c0, c1}, u1 {c1, c2}, u2 {c2, c3}, u3 {c3}: a chain, walked from c0.
 CHAIN = sp.csr_matrix(np.array([[1, 1, 0, 0],
@@ -167,38 +174,71 @@ def test_the_bounded_walk_view_worked_by_hand() -> None:
     seed = np.array([1.0, 1.0, 0, 0])
     graph = WalkGraph(CHAIN)
 
-    def view(hops: int, max_postings: int) -> dict[int, float]:
-        found = graph.unit_view(seed, hops=hops, max_postings=max_postings)
-        return dict(zip(found.units.tolist(), found.values.tolist(), strict=True))
+    def view(hops: int, max_postings: int) -> tuple[dict[int, float], list[float]]:
+        """What the bounded reads found, and every unit's exact mass."""
+        walked = graph.unit_view(seed, 4, hops=hops, max_postings=max_postings)
+        found = dict(zip(walked.found.units.tolist(), walked.found.values.tolist(),
+                         strict=True))
+        return found, walked.scores_of(np.arange(4)).tolist()
 
-    # hop 1: c0 passes .5 to its one unit, c1 .25 to each of its two
-    assert view(1, 3) == pytest.approx({0: 0.75, 1: 0.25})
-    # one entry a step: only c0 (.5 per entry) is read
-    assert view(1, 1) == pytest.approx({0: 0.5})
+    # hop 1: c0 passes .5 to its one unit, c1 .25 to each of its two; one entry a step
+    # reads c0 alone (.5 per entry), yet the exact masses count both seeds
+    assert view(1, 3) == (pytest.approx({0: 0.75, 1: 0.25}), pytest.approx([0.75, 0.25, 0, 0]))
+    assert view(1, 1) == (pytest.approx({0: 0.5}), pytest.approx([0.75, 0.25, 0, 0]))
     # unbounded, two hops: back from u0 (.375 each to c0, c1) and u1 (.125 to c1, c2);
     # c0 .375, c1 .25 and c2 .0625 per entry; weighted by .25: u0 .90625, u1 .328125,
     # u2 .015625 -- what walk_scores gives
-    assert view(2, 100) == pytest.approx({0: 0.90625, 1: 0.328125, 2: 0.015625})
-    np.testing.assert_allclose(scores(CHAIN, seed, 2), [0.90625, 0.328125, 0.015625, 0])
-    # one entry a step: u0 gets .5; back .25 to c0 and c1; c0 (.25 per entry, one
-    # entry) is read, c1 (.125, two) is not: u0 += .25 * .25
-    assert view(2, 1) == pytest.approx({0: 0.5625})
+    full = [0.90625, 0.328125, 0.015625, 0]
+    assert view(2, 100) == (pytest.approx({0: 0.90625, 1: 0.328125, 2: 0.015625}),
+                            pytest.approx(full))
+    np.testing.assert_allclose(scores(CHAIN, seed, 2), full)
+    # one entry a step: hop 1 reads c0, u0 gets .5 and sends .25 back to c0 and c1
+    # (.25 and .125 per entry); hop 2 reads c0 alone: found u0 .5 + .25 * .25. Exact:
+    # c0 carries .5 + .25 * .25, c1 .25 + .25 * .125: u0 .84375, u1 .28125
+    assert view(2, 1) == (pytest.approx({0: 0.5625}), pytest.approx([0.84375, 0.28125, 0, 0]))
 
 
-@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 200))
-@settings(max_examples=40, deadline=None)
-def test_the_bounded_view_reads_at_most_its_limit_and_equals_the_walk_when_unbound(
-        seed: int, hops: int, max_postings: int) -> None:
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 200),
+       st.integers(1, 12))
+@settings(max_examples=60, deadline=None)
+def test_the_bounded_view_finds_within_its_exact_masses_and_ranks_like_a_full_sort(
+        seed: int, hops: int, max_postings: int, k: int) -> None:
     rng = np.random.default_rng(seed)
     links = sp.csr_matrix((rng.random((40, 15)) < 0.2).astype(np.float32))
     seeds = np.where(rng.random(15) < 0.3, rng.random(15), 0.0)
     node_unit = np.sort(rng.integers(0, 12, size=40))
     graph = WalkGraph(links, node_unit)
-    dense = graph.unit_scores(seeds, 12, hops=hops)
-    view = graph.unit_view(seeds, hops=hops, max_postings=max_postings)
-    assert (view.values > 0).all() and (np.diff(view.units) > 0).all()
-    # with every node inside the width, a bounded walk reaches only units the full walk
-    # reaches, with no more mass
-    assert (dense[view.units] >= view.values * (1 - 1e-12)).all()
-    if max_postings >= links.nnz:  # the limit never binds
-        np.testing.assert_allclose(view.scores_of(np.arange(12)), dense, rtol=1e-12)
+    walked = graph.unit_view(seeds, 12, hops=hops, max_postings=max_postings)
+    exact = walked.scores_of(np.arange(12))
+    found = walked.found
+    assert (found.values > 0).all() and (np.diff(found.units) > 0).all()
+    # the reads found part of each unit's mass under the same steps, never more
+    assert (found.values <= exact[found.units] * (1 + 1e-12)).all()
+    # summed by a sort (no unit count) or into an array: the same
+    steps = list(_walk_steps(seeds, links, links.tocsc(), hops=hops, continue_prob=0.5,
+                             width=200, unit_degree=None, node_unit=node_unit,
+                             entry_unit=None, max_postings=max_postings))
+    by_sort = summed_arrivals(steps, None)
+    assert by_sort.units.tolist() == found.units.tolist()
+    np.testing.assert_allclose(by_sort.values, found.values, rtol=1e-12)
+    if max_postings >= links.nnz:  # the bound never binds: the full walk, both ways
+        full = graph.unit_scores(seeds, 12, hops=hops)
+        np.testing.assert_allclose(exact, full, rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(found.scores_of(np.arange(12)), full, rtol=1e-12)
+    # the top: found units by exact mass, best first, ties to the lower unit
+    top = walked.top(k)
+    candidates = found.top(2 * k)
+    expected = sorted((u for u in candidates.tolist() if exact[u] > 0),
+                      key=lambda u: (-exact[u], u))[:k]
+    assert top.tolist() == expected
+    # ranks: 12 units fit the rank sample, so a rank beyond the top is exact
+    ranks = walked.ranks(np.arange(12), top)
+    rest = [u for u in range(12) if u not in top.tolist()]
+    for unit in range(12):
+        if unit in top.tolist():
+            assert ranks[unit] == top.tolist().index(unit) + 1
+        elif exact[unit] <= 0:
+            assert ranks[unit] == 0
+        else:
+            above = sum(1 for v in rest if (exact[v], -v) > (exact[unit], -unit))
+            assert ranks[unit] == len(top) + 1 + above

@@ -1,0 +1,115 @@
+"""Query latency of saved indexes, with query knobs swept, against the exact path.
+
+    python -m benchmarks.query_cost /tmp/idx100000 /tmp/idx1000000 --queries 200 \
+        --sweep walk_postings=none,50000,200000 --sweep candidates=500 \
+        --out benchmarks/results/query_cost.json
+
+Each ``PATH`` is an index saved with the hashing embedder (``benchmarks.scale``
+builds its corpora with it). The queries are the scale benchmark's: real pool
+sentences, each asked with its text (the lexical view) and its vector (no
+embedding timed). Every setting runs two passes, the first warming the pages,
+and reports the second's p50 and p95. The exact path (``vector_index="exact"``,
+the reference) runs one pass per index for the context each setting keeps of it;
+``--no-exact`` skips it (a million-passage exact pass takes minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.scale import DATA, Queries, context_recall, query_latencies, sentence_pool
+
+
+def parse_sweep(spec: str) -> tuple[str, list[int | None]]:
+    """``walk_postings=none,50000`` -> ("walk_postings", [None, 50000])."""
+    knob, sep, raw = spec.partition("=")
+    if not sep or not knob or not raw:
+        raise argparse.ArgumentTypeError(f"bad sweep {spec!r}; use knob=value,value")
+    return knob, [None if v.lower() == "none" else int(v) for v in raw.split(",")]
+
+
+def timed(index: Any, asked: Queries, passes: int = 2
+          ) -> tuple[dict[str, float], list[dict[str, int]]]:
+    """The last pass's p50/p95 in ms, and the first pass's contexts."""
+    latencies, contexts = query_latencies(index, asked)
+    for _ in range(passes - 1):
+        latencies, _ = query_latencies(index, asked)
+    return {"query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
+            "query_ms_p95": round(float(np.percentile(latencies, 95)), 2)}, contexts
+
+
+def measure_index(path: Path, asked: Queries, sweeps: list[tuple[str, list[int | None]]],
+                  exact: bool, dim: int) -> dict[str, Any]:
+    from shared_core import ConceptGraphIndex, HashingEmbedder
+
+    start = time.perf_counter()
+    index = ConceptGraphIndex.load(str(path), HashingEmbedder(dim))
+    row: dict[str, Any] = {"index": str(path), "units": len(index.state.graph.unit_tokens),
+                           "load_s": round(time.perf_counter() - start, 2),
+                           "config": {k: v for k, v in index.config.to_dict().items()
+                                      if k in ("vector_index", "candidates", "walk_postings")}}
+    default, contexts = timed(index, asked)
+    settings: list[tuple[dict[str, Any], dict[str, float], list[dict[str, int]]]] = [
+        ({}, default, contexts)]
+    for knob, values in sweeps:
+        for value in values:
+            latency, found = timed(index.reconfigured(**{knob: value}), asked)
+            settings.append(({knob: value}, latency, found))
+    reference = None
+    if exact:
+        # one pass: the exact path scans every sentence, its pages stay warm in one
+        reference_latency, reference = timed(index.reconfigured(vector_index="exact"), asked,
+                                             passes=1)
+        row["exact"] = reference_latency
+    row["settings"] = [
+        {"changed": changed, **latency,
+         **({} if reference is None else
+            {"context_recall_vs_exact": round(context_recall(found, reference), 4)}),
+         "context_recall_vs_default": round(context_recall(found, contexts), 4)}
+        for changed, latency, found in settings]
+    del index
+    gc.collect()
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", type=Path, nargs="+")
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--sweep", type=parse_sweep, action="append", default=[],
+                        help="a query knob and values to query with, e.g. "
+                             "walk_postings=none,50000 (repeatable)")
+    parser.add_argument("--no-exact", dest="exact", action="store_false")
+    parser.add_argument("--embedding-dim", type=int, default=384)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    from shared_core import HashingEmbedder
+
+    pool = sentence_pool(args.data)
+    rng = random.Random(3)  # the scale benchmark's questions
+    texts = [rng.choice(pool) for _ in range(args.queries)]
+    asked = Queries(texts, HashingEmbedder(args.embedding_dim).embed(texts))
+    report = {"command": "python -m benchmarks.query_cost " +
+              " ".join(sys.argv[1:] if argv is None else argv),
+              "rows": []}
+    for path in args.paths:
+        row = measure_index(path, asked, args.sweep, args.exact, args.embedding_dim)
+        print(json.dumps(row), flush=True)
+        report["rows"].append(row)  # type: ignore[attr-defined]
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
