@@ -154,19 +154,69 @@ class PositiveView:
 
     def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
         """Ranks of ``units`` in this view given its ``top_units`` (best first); 0: no score."""
-        ranks = np.zeros(len(units), dtype=np.float64)
-        scores = self.scores_of(units)
-        in_top = top_positions(units, top_units)
-        ranks[in_top >= 0] = in_top[in_top >= 0] + 1.0
-        rest = (in_top < 0) & (scores > 0)
-        if rest.any():
+
+        def beyond(rest: np.ndarray, rest_scores: np.ndarray) -> np.ndarray:
             # only the sample is compared with the top, never every positive unit
             sample, outside = sample_less(self.units, top_units)
             sample = sample[outside]
-            ranks[rest] = ranks_beyond(len(top_units), len(self.units) - len(top_units),
-                                       sample, self.scores_of(sample), units[rest],
-                                       scores[rest])
-        return ranks
+            return ranks_beyond(len(top_units), len(self.units) - len(top_units), sample,
+                                self.scores_of(sample), rest, rest_scores)
+
+        return view_ranks(units, self.scores_of(units), top_units, beyond)
+
+
+@dataclass(frozen=True, eq=False)
+class RescoredView:
+    """A view on the candidate path: bounded posting reads find, exact sums score.
+
+    Each view's score of a unit is a sum over the query's concepts or words of
+    what one posting entry carries, so any unit's exact score is read off its own
+    entries (``scorer``), however long the postings that would find it. Finding
+    is bounded (``found``: whole postings read in descending order of what one of
+    their entries can add, up to a number of entries; ``search.postings``) and
+    only proposes the best units, which are scored exactly; a unit's rank beyond
+    them is estimated from an even sample of all units, as the similarity view's is.
+    """
+
+    found: PositiveView
+    scorer: ChunkScorer
+    n_units: int
+
+    def scores_of(self, units: np.ndarray) -> np.ndarray:
+        """The exact scores of ``units``."""
+        return np.asarray(self.scorer(np.asarray(units, dtype=np.int64)), dtype=np.float64)
+
+    def top(self, k: int | None) -> np.ndarray:
+        """The ``k`` best of twice as many units the bounded reads found, by exact score."""
+        found = self.found.top(None if k is None else 2 * k)
+        scores = self.scores_of(found)
+        order = rank_by_score(scores)
+        order = order[scores[order] > 0]
+        return found[order if k is None else order[:k]]
+
+    def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
+        """Ranks of ``units`` given the view's ``top_units`` (best first); 0: no score."""
+
+        def beyond(rest: np.ndarray, rest_scores: np.ndarray) -> np.ndarray:
+            sample = spread_positions(self.n_units, RANK_SAMPLE + len(top_units))
+            sample = sample[top_positions(sample, top_units) < 0]
+            return ranks_beyond(len(top_units), self.n_units - len(top_units), sample,
+                                self.scores_of(sample), rest, rest_scores)
+
+        return view_ranks(units, self.scores_of(units), top_units, beyond)
+
+
+def view_ranks(units: np.ndarray, scores: np.ndarray, top_units: np.ndarray,
+               beyond: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Each unit's 1-based position in ``top_units``, 0 where its score is not positive,
+    else ``beyond(those units, their scores)``: a view's rank of every pool unit."""
+    ranks = np.zeros(len(units), dtype=np.float64)
+    in_top = top_positions(units, top_units)
+    ranks[in_top >= 0] = in_top[in_top >= 0] + 1.0
+    rest = (in_top < 0) & (scores > 0)
+    if rest.any():
+        ranks[rest] = beyond(units[rest], scores[rest])
+    return ranks
 
 
 class UnitView(Protocol):

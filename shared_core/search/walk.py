@@ -21,22 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..graph.entries import compressed_entries, entry_positions
-from ..select.scores import rank_by_score
 from ..text.sentences import concatenated_ranges
-from .candidates import (
-    RANK_SAMPLE,
-    PositiveView,
-    ranks_beyond,
-    spread_positions,
-    top_positions,
-)
+from .candidates import PositiveView, RescoredView
+from .postings import highest_impact, summed_by_index, summed_view
 from .vector_index import top_k_indices
 
 # walk_hops="auto": the walk view's steps where the retrieval units are short, and the
@@ -52,10 +46,6 @@ WALK_MAX_MEAN_UNIT_TOKENS = 300
 # replaces BFS expansion. Measured on the dev sets (RESULTS.md): over short units BFS on
 # top of the walk moves CR by -1.6 to +0.6, and costs the query a BFS over the adjacency
 AUTO_HOPS = 2
-
-# walk_view sums the entries it read by sorting them unless there are at least a
-# 1/DENSE_SUM_SHARE of the units: then one pass over a unit-long array costs less
-DENSE_SUM_SHARE = 5
 
 
 def walk_hops_for(walk_hops: int | str, mean_unit_tokens: float | None) -> int:
@@ -121,9 +111,9 @@ class WalkGraph:
                            n_units=n_units, entry_unit=self.entry_unit)
 
     def unit_view(self, seed_mass: np.ndarray, n_units: int, *, hops: int, width: int = 200,
-                  max_postings: int) -> WalkView:
+                  max_postings: int) -> RescoredView:
         """The walk as a view for the candidate path: its best units found by reading at
-        most ``max_postings`` entries a step, every unit's mass exact (:class:`WalkView`)."""
+        most ``max_postings`` entries a step, every unit's mass exact (:func:`walk_view`)."""
         return walk_view(seed_mass, self, n_units, hops=hops, width=width,
                          max_postings=max_postings)
 
@@ -212,58 +202,18 @@ class WalkStep(NamedTuple):
     mass: np.ndarray
 
 
-@dataclass(frozen=True, eq=False)
-class WalkView:
-    """The walk view on the candidate path: bounded reads find, exact sums score.
+def walk_view(seed_mass: np.ndarray, graph: WalkGraph, n_units: int, *, hops: int,
+              max_postings: int, continue_prob: float = 0.5,
+              width: int = 200) -> RescoredView:
+    """The walk over ``graph`` as a view of ``n_units`` units for the candidate path: each
+    step reads at most ``max_postings`` posting entries to find units, and every unit's
+    exact mass is read off its own rows.
 
     A unit's walk mass is linear in what each posting entry of each concept
-    carries over the steps (``entry_mass``), so any unit's exact mass is a sum
-    over its own rows, however many entries the walk would scatter to find it.
-    The scatter is bounded (``found``: whole postings read in descending order
-    of mass per entry, at most ``max_postings`` entries a step, the quit rule of
-    accumulator-limited retrieval) and only proposes the best units, which are
-    then scored exactly; a unit's rank beyond them is estimated from an even
-    sample of all units, as the similarity view's is. ``entry_mass`` is the full
-    walk's, except that the steps after the first start from the widest nodes of
-    what the bounded first step read.
+    carries over the steps (``entry_mass``): the sum over its nodes' concepts. That
+    is the full walk's, except that the steps after the first start from the
+    widest nodes of what the bounded first step read.
     """
-
-    found: PositiveView
-    entry_mass: np.ndarray
-    graph: WalkGraph
-    n_units: int
-
-    def scores_of(self, units: np.ndarray) -> np.ndarray:
-        """The exact walk mass of ``units``."""
-        return self.graph.unit_mass(units, self.entry_mass)
-
-    def top(self, k: int | None) -> np.ndarray:
-        """The ``k`` best of twice as many units the bounded reads found, by exact mass."""
-        found = self.found.top(None if k is None else 2 * k)
-        scores = self.scores_of(found)
-        order = rank_by_score(scores)
-        order = order[scores[order] > 0]
-        return found[order if k is None else order[:k]]
-
-    def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
-        """Ranks of ``units`` given the view's ``top_units`` (best first); 0: no mass."""
-        ranks = np.zeros(len(units), dtype=np.float64)
-        scores = self.scores_of(units)
-        in_top = top_positions(units, top_units)
-        ranks[in_top >= 0] = in_top[in_top >= 0] + 1.0
-        rest = (in_top < 0) & (scores > 0)
-        if rest.any():
-            sample = spread_positions(self.n_units, RANK_SAMPLE + len(top_units))
-            sample = sample[top_positions(sample, top_units) < 0]
-            ranks[rest] = ranks_beyond(len(top_units), self.n_units - len(top_units), sample,
-                                       self.scores_of(sample), units[rest], scores[rest])
-        return ranks
-
-
-def walk_view(seed_mass: np.ndarray, graph: WalkGraph, n_units: int, *, hops: int,
-              max_postings: int, continue_prob: float = 0.5, width: int = 200) -> WalkView:
-    """The walk over ``graph`` as a :class:`WalkView` of ``n_units`` units, each step
-    reading at most ``max_postings`` posting entries."""
     steps = list(_walk_steps(seed_mass, graph.links_csr, graph.links_csc, hops=hops,
                              continue_prob=continue_prob, width=width,
                              unit_degree=graph.node_degree, node_unit=graph.node_unit,
@@ -271,25 +221,17 @@ def walk_view(seed_mass: np.ndarray, graph: WalkGraph, n_units: int, *, hops: in
     entry_mass = np.zeros(graph.links_csr.shape[1], dtype=np.float64)
     for step in steps:
         entry_mass[step.frontier] += step.weight * step.share  # distinct in a step
-    return WalkView(summed_arrivals(steps, n_units), entry_mass, graph, n_units)
+    return RescoredView(summed_arrivals(steps, n_units),
+                        partial(graph.unit_mass, entry_mass=entry_mass), n_units)
 
 
 def summed_arrivals(steps: list[WalkStep], n_units: int | None) -> PositiveView:
-    """The units the steps' reads reached, with their summed weighted mass.
-
-    Summed by a sort of the entries read, or, where those are many for
-    ``n_units`` (as where no bound binds), into an array over the units, which
-    is then cheaper.
-    """
+    """The units the steps' reads reached, with their summed weighted mass."""
     if not steps:
         return PositiveView(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
     units = np.concatenate([step.units.astype(np.int64, copy=False) for step in steps])
-    mass = np.concatenate([step.mass * step.weight for step in steps])
-    if n_units is not None and len(units) * DENSE_SUM_SHARE >= n_units:
-        return PositiveView.of_scores(np.bincount(units, weights=mass, minlength=n_units))
-    reached, summed = summed_by_index(units, mass)
-    positive = summed > 0
-    return PositiveView(reached[positive], summed[positive])
+    return summed_view(units, np.concatenate([step.mass * step.weight for step in steps]),
+                       n_units)
 
 
 def _walk_steps(
@@ -342,29 +284,6 @@ def _walk_steps(
         concepts = _widest(back / np.maximum(concept_degree, 1.0), width)
         share = back[concepts] / concept_degree[concepts]
         weight *= continue_prob * continue_prob
-
-
-def highest_impact(per_entry: np.ndarray, lengths: np.ndarray, max_entries: int) -> np.ndarray:
-    """Which postings to read (positions, ascending): whole ones, in descending order of
-    ``per_entry`` (ties to the lower position), up to ``max_entries`` entries in all."""
-    order = np.lexsort((np.arange(len(per_entry)), -per_entry))
-    fits = np.cumsum(lengths[order]) <= max_entries
-    return np.sort(order[:len(fits) if fits.all() else int(np.argmin(fits))])
-
-
-def summed_by_index(indices: np.ndarray, mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ``indices`` (ascending) and each one's summed ``mass``.
-
-    A stable sort keeps each index's entries in their given order, so every sum
-    adds in the order a ``bincount`` over all indices would: the same float.
-    """
-    order = np.argsort(indices, kind="stable")
-    ordered = indices[order]
-    first = np.empty(len(ordered), dtype=bool)
-    first[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    group = np.cumsum(first) - 1
-    return ordered[first], np.bincount(group, weights=mass[order], minlength=int(first.sum()))
 
 
 def _spread(matrix: sp.csr_matrix | sp.csc_matrix, sources: np.ndarray, share: np.ndarray,

@@ -12,9 +12,7 @@ from shared_core.search import fused_search
 from shared_core.search.walk import (
     WalkGraph,
     _walk_steps,
-    highest_impact,
     summed_arrivals,
-    summed_by_index,
     walk_scores,
 )
 
@@ -153,21 +151,6 @@ def test_the_walk_view_lifts_the_unit_one_shared_name_away() -> None:
     # walk (hops 2): u0 1.1875, u1 .0625 -> walk ranks u0 1, u1 2; fused with rrf_k 1:
     # u1 1/5 + 1/3 = .533 > u2 1/3 > u3 1/4
     assert order(2) == [0, 1, 2, 3]
-
-
-def test_highest_impact_reads_whole_postings_best_first_and_quits_at_the_limit() -> None:
-    per_entry, lengths = np.array([0.5, 0.25, 0.5, 0.1]), np.array([3, 1, 2, 5])
-    # order 0, 2 (tie at .5: lower first), 1, 3; running lengths 3, 5, 6, 11
-    assert highest_impact(per_entry, lengths, 5).tolist() == [0, 2]
-    assert highest_impact(per_entry, lengths, 6).tolist() == [0, 1, 2]
-    assert highest_impact(per_entry, lengths, 11).tolist() == [0, 1, 2, 3]
-    # the best posting alone is too long: nothing is read (quit, not skip)
-    assert highest_impact(per_entry, lengths, 2).tolist() == []
-
-
-def test_summed_by_index_adds_repeats_in_their_given_order() -> None:
-    found, sums = summed_by_index(np.array([3, 1, 3, 0, 1]), np.array([0.5, 1.0, 0.25, 2.0, 4.0]))
-    assert found.tolist() == [0, 1, 3] and sums.tolist() == [2.0, 5.0, 0.75]
 
 
 def test_the_bounded_walk_view_worked_by_hand() -> None:
