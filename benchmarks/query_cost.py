@@ -1,8 +1,8 @@
 """Query latency of saved indexes, with query knobs swept, against the exact path.
 
     python -m benchmarks.query_cost /tmp/idx100000 /tmp/idx1000000 --queries 200 \
-        --sweep walk_postings=none,50000,200000 --sweep candidates=500 \
-        --out benchmarks/results/query_cost.json
+        --set candidates=500 --sweep walk_postings=none,50000,200000 \
+        --sweep candidates=1000 --out benchmarks/results/query_cost.json
 
 Each ``PATH`` is an index saved with the hashing embedder (``benchmarks.scale``
 builds its corpora with it). The queries are the scale benchmark's: real pool
@@ -49,15 +49,18 @@ def timed(index: Any, asked: Queries, passes: int = 2
 
 
 def measure_index(path: Path, asked: Queries, sweeps: list[tuple[str, list[int | None]]],
-                  exact: bool, dim: int) -> dict[str, Any]:
+                  exact: bool, dim: int, settled: dict[str, int | None]) -> dict[str, Any]:
     from shared_core import ConceptGraphIndex, HashingEmbedder
 
     start = time.perf_counter()
     index = ConceptGraphIndex.load(str(path), HashingEmbedder(dim))
+    if settled:  # a saved config keeps its knobs: these replace them first
+        index = index.reconfigured(**settled)
     row: dict[str, Any] = {"index": str(path), "units": len(index.state.graph.unit_tokens),
                            "load_s": round(time.perf_counter() - start, 2),
                            "config": {k: v for k, v in index.config.to_dict().items()
-                                      if k in ("vector_index", "candidates", "walk_postings")}}
+                                      if k in ("vector_index", "candidates", "walk_postings")},
+                           "set": settled}
     default, contexts = timed(index, asked)
     settings: list[tuple[dict[str, Any], dict[str, float], list[dict[str, int]]]] = [
         ({}, default, contexts)]
@@ -90,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sweep", type=parse_sweep, action="append", default=[],
                         help="a query knob and values to query with, e.g. "
                              "walk_postings=none,50000 (repeatable)")
+    parser.add_argument("--set", type=parse_sweep, action="append", default=[],
+                        help="a query knob set before anything is timed, e.g. candidates=500 "
+                             "(a saved index keeps the config it was saved with)")
     parser.add_argument("--no-exact", dest="exact", action="store_false")
     parser.add_argument("--embedding-dim", type=int, default=384)
     parser.add_argument("--out", type=Path)
@@ -104,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> None:
               " ".join(sys.argv[1:] if argv is None else argv),
               "rows": []}
     for path in args.paths:
-        row = measure_index(path, asked, args.sweep, args.exact, args.embedding_dim)
+        settled = {knob: values[0] for knob, values in args.set}
+        row = measure_index(path, asked, args.sweep, args.exact, args.embedding_dim, settled)
         print(json.dumps(row), flush=True)
         report["rows"].append(row)  # type: ignore[attr-defined]
     if args.out:

@@ -341,14 +341,14 @@ def beam_sweep(index: Any, asked: Queries, exact_contexts: list[dict[str, int]],
 
 
 # query knobs a run can sweep, and the row field each sweep's results go to
-SWEPT_KNOBS = {"candidates": "candidate_pools", "max_postings": "max_postings_sweep"}
+SWEPT_KNOBS = {"candidates": "candidate_pools", "walk_postings": "walk_postings_sweep"}
 
 
 def knob_sweep(index: Any, asked: Queries, exact_contexts: list[dict[str, int]],
                knob: str, values: Sequence[int]) -> list[dict[str, float]]:
     """Query p50 and context kept against exact with the query knob ``knob`` set to each
-    of ``values`` (``candidates``: units per view in the ranked pool; ``max_postings``:
-    posting entries a view reads a step): the same graph is reused."""
+    of ``values`` (``candidates``: units per view in the ranked pool; ``walk_postings``:
+    posting entries a walk step reads): the same graph is reused."""
     return [{knob: value, **against_exact(index.reconfigured(**{knob: value}), asked,
                                           exact_contexts)} for value in values]
 
@@ -506,9 +506,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--candidates", type=int, nargs="+", default=[],
                         help="also query with the config's candidates (units per view in the "
                              "ranked pool) at each of these, against exact")
-    parser.add_argument("--max-postings", type=int, nargs="+", default=[],
-                        help="also query with the config's max_postings (posting entries "
-                             "a view reads a step) at each of these, against exact")
+    parser.add_argument("--walk-postings", type=int, nargs="+", default=[],
+                        help="also query with the config's walk_postings (posting entries "
+                             "a walk step reads) at each of these, against exact")
     parser.add_argument("--no-spill", dest="spill", action="store_false",
                         help="keep every vector on the heap (vector_spill=None)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
@@ -526,7 +526,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                       args.backend, args.milvus_index, args.lean,
                                       args.spill, args.beams,
                                       {"candidates": args.candidates,
-                                       "max_postings": args.max_postings})))
+                                       "walk_postings": args.walk_postings})))
         return
     rows = []
     for n in args.sizes:
@@ -537,8 +537,8 @@ def main(argv: Sequence[str] | None = None) -> None:
              *(("--lean",) if args.lean else ()),
              *(("--beams", *map(str, args.beams)) if args.beams else ()),
              *(("--candidates", *map(str, args.candidates)) if args.candidates else ()),
-             *(("--max-postings", *map(str, args.max_postings))
-               if args.max_postings else ()),
+             *(("--walk-postings", *map(str, args.walk_postings))
+               if args.walk_postings else ()),
              *(() if args.spill else ("--no-spill",))],
             capture_output=True, text=True, check=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -561,8 +561,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                    *((("beams", " ".join(map(str, args.beams))),) if args.beams else ()),
                    *((("candidates", " ".join(map(str, args.candidates))),)
                      if args.candidates else ()),
-                   *((("max_postings", " ".join(map(str, args.max_postings))),)
-                     if args.max_postings else ()),
+                   *((("walk_postings", " ".join(map(str, args.walk_postings))),)
+                     if args.walk_postings else ()),
                    *((("no_spill", ""),) if not args.spill else ()),
                    *((("milvus_index", args.milvus_index),) if args.backend == "milvus-lite"
                      else ()))),

@@ -36,7 +36,7 @@ KNOB_GROUPS: dict[str, tuple[str, ...]] = {
     # time and "mean" precomputes unit vectors with the graph
     "query": ("top_k", "hops", "budget", "ranking", "chunk_similarity", "overflow",
               "exact_match_seeds", "lexical", "rrf_k", "expansion_decay", "min_score",
-              "candidates", "walk_hops", "walk_nodes", "walk_seeds", "max_postings"),
+              "candidates", "walk_hops", "walk_nodes", "walk_seeds", "walk_postings"),
     "fusion": ("lam",),
 }
 
@@ -124,14 +124,14 @@ class ConceptGraphConfig:
     candidates, not the corpus. ``"auto"`` is exact below ``ANN_MIN_ROWS`` vectors
     and HNSW from there, a threshold measured in ``benchmarks/RESULTS.md``.
 
-    ``max_postings`` bounds what the concept-evidence, BM25 and walk views read
-    on that candidate path: each (each walk step) reads at most this many posting
-    entries, whole postings in descending order of what one entry can add
-    (``search.postings``), to find its best units; every unit the ranking asks
-    about is then scored exactly from its own entries, so a query's cost stops
-    growing with the corpus while its scores stay the full ones. The default binds
-    from a few hundred thousand passages; ``None`` reads every posting. The exact
-    path always reads every posting (the reference).
+    ``walk_postings`` bounds the walk view on that candidate path: each step reads
+    at most this many posting entries, whole postings in descending order of the
+    mass one entry carries (``search.postings``), to find the walk's best units;
+    every unit the ranking asks about is then scored exactly from its own rows
+    (``search.walk.walk_view``), so a walk's cost stops growing with the corpus
+    while its masses stay the full walk's. The default binds from a few hundred
+    thousand passages; ``None`` reads every posting. The exact path always reads
+    every posting (the reference).
     """
 
     theta_sem: float = 0.65
@@ -169,8 +169,8 @@ class ConceptGraphConfig:
     walk_hops: int | Literal["auto"] = "auto"
     walk_nodes: WalkNodes = "sentences"
     walk_seeds: WalkSeeds = "direct"
-    # posting entries a view (a walk step) reads on the candidate path (RESULTS.md)
-    max_postings: int | None = 100_000
+    # posting entries a walk step reads on the candidate path (RESULTS.md)
+    walk_postings: int | None = 100_000
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -199,8 +199,8 @@ class ConceptGraphConfig:
             _check_int("walk_hops", self.walk_hops, 0)
         _check_choice("walk_nodes", self.walk_nodes, ("sentences", "units"))
         _check_choice("walk_seeds", self.walk_seeds, ("direct", "exact"))
-        if self.max_postings is not None:
-            _check_int("max_postings", self.max_postings, 1)
+        if self.walk_postings is not None:
+            _check_int("walk_postings", self.walk_postings, 1)
         _check_range("expansion_decay", self.expansion_decay, 0.0, 1.0)
         if self.min_score is not None:
             _check_range("min_score", self.min_score, -1.0, 1.0)

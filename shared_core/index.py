@@ -29,12 +29,7 @@ from .config import KNOB_GROUPS, CjkSegmenter, ConceptGraphConfig, SelectBy
 from .embeddings.base import Embedder, check_texts, embed_query
 from .fusion import ContextItem
 from .search.ann import HnswVectorIndex
-from .search.candidates import (
-    CandidateSimilarity,
-    GatheredUnits,
-    RescoredView,
-    UnitSimilarity,
-)
+from .search.candidates import CandidateSimilarity, GatheredUnits, UnitSimilarity
 from .search.external import Reconciled, StoredRows, VectorStoreBackend, changed_rows, reconcile
 from .search.fused import fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
@@ -1068,7 +1063,6 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     if not len(corpus):
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
-        max_postings = None if graph.ann is None else cfg.max_postings  # candidates only
         similarity: np.ndarray | UnitSimilarity = (
             _all_unit_similarity(corpus, graph, q) if graph.ann is None
             else CandidateSimilarity(graph.ann, graph.ann_row_unit,
@@ -1082,7 +1076,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             similarity,
             graph.unit_tokens,
             graph.unit_idf,
-            lexical=_lexical_view(graph, _term_ids(corpus, analyzer, query), max_postings)
+            lexical=graph.unit_bm25.scores(_term_ids(corpus, analyzer, query))
             if cfg.lexical else None,
             top_k=cfg.top_k,
             hops=hops,
@@ -1098,7 +1092,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             walk=graph.walk if cfg.walk_nodes == "sentences" else None,
             walk_seeds=query_concepts if walks_from_terms else None,
             walk_hops=walk_hops,
-            max_postings=max_postings,
+            walk_postings=None if graph.ann is None else cfg.walk_postings,  # candidates only
         )
     else:
         hits, trace = local_search(
@@ -1161,14 +1155,6 @@ def _confirm_token_counts(unconfirmed: np.ndarray, units: list[int],
 def _term_ids(corpus: CorpusState, analyzer: Analyzer, query: str) -> list[int]:
     """The query's terms (the concept analyzer's words) that occur in the corpus."""
     return [corpus.term_position[t] for t in analyzer(query) if t in corpus.term_position]
-
-
-def _lexical_view(graph: DerivedGraph, term_ids: list[int],
-                  max_postings: int | None) -> np.ndarray | RescoredView:
-    """BM25 of every unit, or, on the candidate path, the bounded view of it."""
-    if max_postings is None:
-        return graph.unit_bm25.scores(term_ids)
-    return graph.unit_bm25.view(term_ids, max_postings)
 
 
 def _exact_seeds(graph: DerivedGraph, analyzer: Analyzer, query: str) -> np.ndarray:

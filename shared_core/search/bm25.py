@@ -10,13 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cached_property, partial
 
 import numpy as np
 import scipy.sparse as sp
-
-from .candidates import RescoredView
-from .postings import bounded_view, column_lookup_sums, column_peaks
 
 
 @dataclass(frozen=True)
@@ -47,18 +43,3 @@ class BM25Scorer:
         if not len(columns):
             return np.zeros(self.weights.shape[0], dtype=np.float64)
         return np.asarray(self.weights[:, columns].sum(axis=1), dtype=np.float64).ravel()
-
-    def view(self, term_ids: Iterable[int], max_postings: int) -> RescoredView:
-        """BM25 as a view for the candidate path: units found by reading at most
-        ``max_postings`` entries of the terms' postings (those whose best entry weighs
-        most first), every unit's score exact (``search.postings``)."""
-        columns = np.unique(np.fromiter(term_ids, dtype=np.int64))
-        found = bounded_view(self.weights, columns, np.ones(len(columns)), self.term_peaks,
-                             max_postings)
-        return RescoredView(found, partial(column_lookup_sums, self.weights, columns),
-                            self.weights.shape[0])
-
-    @cached_property
-    def term_peaks(self) -> np.ndarray:
-        """Each term's largest weight in any unit: the most one of its entries can add."""
-        return column_peaks(self.weights)

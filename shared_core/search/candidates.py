@@ -169,13 +169,14 @@ class PositiveView:
 class RescoredView:
     """A view on the candidate path: bounded posting reads find, exact sums score.
 
-    Each view's score of a unit is a sum over the query's concepts or words of
-    what one posting entry carries, so any unit's exact score is read off its own
-    entries (``scorer``), however long the postings that would find it. Finding
-    is bounded (``found``: whole postings read in descending order of what one of
-    their entries can add, up to a number of entries; ``search.postings``) and
-    only proposes the best units, which are scored exactly; a unit's rank beyond
-    them is estimated from an even sample of all units, as the similarity view's is.
+    The view's score of a unit is a sum over concepts of what one posting entry
+    carries, so any unit's exact score is read off its own entries (``scorer``),
+    however long the postings that would find it. Finding is bounded (``found``:
+    whole postings read in descending order of what one of their entries carries,
+    up to a number of entries; ``search.postings``) and only proposes the best
+    units, which are scored exactly; a unit's rank beyond them is estimated from
+    an even sample of all units, as the similarity view's is. The walk view uses it
+    (``search.walk.walk_view``).
     """
 
     found: PositiveView
@@ -196,14 +197,16 @@ class RescoredView:
 
     def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
         """Ranks of ``units`` given the view's ``top_units`` (best first); 0: no score."""
+        sample = spread_positions(self.n_units, RANK_SAMPLE + len(top_units))
+        sample = sample[top_positions(sample, top_units) < 0]
+        both = self.scores_of(np.concatenate([units, sample]))  # one pass over the rows
+        scores, sample_scores = both[:len(units)], both[len(units):]
 
         def beyond(rest: np.ndarray, rest_scores: np.ndarray) -> np.ndarray:
-            sample = spread_positions(self.n_units, RANK_SAMPLE + len(top_units))
-            sample = sample[top_positions(sample, top_units) < 0]
             return ranks_beyond(len(top_units), self.n_units - len(top_units), sample,
-                                self.scores_of(sample), rest, rest_scores)
+                                sample_scores, rest, rest_scores)
 
-        return view_ranks(units, self.scores_of(units), top_units, beyond)
+        return view_ranks(units, scores, top_units, beyond)
 
 
 def view_ranks(units: np.ndarray, scores: np.ndarray, top_units: np.ndarray,

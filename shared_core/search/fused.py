@@ -19,8 +19,6 @@ measurements that made this the default ranking.
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -31,7 +29,6 @@ from ..graph.pagerank import bfs_hops
 from ..select.scores import rank_by_score
 from .candidates import (
     PositiveView,
-    RescoredView,
     ScannedSimilarity,
     UnitSimilarity,
     UnitView,
@@ -39,7 +36,6 @@ from .candidates import (
     top_positions,
 )
 from .local import Hit, SearchTrace, Stage, fill_budget
-from .postings import bounded_view, row_sums
 from .vector_index import top_k_indices
 from .walk import WalkGraph
 
@@ -96,7 +92,7 @@ def fused_search(
     unit_tokens: np.ndarray,
     idf: np.ndarray,
     *,
-    lexical: np.ndarray | UnitView | None = None,
+    lexical: np.ndarray | None = None,
     top_k: int,
     hops: int,
     decay: float,
@@ -112,7 +108,7 @@ def fused_search(
     walk_seeds: np.ndarray | None = None,
     walk_hops: int = 0,
     walk_width: int = 200,
-    max_postings: int | None = None,
+    walk_postings: int | None = None,
 ) -> tuple[list[Hit], SearchTrace]:
     """Fill the budget with units in fused order; each hit names its strongest concept.
 
@@ -142,10 +138,10 @@ def fused_search(
                                       decay=decay, exact=exact, usable=usable)
     concept_value = weights * idf
     links_csc = sp.csc_matrix(unit_links) if unit_links_csc is None else unit_links_csc
-    views: list[UnitView] = [evidence_view(links_csc, unit_links, concept_value, max_postings)]
+    views: list[UnitView] = [
+        PositiveView.of_scores(_posting_sums(links_csc, concept_value, unit_links))]
     if lexical is not None:
-        views.append(PositiveView.of_scores(np.asarray(lexical, dtype=np.float64))
-                     if isinstance(lexical, np.ndarray) else lexical)
+        views.append(PositiveView.of_scores(np.asarray(lexical, dtype=np.float64)))
     if walk_hops:
         graph = walk or WalkGraph(sp.csr_matrix(unit_links), given_csc=links_csc)
         if walk_seeds is None:
@@ -153,12 +149,12 @@ def fused_search(
         else:
             seed_mass = np.zeros(len(idf))
             seed_mass[walk_seeds] = idf[walk_seeds]
-        if max_postings is None:
+        if walk_postings is None:
             views.append(PositiveView.of_scores(graph.unit_scores(
                 seed_mass, similarity.n_units, hops=walk_hops, width=walk_width)))
         else:
             views.append(graph.unit_view(seed_mass, similarity.n_units, hops=walk_hops,
-                                         width=walk_width, max_postings=max_postings))
+                                         width=walk_width, max_postings=walk_postings))
     view_tops = [view.top(candidates) for view in views]
     top_units, top_sims = similarity.top(candidates)
     if candidates is None:
@@ -230,19 +226,6 @@ def similarity_ranks(similarity: UnitSimilarity, pool: np.ndarray, top_units: np
         sim_ranks[listed] = 1.0 + count_better(known_units, known_sims, pool[listed],
                                                sims[listed])
     return sims, sim_ranks
-
-
-def evidence_view(links_csc: sp.csc_matrix, links_csr: sp.spmatrix, concept_value: np.ndarray,
-                  max_postings: int | None) -> UnitView:
-    """The concept-evidence view: every unit's sum (``max_postings`` None), or units found
-    by reading at most ``max_postings`` entries of the valued concepts' postings, each
-    unit's sum read off its own row (the candidate path)."""
-    if max_postings is None:
-        return PositiveView.of_scores(_posting_sums(links_csc, concept_value, links_csr))
-    valued = np.flatnonzero(concept_value)
-    found = bounded_view(links_csc, valued, concept_value[valued], None, max_postings)
-    return RescoredView(found, partial(row_sums, sp.csr_matrix(links_csr),
-                                       column_value=concept_value), links_csc.shape[0])
 
 
 def _posting_sums(links_csc: sp.csc_matrix, concept_value: np.ndarray,

@@ -1,23 +1,20 @@
-"""Postings read with a bound, highest impact first, and exact sums over a unit's own entries.
+"""Postings read with a bound, highest impact first: how the walk finds its units at scale.
 
-A view of the units (concept evidence, BM25, the walk) scores each unit by a
-sum over the query's concepts or words of what one posting entry carries. At a
-million units the common ones hold hundreds of thousands of entries each, and
-summing them into a corpus-long array is most of a query. On the candidate path
-a view instead reads whole postings in descending order of the most one of
-their entries can add and stops before the posting that would pass a bound (the
+A walk step scatters what each posting entry of its concepts carries over the
+units. At a million passages its concepts hold hundreds of thousands of entries,
+and summing them into a corpus-long array was most of a query. On the candidate
+path a step instead reads whole postings in descending order of what one of
+their entries carries and stops before the posting that would pass a bound (the
 "quit" rule of accumulator-limited text retrieval, Moffat and Zobel 1996). That
-finds the units worth ranking; their exact scores, and those of any unit the
-ranking asks about, are sums over the units' own entries
+finds the units worth ranking; their exact masses, and those of any unit the
+ranking asks about, are sums over the units' own rows
 (:class:`~shared_core.search.candidates.RescoredView`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
-from ..graph.entries import entry_counts, entry_positions
 from .candidates import PositiveView
 
 
@@ -57,54 +54,3 @@ def summed_view(units: np.ndarray, mass: np.ndarray, n_units: int | None) -> Pos
     reached, summed = summed_by_index(units, mass)
     positive = summed > 0
     return PositiveView(reached[positive], summed[positive])
-
-
-def bounded_view(postings: sp.csc_matrix, columns: np.ndarray, column_weight: np.ndarray,
-                 column_peak: np.ndarray | None, max_postings: int) -> PositiveView:
-    """Each unit's ``sum over columns of column_weight * postings[unit, column]`` from at
-    most ``max_postings`` entries: the columns whose entries can add the most are read.
-
-    ``column_peak`` is each column's largest entry (None: every entry is 1), so that
-    ``column_weight * column_peak`` bounds what one entry of that column adds.
-    """
-    columns = np.asarray(columns, dtype=np.int64)
-    impact = column_weight if column_peak is None else column_weight * column_peak[columns]
-    read = highest_impact(impact, entry_counts(postings, columns), max_postings)
-    positions, owner = entry_positions(postings, columns[read])
-    mass = column_weight[read][owner]
-    if column_peak is not None:
-        mass = mass * postings.data[positions]
-    return summed_view(postings.indices[positions], mass, postings.shape[0])
-
-
-def row_sums(rows: sp.csr_matrix, units: np.ndarray, column_value: np.ndarray) -> np.ndarray:
-    """``rows[units] @ column_value``: each unit's entries, weighted, summed in column order."""
-    positions, owner = entry_positions(rows, np.asarray(units, dtype=np.int64))
-    weights = column_value[rows.indices[positions]] * rows.data[positions]
-    return np.bincount(owner, weights=weights, minlength=len(units))
-
-
-def column_lookup_sums(postings: sp.csc_matrix, columns: np.ndarray,
-                       units: np.ndarray) -> np.ndarray:
-    """``postings[units][:, columns].sum(axis=1)`` by a binary search of each column's
-    sorted entries: a unit's weights without a row copy of the matrix."""
-    units = np.asarray(units, dtype=np.int64)
-    out = np.zeros(len(units), dtype=np.float64)
-    for column in np.asarray(columns, dtype=np.int64).tolist():
-        start, end = int(postings.indptr[column]), int(postings.indptr[column + 1])
-        if start == end:
-            continue
-        entries = postings.indices[start:end]
-        at = np.minimum(np.searchsorted(entries, units), end - start - 1)
-        hit = entries[at] == units
-        out[hit] += postings.data[start + at[hit]]
-    return out
-
-
-def column_peaks(postings: sp.csc_matrix) -> np.ndarray:
-    """Each column's largest entry (0 for an empty column), float64."""
-    peaks = np.zeros(postings.shape[1], dtype=np.float64)
-    filled = np.flatnonzero(np.diff(postings.indptr) > 0)
-    if len(filled):
-        peaks[filled] = np.maximum.reduceat(postings.data, postings.indptr[filled])
-    return peaks

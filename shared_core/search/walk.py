@@ -111,7 +111,7 @@ class WalkGraph:
                            n_units=n_units, entry_unit=self.entry_unit)
 
     def unit_view(self, seed_mass: np.ndarray, n_units: int, *, hops: int, width: int = 200,
-                  max_postings: int) -> RescoredView:
+                  max_postings: int) -> PositiveView | RescoredView:
         """The walk as a view for the candidate path: its best units found by reading at
         most ``max_postings`` entries a step, every unit's mass exact (:func:`walk_view`)."""
         return walk_view(seed_mass, self, n_units, hops=hops, width=width,
@@ -181,7 +181,7 @@ def walk_scores(
     if node_unit is not None and n_units is None:
         raise ValueError("node_unit needs n_units, the number of units it maps to")
     scores = np.zeros(links_csr.shape[0] if n_units is None else n_units, dtype=np.float64)
-    for _, _, weight, units, mass in _walk_steps(seed_mass, links_csr, links_csc, hops=hops,
+    for _, _, weight, units, mass, _ in _walk_steps(seed_mass, links_csr, links_csc, hops=hops,
                                            continue_prob=continue_prob, width=width,
                                            unit_degree=unit_degree, node_unit=node_unit,
                                            entry_unit=entry_unit, max_postings=None):
@@ -193,18 +193,20 @@ def walk_scores(
 class WalkStep(NamedTuple):
     """One step of the walk: the concepts it starts from with the mass each of their
     posting entries carries (``frontier``, ``share``), its weight in the sum, and
-    what arrived from the postings read: the units (repeats allowed) and their mass."""
+    what arrived from the postings read: the units (repeats allowed) and their mass,
+    and whether those were all of the frontier's postings."""
 
     frontier: np.ndarray
     share: np.ndarray
     weight: float
     units: np.ndarray
     mass: np.ndarray
+    complete: bool  # every posting of the frontier was read
 
 
 def walk_view(seed_mass: np.ndarray, graph: WalkGraph, n_units: int, *, hops: int,
               max_postings: int, continue_prob: float = 0.5,
-              width: int = 200) -> RescoredView:
+              width: int = 200) -> PositiveView | RescoredView:
     """The walk over ``graph`` as a view of ``n_units`` units for the candidate path: each
     step reads at most ``max_postings`` posting entries to find units, and every unit's
     exact mass is read off its own rows.
@@ -212,17 +214,20 @@ def walk_view(seed_mass: np.ndarray, graph: WalkGraph, n_units: int, *, hops: in
     A unit's walk mass is linear in what each posting entry of each concept
     carries over the steps (``entry_mass``): the sum over its nodes' concepts. That
     is the full walk's, except that the steps after the first start from the
-    widest nodes of what the bounded first step read.
+    widest nodes of what the bounded first step read. Where no step left a posting
+    unread, the sums read are the exact masses and are returned as they are.
     """
     steps = list(_walk_steps(seed_mass, graph.links_csr, graph.links_csc, hops=hops,
                              continue_prob=continue_prob, width=width,
                              unit_degree=graph.node_degree, node_unit=graph.node_unit,
                              entry_unit=graph.entry_unit, max_postings=max_postings))
+    found = summed_arrivals(steps, n_units)
+    if all(step.complete for step in steps):  # nothing left unread: the sums are exact
+        return found
     entry_mass = np.zeros(graph.links_csr.shape[1], dtype=np.float64)
     for step in steps:
         entry_mass[step.frontier] += step.weight * step.share  # distinct in a step
-    return RescoredView(summed_arrivals(steps, n_units),
-                        partial(graph.unit_mass, entry_mass=entry_mass), n_units)
+    return RescoredView(found, partial(graph.unit_mass, entry_mass=entry_mass), n_units)
 
 
 def summed_arrivals(steps: list[WalkStep], n_units: int | None) -> PositiveView:
@@ -266,6 +271,7 @@ def _walk_steps(
         if max_postings is not None:
             read = highest_impact(share, concept_degree[concepts], max_postings)
             concepts, share = concepts[read], share[read]
+        complete = len(concepts) == len(frontier)
         positions, owner = entry_positions(links_csc, concepts)
         if hop == hops - 1:  # the last step's entries go to their units unsummed
             if entry_unit is not None:
@@ -273,11 +279,11 @@ def _walk_steps(
             else:
                 nodes = links_csc.indices[positions]
                 units = nodes if node_unit is None else node_unit[nodes]
-            yield WalkStep(frontier, frontier_share, weight, units, share[owner])
+            yield WalkStep(frontier, frontier_share, weight, units, share[owner], complete)
             return
         reached, arrived = summed_by_index(links_csc.indices[positions], share[owner])
         yield WalkStep(frontier, frontier_share, weight,
-                       reached if node_unit is None else node_unit[reached], arrived)
+                       reached if node_unit is None else node_unit[reached], arrived, complete)
         widest = _widest(arrived / np.maximum(unit_degree[reached], 1.0), width)
         nodes = reached[widest]
         back = _spread(links_csr, nodes, arrived[widest] / unit_degree[nodes], n_concepts)

@@ -67,8 +67,8 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("walk_hops", "always"),
     ("walk_nodes", "chunks"),     # sentences or units
     ("walk_seeds", "all"),        # direct or exact
-    ("max_postings", 0),         # None (read every posting) or at least one entry
-    ("max_postings", 1e5),
+    ("walk_postings", 0),         # None (read every posting) or at least one entry
+    ("walk_postings", 1e5),
 ]
 
 

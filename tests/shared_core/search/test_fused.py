@@ -177,26 +177,7 @@ def test_a_posting_limit_that_never_binds_places_the_same_units(seed: int,
     inputs = (rng.random(20), links, sp.csr_matrix((20, 20)), rng.random(60),
               rng.integers(1, 6, 60), rng.random(20) + 1)
     dense, _ = fused_search(*inputs, lexical=lexical, **args)
-    sparse, _ = fused_search(*inputs, lexical=lexical, max_postings=10**9, **args)
+    sparse, _ = fused_search(*inputs, lexical=lexical, walk_postings=10**9, **args)
     assert [h.chunk for h in sparse] == [h.chunk for h in dense]
     np.testing.assert_allclose([h.score for h in sparse], [h.score for h in dense],
                                rtol=1e-12)
-
-
-def test_the_bounded_evidence_view_finds_by_impact_and_scores_every_unit_exactly() -> None:
-    from shared_core.search.fused import evidence_view
-
-    # u0 {c0, c1}, u1 {c1}, u2 {c0}, u3 {c2}; values .5, .2, .1
-    links = sp.csr_matrix(np.array([[1, 1, 0], [0, 1, 0], [1, 0, 0], [0, 0, 1]],
-                                   dtype=np.float32))
-    value = np.array([0.5, 0.2, 0.1])
-    view = evidence_view(links.tocsc(), links, value, max_postings=3)
-    # c0 (.5 an entry, two entries) is read; c1 (.2, two more) would pass 3
-    assert view.found.units.tolist() == [0, 2] and view.found.values.tolist() == [0.5, 0.5]
-    np.testing.assert_allclose(view.scores_of(np.arange(4)), [0.7, 0.2, 0.5, 0.1])
-    top = view.top(1)  # of the two found (tied at .5 read), u0 by its exact .7
-    assert top.tolist() == [0]
-    # beyond the top, 4 units fit the rank sample: u2 .5, u1 .2, u3 .1
-    assert view.ranks(np.arange(4), top).tolist() == [1.0, 3.0, 2.0, 4.0]
-    full = evidence_view(links.tocsc(), links, value, max_postings=None)
-    np.testing.assert_allclose(full.ranks(np.arange(4), full.top(1)), [1, 3, 2, 4])
