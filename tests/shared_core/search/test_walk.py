@@ -169,7 +169,8 @@ def test_the_bounded_walk_view_worked_by_hand() -> None:
 
     # hop 1: c0 passes .5 to its one unit, c1 .25 to each of its two; one entry a step
     # reads c0 alone (.5 per entry), yet the exact masses count both seeds
-    assert view(1, 3, cut=False) == (pytest.approx({0: 0.75, 1: 0.25}), pytest.approx([0.75, 0.25, 0, 0]))
+    assert view(1, 3, cut=False) == (pytest.approx({0: 0.75, 1: 0.25}),
+                                     pytest.approx([0.75, 0.25, 0, 0]))
     assert view(1, 1, cut=True) == (pytest.approx({0: 0.5}), pytest.approx([0.75, 0.25, 0, 0]))
     # unbounded, two hops: back from u0 (.375 each to c0, c1) and u1 (.125 to c1, c2);
     # c0 .375, c1 .25 and c2 .0625 per entry; weighted by .25: u0 .90625, u1 .328125,
@@ -181,7 +182,8 @@ def test_the_bounded_walk_view_worked_by_hand() -> None:
     # one entry a step: hop 1 reads c0, u0 gets .5 and sends .25 back to c0 and c1
     # (.25 and .125 per entry); hop 2 reads c0 alone: found u0 .5 + .25 * .25. Exact:
     # c0 carries .5 + .25 * .25, c1 .25 + .25 * .125: u0 .84375, u1 .28125
-    assert view(2, 1, cut=True) == (pytest.approx({0: 0.5625}), pytest.approx([0.84375, 0.28125, 0, 0]))
+    assert view(2, 1, cut=True) == (pytest.approx({0: 0.5625}),
+                                    pytest.approx([0.84375, 0.28125, 0, 0]))
 
 
 @given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 200),
