@@ -25,9 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from benchmarks.scale import DATA, Queries, context_recall, query_latencies, sentence_pool
+from benchmarks.scale import DATA, Queries, context_recall, sentence_pool, warm_latency
 
 
 def parse_sweep(spec: str) -> tuple[str, list[int | None]]:
@@ -36,16 +34,6 @@ def parse_sweep(spec: str) -> tuple[str, list[int | None]]:
     if not sep or not knob or not raw:
         raise argparse.ArgumentTypeError(f"bad sweep {spec!r}; use knob=value,value")
     return knob, [None if v.lower() == "none" else int(v) for v in raw.split(",")]
-
-
-def timed(index: Any, asked: Queries, passes: int = 2
-          ) -> tuple[dict[str, float], list[dict[str, int]]]:
-    """The last pass's p50/p95 in ms, and the first pass's contexts."""
-    latencies, contexts = query_latencies(index, asked)
-    for _ in range(passes - 1):
-        latencies, _ = query_latencies(index, asked)
-    return {"query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
-            "query_ms_p95": round(float(np.percentile(latencies, 95)), 2)}, contexts
 
 
 def measure_index(path: Path, asked: Queries, sweeps: list[tuple[str, list[int | None]]],
@@ -61,18 +49,18 @@ def measure_index(path: Path, asked: Queries, sweeps: list[tuple[str, list[int |
                            "config": {k: v for k, v in index.config.to_dict().items()
                                       if k in ("vector_index", "candidates", "walk_postings")},
                            "set": settled}
-    default, contexts = timed(index, asked)
+    default, contexts = warm_latency(index, asked)
     settings: list[tuple[dict[str, Any], dict[str, float], list[dict[str, int]]]] = [
         ({}, default, contexts)]
     for knob, values in sweeps:
         for value in values:
-            latency, found = timed(index.reconfigured(**{knob: value}), asked)
+            latency, found = warm_latency(index.reconfigured(**{knob: value}), asked)
             settings.append(({knob: value}, latency, found))
     reference = None
     if exact:
         # one pass: the exact path scans every sentence, its pages stay warm in one
-        reference_latency, reference = timed(index.reconfigured(vector_index="exact"), asked,
-                                             passes=1)
+        exact_index = index.reconfigured(vector_index="exact")
+        reference_latency, reference = warm_latency(exact_index, asked, passes=1)
         row["exact"] = reference_latency
     row["settings"] = [
         {"changed": changed, **latency,

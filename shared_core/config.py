@@ -164,7 +164,7 @@ class ConceptGraphConfig:
     min_score: float | None = None
     vector_index: VectorIndexKind = "auto"
     # units per view in the candidate pool: 500 keeps every dev cell's CR of 1,000 and
-    # 99.6 % of its context at 1 M, for about a fifth less time a query (RESULTS.md)
+    # 99.6 % of its context at 1 M, for 29 % less time a query there (RESULTS.md)
     candidates: int = 500
     walk_hops: int | Literal["auto"] = "auto"
     walk_nodes: WalkNodes = "sentences"

@@ -95,14 +95,18 @@ def spread_sample(units: np.ndarray, size: int = RANK_SAMPLE) -> np.ndarray:
     return units[spread_positions(len(units), size)]
 
 
-def sample_less(units: np.ndarray, top_units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """An even sample of ``units`` (ascending) sized to keep ``RANK_SAMPLE`` beyond the
-    top, and which of it is not in ``top_units``: the units a rank beyond is estimated from.
+def sample_less(units: np.ndarray | int, top_units: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """An even sample of ``units`` (ascending; a count ``n`` means all of ``0..n-1``,
+    without a range that long) sized to keep ``RANK_SAMPLE`` beyond the top, and which
+    of it is not in ``top_units``: the units a rank beyond is estimated from.
 
     The sample itself depends only on ``units``, so a caller that scores it every
     query can keep its rows (:class:`GatheredUnits`) and drop the top ones after.
     """
-    sample = spread_sample(units, RANK_SAMPLE + len(top_units))
+    size = RANK_SAMPLE + len(top_units)
+    sample = (spread_positions(units, size) if isinstance(units, int)
+              else spread_sample(units, size))
     return sample, top_positions(sample, top_units) < 0
 
 
@@ -197,8 +201,8 @@ class RescoredView:
 
     def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
         """Ranks of ``units`` given the view's ``top_units`` (best first); 0: no score."""
-        sample = spread_positions(self.n_units, RANK_SAMPLE + len(top_units))
-        sample = sample[top_positions(sample, top_units) < 0]
+        sample, outside = sample_less(self.n_units, top_units)
+        sample = sample[outside]
         both = self.scores_of(np.concatenate([units, sample]))  # one pass over the rows
         scores, sample_scores = both[:len(units)], both[len(units):]
 
@@ -328,9 +332,7 @@ class CandidateSimilarity:
     def ranks_below(self, units: np.ndarray, scores: np.ndarray,
                     top_units: np.ndarray) -> np.ndarray:
         rest_total = self.n_units - len(top_units)
-        # the sample of all units, spaced as sample_less spaces it: no corpus-long range
-        everyone = spread_positions(self.n_units, RANK_SAMPLE + len(top_units))
-        outside = top_positions(everyone, top_units) < 0
+        everyone, outside = sample_less(self.n_units, top_units)
         scored = (self.sample_scorer or self.scorer)(everyone)
         return ranks_beyond(len(top_units), rest_total, everyone[outside], scored[outside],
                             units, scores)

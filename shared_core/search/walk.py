@@ -181,10 +181,10 @@ def walk_scores(
     if node_unit is not None and n_units is None:
         raise ValueError("node_unit needs n_units, the number of units it maps to")
     scores = np.zeros(links_csr.shape[0] if n_units is None else n_units, dtype=np.float64)
-    for _, _, weight, units, mass, _ in _walk_steps(seed_mass, links_csr, links_csc, hops=hops,
-                                           continue_prob=continue_prob, width=width,
-                                           unit_degree=unit_degree, node_unit=node_unit,
-                                           entry_unit=entry_unit, max_postings=None):
+    steps = _walk_steps(seed_mass, links_csr, links_csc, hops=hops,
+                        continue_prob=continue_prob, width=width, unit_degree=unit_degree,
+                        node_unit=node_unit, entry_unit=entry_unit, max_postings=None)
+    for _, _, weight, units, mass, _ in steps:
         arrived = np.bincount(units, weights=mass, minlength=len(scores))
         scores += arrived if weight == 1.0 else weight * arrived
     return scores
