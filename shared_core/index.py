@@ -28,7 +28,7 @@ import numpy as np
 from .config import KNOB_GROUPS, CjkSegmenter, ConceptGraphConfig, SelectBy
 from .embeddings.base import Embedder, check_texts, embed_query
 from .fusion import ContextItem
-from .search.ann import HnswVectorIndex
+from .search.ann import HnswSegments
 from .search.candidates import CandidateSimilarity, GatheredUnits, UnitSimilarity
 from .search.external import Reconciled, StoredRows, VectorStoreBackend, changed_rows, reconcile
 from .search.fused import fused_search
@@ -709,7 +709,7 @@ class ConceptGraphIndex:
             "embedding_model": self._embedder.model_id,
             "embedding_dim": self._embedder.dim,
             "vector_index": ("exact" if graph.ann is None else
-                             "hnsw" if isinstance(graph.ann, HnswVectorIndex) else
+                             "hnsw" if isinstance(graph.ann, HnswSegments) else
                              f"store:{type(state.vector_store).__name__}"),
             "warnings": warnings,
         }
@@ -842,7 +842,7 @@ class ConceptGraphIndex:
 
         state = self._state
         graph = state.graph
-        ann = (VectorSearch(graph.ann, graph.ann_rows) if isinstance(graph.ann, HnswVectorIndex)
+        ann = (VectorSearch(graph.ann, graph.ann_rows) if isinstance(graph.ann, HnswSegments)
                and graph.ann_rows is not None else None)
         save_corpus(path, state.corpus, state.config, self._embedder.model_id, ann,
                     saved_parts(graph), store_generation=state.store_generation)

@@ -1,6 +1,6 @@
 """Persistence of an index's chunks as a versioned directory of JSON and ``.npy`` files.
 
-Layout (format version 5)::
+Layout (format version 6)::
 
     my_index/
         CURRENT              the name of the complete version, replaced atomically
@@ -63,8 +63,10 @@ is version 3 with XXH3-128 checksums instead of SHA-256 (``DIGEST``; the manifes
 million-passage load. Version 5 keeps the texts as one UTF-8 byte run
 (``chunk_texts.npy``) with each text's end (``chunk_text_ends.npy``) instead of in
 ``chunks.json``: a million texts had taken 3–4 s to parse as JSON. A load decodes each
-text strictly (no lone surrogate can pass) and refuses a NUL. Indexes saved in format
-versions 1 (one flat folder) to 4 still load; the next save writes version 5.
+text strictly (no lone surrogate can pass) and refuses a NUL. Version 6 saves an HNSW
+index in segments (``ann.faiss``, then ``ann.1.faiss`` ...; the manifest's ``ann`` lists
+their row counts), as updates leave it (``search.ann.segment_plan``). Indexes saved in
+format versions 1 (one flat folder) to 5 still load; the next save writes version 6.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ from .embeddings.base import UNIT_NORM_TOLERANCE, finite_row_norms, same_model
 from .embeddings.models import BF16_SUFFIX
 from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
-from .search.ann import HnswVectorIndex
+from .search.ann import HnswSegments, HnswVectorIndex, segment_file
 from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_terms
 from .state.derived import GraphMatrices, VectorSearch
 from .state.ingest import unit_texts
@@ -102,8 +104,8 @@ from .text.hygiene import invalid_character
 from .text.tokens import count_tokens_batch
 
 FORMAT = "conceptgraph-index"
-VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 POINTER = "CURRENT"
 LOCK = ".lock"
 _VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
@@ -264,11 +266,13 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         _write_file(folder / key, json.dumps(payload, ensure_ascii=False).encode("utf-8"),
                     file_mode)
     if ann is not None:
-        if not isinstance(ann.index, HnswVectorIndex):
+        if not isinstance(ann.index, HnswSegments):
             raise TypeError(f"only an HNSW index is saved, got {type(ann.index).__name__}")
-        ann.index.save(folder / ANN_FILE)
-        os.chmod(folder / ANN_FILE, file_mode)
-        _fsync_path(folder / ANN_FILE)
+        ann_segments = ann.index.sizes()
+        for position, segment in enumerate(ann.index.segments):
+            segment.save(folder / segment_file(position))
+            os.chmod(folder / segment_file(position), file_mode)
+            _fsync_path(folder / segment_file(position))
         with _new_file(folder / ANN_ROWS_FILE, file_mode) as fh:
             np.save(fh, np.ascontiguousarray(ann.rows, dtype=np.int64), allow_pickle=False)
     for file in sorted(folder.iterdir()):
@@ -286,7 +290,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         "files": digests,
     }
     if ann is not None:
-        manifest["ann"] = {"file": ANN_FILE, "rows": len(ann.rows), "row_map": ANN_ROWS_FILE}
+        manifest["ann"] = {"file": ANN_FILE, "rows": len(ann.rows), "row_map": ANN_ROWS_FILE,
+                           "segments": ann_segments}
     if graph is not None:
         manifest["graph"] = {"concepts": len(graph.rank),
                              "pairs" if graph.strong else "edges": len(graph.source)}
@@ -706,20 +711,27 @@ def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
     """The saved approximate index and its row map, checksums and shapes checked first.
 
     Every vector must be indexed exactly once; other rows are dead (-1). Indexes
-    saved before row maps existed indexed every vector in order.
+    saved before row maps existed indexed every vector in order; before segments
+    (version 6), in one segment.
     """
     entry = manifest.get("ann")
     if entry is None:
         return None
     rows = entry.get("rows") if isinstance(entry, dict) else None
     row_map = entry.get("row_map") if isinstance(entry, dict) else None
+    sizes = entry.get("segments", [rows]) if isinstance(entry, dict) else None
     if entry not in ({"file": ANN_FILE, "rows": rows},
-                     {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE}) \
-            or not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+                     {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE},
+                     {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE,
+                      "segments": sizes}) \
+            or not _is_count(rows) or not isinstance(sizes, list) or not sizes \
+            or not all(_is_count(n) for n in sizes) or sum(sizes) != rows:
         raise CorruptIndexError(f"{folder}/manifest.json: 'ann' must be "
                                 f"{{'file': '{ANN_FILE}', 'rows': <count>, 'row_map': "
-                                f"'{ANN_ROWS_FILE}'}}, got {entry!r}")
-    digests.check([ANN_FILE] + ([ANN_ROWS_FILE] if row_map else []))
+                                f"'{ANN_ROWS_FILE}', 'segments': <counts adding up to rows>}}, "
+                                f"got {entry!r}")
+    files = [segment_file(i) for i in range(len(sizes))]
+    digests.check(files + ([ANN_ROWS_FILE] if row_map else []))
     vectors = (len(corpus.sentence_spans) if config.chunk_similarity == "max"
                else len(corpus.unit_offsets()) - 1)
     if row_map:
@@ -732,9 +744,15 @@ def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
     else:
         where = np.arange(rows, dtype=np.int64)
     try:
-        return VectorSearch(HnswVectorIndex.load(folder / ANN_FILE, rows, corpus.dim), where)
+        segments = tuple(HnswVectorIndex.load(folder / file, size, corpus.dim)
+                         for file, size in zip(files, sizes, strict=True))
     except ValueError as exc:
         raise CorruptIndexError(str(exc)) from exc
+    return VectorSearch(HnswSegments(segments), where)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _read_config(folder: Path, manifest: dict[str, Any]) -> ConceptGraphConfig:

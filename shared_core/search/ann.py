@@ -7,16 +7,21 @@ measured it against usearch's HNSW (float16 and int8) and faiss's HNSW-flat and
 IVF-PQ on MiniLM vectors of the dev corpora: at 1,000 candidates it had the best
 recall for its latency (0.993 at efSearch 1,000) and a quarter of float32's bytes
 (``benchmarks/RESULTS.md``, Scale).
+
+An index's rows live in one or more segments (:class:`HnswSegments`): a build makes
+one, and an update puts its new rows in a small later segment
+(:func:`segment_plan`) rather than copying the large one to grow it, which faiss
+requires of a mapped index and which had been an update's largest allocation.
 """
 
 from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import numpy as np
 
@@ -155,6 +160,86 @@ class HnswVectorIndex:
                              f"the index has {rows} of {dim}")
         return cls._holding(index, os.open(path, os.O_RDONLY))
 
+
+SegmentPlan = Literal["grow", "append", "merge", "rebuild"]
+MAX_SEGMENTS = 4  # searched one after another: past this, small segments are merged
+GROW_SHARE = 1 / 8  # a later segment is grown in place of a new one while this small
+
+
+def segment_file(segment: int) -> str:
+    """The saved file of one segment: ``ann.faiss`` for the first, ``ann.<i>.faiss`` after."""
+    return FILE_NAME if segment == 0 else f"ann.{segment}.faiss"
+
+
+def segment_plan(sizes: Sequence[int], added: int) -> SegmentPlan:
+    """How an update places ``added`` new rows beside segments of ``sizes`` rows.
+
+    - ``"grow"``: copy the last segment with the rows appended, while it is a later
+      segment that stays within ``GROW_SHARE`` of all rows (its copy is small);
+    - ``"append"``: a new segment of the added rows alone;
+    - ``"merge"``: past ``MAX_SEGMENTS``, rebuild every segment after the first, with
+      the added rows, into one, while they hold no more rows than the first;
+    - ``"rebuild"``: one new segment of everything.
+
+    The first segment is never copied: at a million passages it is 2.9 GB that an
+    update had read onto the heap to grow. Each later merge at least doubles what
+    it writes, so a row is rebuilt a logarithmic number of times.
+    """
+    total = sum(sizes) + added
+    if len(sizes) > 1 and sizes[-1] + added <= GROW_SHARE * total:
+        return "grow"
+    if 0 < len(sizes) < MAX_SEGMENTS:
+        return "append"
+    if len(sizes) > 1 and sum(sizes[1:]) + added <= sizes[0]:
+        return "merge"
+    return "rebuild"
+
+
+@dataclass(frozen=True, eq=False)
+class HnswSegments:
+    """Rows held by consecutive HNSW indexes, searched together; satisfies ``VectorIndex``.
+
+    faiss cannot add to a mapped index, so an update that grows one index copies
+    all of it first. An update here builds or grows a small segment after the
+    large one instead (:func:`segment_plan`). Row ``r`` of segment ``i`` is row
+    ``offset_i + r`` of the whole.
+    """
+
+    segments: tuple[HnswVectorIndex, ...]
+
+    @classmethod
+    def build(cls, vectors: np.ndarray) -> HnswSegments:
+        """One segment over every row of ``vectors``."""
+        return cls((HnswVectorIndex.build(vectors),))
+
+    def __len__(self) -> int:
+        return sum(len(segment) for segment in self.segments)
+
+    def sizes(self) -> list[int]:
+        return [len(segment) for segment in self.segments]
+
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each segment's ``k`` best, merged: the best ``k`` by their quantised scores."""
+        if len(self.segments) == 1:
+            return self.segments[0].search(query, k)
+        offsets = np.cumsum([0, *self.sizes()[:-1]])
+        found = [segment.search(query, k) for segment in self.segments]
+        rows = np.concatenate([r + offset for (r, _), offset in zip(found, offsets,
+                                                                      strict=True)])
+        scores = np.concatenate([s for _, s in found])
+        order = np.lexsort((rows, -scores))[:k]  # ties go to the lower row
+        return rows[order], scores[order]
+
+    def grown(self, vectors: np.ndarray) -> HnswSegments:
+        """The last segment copied with ``vectors`` appended; this index is unchanged."""
+        return HnswSegments((*self.segments[:-1], self.segments[-1].with_rows(vectors)))
+
+    def with_segment(self, first: int, vectors: np.ndarray) -> HnswSegments:
+        """The first ``first`` segments, then one new segment of ``vectors``."""
+        return HnswSegments((*self.segments[:first], HnswVectorIndex.build(vectors)))
+
+    def code_bytes(self) -> int:
+        return sum(segment.code_bytes() for segment in self.segments)
 
 def _reader_at(source: int) -> Callable[[int], bytes]:
     """Reads of the file ``source`` from its start, at an offset of their own

@@ -413,20 +413,25 @@ def vector_search_index(config: ConceptGraphConfig, corpus: CorpusState,
 
 def built_search(rows: np.ndarray, spill: VectorSpill | None) -> VectorSearch:
     """A new HNSW index over every row of ``rows``, in order (through ``spill``)."""
-    from ..search.ann import HnswVectorIndex
+    from ..search.ann import HnswSegments
 
-    return spilled_search(VectorSearch(HnswVectorIndex.build(rows), np.arange(len(rows))), spill)
+    return spilled_search(VectorSearch(HnswSegments.build(rows), np.arange(len(rows))), spill)
 
 
 def spilled_search(search: VectorSearch, spill: VectorSpill | None) -> VectorSearch:
-    """``search`` with its HNSW index mapped from a spill file when its codes are large
-    enough to spill and it maps no file yet, as a loaded index maps its saved file: the
-    heap then holds only its graph links (at a million passages, 1.7 GB less)."""
-    from ..search.ann import HnswVectorIndex
+    """``search`` with each HNSW segment whose codes are large enough to spill, and that
+    maps no file yet, mapped from a spill file, as a loaded index maps its saved files:
+    the heap then holds only their graph links (at a million passages, 1.7 GB less)."""
+    from ..search.ann import HnswSegments
 
     index = search.index
-    if (spill is None or not isinstance(index, HnswVectorIndex) or index.source is not None
-            or not spill.spills(index.code_bytes())):
+    if spill is None or not isinstance(index, HnswSegments):
         return search
-    with spill.temporary_file() as file:
-        return VectorSearch(index.mapped_through(file), search.rows)
+    segments = list(index.segments)
+    for position, segment in enumerate(segments):
+        if segment.source is None and spill.spills(segment.code_bytes()):
+            with spill.temporary_file() as file:
+                segments[position] = segment.mapped_through(file)
+    if segments == list(index.segments):
+        return search
+    return VectorSearch(HnswSegments(tuple(segments)), search.rows)

@@ -143,17 +143,19 @@ class ConceptChanges:
 
     ``old`` is each new concept's old index (-1: new), ``new_of_old`` each old
     concept's new index (-1: gone), ``changed`` the new indices (sorted) whose
-    vector, chunk count and edges must be recomputed. ``carried`` holds the old
-    links of the kept chunks in the new numbering (concepts gone dropped),
-    ``changed_rows`` the new chunks whose links differ from them (added chunks
-    among them), ``deleted`` the old links of the deleted chunks, one row each.
+    vector, chunk count and edges must be recomputed. ``changed_rows`` are the new
+    chunks whose links differ from the old links carried into the new numbering
+    (added chunks among them), ``carried`` those chunks' carried links (concepts
+    gone dropped), one row each; ``deleted`` the old links of the deleted chunks.
+    Only the changed rows are kept: all the carried links are as large as the
+    graph's links (415 MB at a million passages), held through the rest of a refresh.
     """
 
     old: np.ndarray
     new_of_old: np.ndarray
     changed: np.ndarray
-    carried: sp.csr_matrix
     changed_rows: np.ndarray
+    carried: sp.csr_matrix
     deleted: sp.csr_matrix
 
 
@@ -166,9 +168,11 @@ def _concept_changes(graph: DerivedGraph, after: CorpusState,
                       count=len(new_names))
     new_of_old = np.full(len(graph.concepts), -1, dtype=np.int64)
     new_of_old[old[old >= 0]] = np.flatnonzero(old >= 0)
-    # the old links, renumbered into the new chunks and concepts
+    # the old links, renumbered into the new chunks and concepts (int32 like the links':
+    # one entry per link, 52 M at a million passages)
     links = graph.links.tocoo()
-    row, col = moves.chunk[links.row], new_of_old[links.col]
+    row = moves.chunk.astype(np.int32)[links.row]
+    col = new_of_old.astype(np.int32)[links.col]
     alive = (row >= 0) & (col >= 0)
     carried = sp.csr_matrix((links.data[alive], (row[alive], col[alive])),
                             shape=found.links.shape)
@@ -184,8 +188,9 @@ def _concept_changes(graph: DerivedGraph, after: CorpusState,
         (np.ones(int(gone.sum()), dtype=np.int32),
          (np.searchsorted(deleted_chunks, links.row[gone]), col[gone])),
         shape=(len(deleted_chunks), len(new_names)))
-    return ConceptChanges(old, new_of_old, np.flatnonzero(changed), carried,
-                          np.flatnonzero(np.diff(difference.indptr) > 0), deleted)
+    changed_rows = np.flatnonzero(np.diff(difference.indptr) > 0)
+    return ConceptChanges(old, new_of_old, np.flatnonzero(changed), changed_rows,
+                          sp.csr_matrix(carried[changed_rows]), deleted)
 
 
 def _link_changes(links: sp.csr_matrix, concepts: ConceptChanges
@@ -196,7 +201,7 @@ def _link_changes(links: sp.csr_matrix, concepts: ConceptChanges
     links). The input of :func:`~shared_core.graph.edges.cooccurrence_change`.
     """
     new = presence(links[concepts.changed_rows])
-    old = presence(concepts.carried[concepts.changed_rows])
+    old = presence(concepts.carried)
     kept = presence(new.multiply(old))
     added = presence(new - kept)
     removed = presence(old - kept)
@@ -263,9 +268,12 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
     at = np.minimum(np.searchsorted(keys, change_keys), max(len(keys) - 1, 0))
     known = (keys[at] == change_keys) if len(keys) else np.zeros(len(change_keys), dtype=bool)
     carried.count[at[known]] += change.data[known].astype(np.int32)  # keys are unique
+    # the keys (int64, 460 MB at a million passages) are let go while the new pairs are
+    # counted, the largest allocation of a refresh besides them, and taken again after
+    del keys, at
     still = carried.count >= config.theta_co
     if not still.all():
-        carried, keys = carried.taken(still), keys[still]
+        carried = carried.taken(still)
     carried, recomputed = rechecked(carried, vectors, drift, config.theta_sem)
     src, dst, count, recounted = _newly_strong(change.row[~known], change.col[~known],
                                                change.data[~known], concepts.old, links_csc,
@@ -275,10 +283,9 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
                     len(recomputed) + len(fresh))
     if not len(fresh):
         return spilled_pairs(carried, spill), work
-    slots = np.searchsorted(keys, fresh.keys(n)) + np.arange(len(fresh))
+    slots = np.searchsorted(carried.keys(n), fresh.keys(n)) + np.arange(len(fresh))
     # the merge lets go of each old array once its merged one is made (and spilled):
-    # at a million passages the pairs are a gigabyte, their keys another half
-    del keys
+    # at a million passages the pairs are a gigabyte
     parts = [getattr(carried, f.name) for f in fields(StrongPairs)]
     del carried
     return _merged(parts, slots, fresh, spill), work
@@ -375,19 +382,21 @@ def _refreshed_unit_vectors(graph: DerivedGraph, after: CorpusState,
 def _refreshed_search(graph: DerivedGraph, after: CorpusState, config: ConceptGraphConfig,
                       unit_vectors: np.ndarray | None, moves: ChunkMoves,
                       spill: VectorSpill | None = None) -> VectorSearch | None:
-    """The approximate index with deleted rows marked dead and new rows appended.
+    """The approximate index with deleted rows marked dead and new rows in a later segment.
 
-    Rebuilt when it did not exist, when the indexed vectors changed kind, or
-    when more than ``MAX_DEAD_ROWS`` of its rows would be dead.
+    Where the new rows go is :func:`~shared_core.search.ann.segment_plan`'s call;
+    the index is rebuilt when it did not exist, when the indexed vectors changed
+    kind, when more than ``MAX_DEAD_ROWS`` of its rows would be dead, or when the
+    plan says so.
     """
     vectors = after.sentence_vectors if unit_vectors is None else unit_vectors
     if not len(vectors) or not uses_ann(config, len(vectors)):
         return None
-    from ..search.ann import HnswVectorIndex
+    from ..search.ann import HnswSegments, segment_plan
 
     moved = moves.sentence if unit_vectors is None else moves.unit
     index, old_rows = graph.ann, graph.ann_rows
-    if not isinstance(index, HnswVectorIndex) or old_rows is None or old_rows.max(
+    if not isinstance(index, HnswSegments) or old_rows is None or old_rows.max(
             initial=-1) >= len(moved):
         return built_search(vectors, spill)
     rows = np.where(old_rows >= 0, moved[np.maximum(old_rows, 0)], -1)
@@ -397,5 +406,19 @@ def _refreshed_search(graph: DerivedGraph, after: CorpusState, config: ConceptGr
     dead = int((rows < 0).sum())
     if dead > MAX_DEAD_ROWS * (len(rows) + len(missing)):
         return built_search(vectors, spill)
-    grown = index.with_rows(vectors[missing]) if len(missing) else index
-    return spilled_search(VectorSearch(grown, np.concatenate([rows, missing])), spill)
+    if not len(missing):
+        return VectorSearch(index, rows)
+    plan = segment_plan(index.sizes(), len(missing))
+    if plan == "rebuild":
+        return built_search(vectors, spill)
+    if plan == "merge":  # the later segments' live rows and the new ones, in one segment
+        first = len(index.segments[0])
+        later = rows[first:]
+        merged = np.concatenate([later[later >= 0], missing])
+        grown, rows = index.with_segment(1, vectors[merged]), np.concatenate([rows[:first],
+                                                                              merged])
+    else:
+        grown = (index.grown(vectors[missing]) if plan == "grow"
+                 else index.with_segment(len(index.segments), vectors[missing]))
+        rows = np.concatenate([rows, missing])
+    return spilled_search(VectorSearch(grown, rows), spill)

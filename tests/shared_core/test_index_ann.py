@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
-from shared_core.search.ann import FILE_NAME, ROWS_FILE_NAME, HnswVectorIndex
+from shared_core.search.ann import (
+    FILE_NAME,
+    ROWS_FILE_NAME,
+    HnswSegments,
+    HnswVectorIndex,
+    segment_file,
+)
 from shared_core.search.candidates import GatheredUnits
 from shared_core.state import derived
 from shared_core.state.spill import VectorSpill
@@ -38,7 +44,7 @@ def test_auto_is_exact_below_the_threshold_and_hnsw_from_it(
     monkeypatch.setattr(derived, "ANN_MIN_ROWS", n_sentences)
     index = build()
     assert index.stats()["vector_index"] == "hnsw"
-    assert isinstance(index.state.graph.ann, HnswVectorIndex)
+    assert isinstance(index.state.graph.ann, HnswSegments)
     assert len(index.state.graph.ann) == n_sentences  # max similarity: sentences indexed
     assert build(vector_index="exact").stats()["vector_index"] == "exact"
 
@@ -62,8 +68,9 @@ def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
     index.save(str(tmp_path / "idx"))
     folder = index_folder(tmp_path / "idx")
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["ann"] == {"file": FILE_NAME, "rows": len(index.state.corpus.sentence_spans),
-                               "row_map": ROWS_FILE_NAME}
+    rows = len(index.state.corpus.sentence_spans)
+    assert manifest["ann"] == {"file": FILE_NAME, "rows": rows, "row_map": ROWS_FILE_NAME,
+                               "segments": [rows]}
 
     def no_build(*args: object, **kwargs: object) -> None:
         raise AssertionError("the saved HNSW index should have been loaded")
@@ -77,19 +84,25 @@ def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
 def test_an_updated_hnsw_index_saves_its_row_map_and_loads_without_a_rebuild(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     index = build(vector_index="hnsw")
+    first = len(index.state.graph.ann)  # type: ignore[arg-type]
     index.delete([index.chunk_ids[1]])  # its sentences' rows stay in the graph, dead
-    index.add(["Grace Hopper wrote the first compiler in 1952."])  # appended rows
-    rows = index.state.graph.ann_rows
-    assert rows is not None and (rows < 0).any() and len(index.state.graph.ann) == len(rows)  # type: ignore[arg-type]
+    index.add(["Grace Hopper wrote the first compiler in 1952."])  # a segment of its rows
+    ann, rows = index.state.graph.ann, index.state.graph.ann_rows
+    assert isinstance(ann, HnswSegments) and ann.sizes() == [first, 1]
+    assert rows is not None and (rows < 0).any() and len(ann) == len(rows)
     index.save(str(tmp_path / "idx"))
-    saved = np.load(index_folder(tmp_path / "idx") / ROWS_FILE_NAME, allow_pickle=False)
+    folder = index_folder(tmp_path / "idx")
+    saved = np.load(folder / ROWS_FILE_NAME, allow_pickle=False)
     np.testing.assert_array_equal(saved, rows)
+    assert json.loads((folder / "manifest.json").read_text())["ann"]["segments"] == [first, 1]
+    assert (folder / segment_file(1)).is_file()
 
     def no_build(*args: object, **kwargs: object) -> None:
         raise AssertionError("the saved HNSW index should have been loaded")
 
     monkeypatch.setattr(HnswVectorIndex, "build", no_build)
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert loaded.state.graph.ann.sizes() == [first, 1]  # type: ignore[union-attr]
     np.testing.assert_array_equal(loaded.state.graph.ann_rows, rows)  # type: ignore[arg-type]
     assert contexts(loaded) == contexts(index)
 
@@ -120,6 +133,16 @@ def test_an_hnsw_index_saved_before_row_maps_loads_in_vector_order(tmp_path: Pat
     _rewrite(folder, None, {"file": FILE_NAME, "rows": rows})  # as the first v3 saves wrote it
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     np.testing.assert_array_equal(loaded.state.graph.ann_rows, np.arange(rows))  # type: ignore[arg-type]
+    assert contexts(loaded) == contexts(build(vector_index="hnsw"))
+
+
+def test_an_hnsw_index_saved_in_one_file_before_segments_loads_as_one_segment(
+        tmp_path: Path) -> None:
+    folder = _saved_hnsw(tmp_path)
+    rows = json.loads((folder / "manifest.json").read_text())["ann"]["rows"]
+    _rewrite(folder, None, {"file": FILE_NAME, "rows": rows, "row_map": ROWS_FILE_NAME})
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert loaded.state.graph.ann.sizes() == [rows]  # type: ignore[union-attr]
     assert contexts(loaded) == contexts(build(vector_index="hnsw"))
 
 
@@ -163,9 +186,16 @@ def test_a_file_that_is_not_an_hnsw_index_is_refused_before_it_is_mapped(
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
 
 
-@pytest.mark.parametrize("entry", [{"file": FILE_NAME, "rows": 3},
-                                   {"file": "../elsewhere", "rows": 12},
-                                   {"file": FILE_NAME, "rows": True}, "ann.usearch"])
+@pytest.mark.parametrize("entry", [
+    {"file": FILE_NAME, "rows": 3},
+    {"file": "../elsewhere", "rows": 12},
+    {"file": FILE_NAME, "rows": True}, "ann.usearch",
+    {"file": FILE_NAME, "rows": 12, "row_map": ROWS_FILE_NAME, "segments": [11]},
+    {"file": FILE_NAME, "rows": 12, "row_map": ROWS_FILE_NAME, "segments": []},
+    {"file": FILE_NAME, "rows": 12, "row_map": ROWS_FILE_NAME, "segments": [13, -1]},
+    {"file": FILE_NAME, "rows": 12, "row_map": ROWS_FILE_NAME, "segments": "12"},
+    {"file": FILE_NAME, "rows": 12, "row_map": ROWS_FILE_NAME, "segments": [6, 6]},
+])
 def test_a_wrong_hnsw_manifest_entry_is_refused(tmp_path: Path, entry: object) -> None:
     folder = _saved_hnsw(tmp_path)
     _rewrite(folder, None, entry)
@@ -199,16 +229,19 @@ def test_auto_without_the_ann_extra_scans_and_says_so(monkeypatch: pytest.Monkey
     assert any("conceptgraph[ann]" in w for w in stats["warnings"])
 
 
-def test_a_loaded_hnsw_index_is_copied_before_rows_are_appended(tmp_path: Path) -> None:
-    """The mapped file is read-only and may be shared: an add grows a copy."""
+def test_an_add_to_a_loaded_hnsw_index_leaves_its_mapped_segment_and_appends_one(
+        tmp_path: Path) -> None:
+    """The mapped file is read-only, and copying it to grow it had been an update's
+    largest allocation: the new rows get a segment of their own."""
     build(vector_index="hnsw").save(str(tmp_path / "idx"))
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     mapped = loaded.state.graph.ann
-    rows = len(mapped)  # type: ignore[arg-type]
+    assert isinstance(mapped, HnswSegments) and mapped.segments[0].source is not None
+    rows = len(mapped)
     loaded.add(["Grace Hopper wrote the first compiler in 1952."])
     grown = loaded.state.graph.ann
-    assert grown is not mapped and len(mapped) == rows  # type: ignore[arg-type]
-    assert len(grown) > rows  # type: ignore[arg-type]
+    assert isinstance(grown, HnswSegments) and grown.sizes() == [rows, 1]
+    assert grown.segments[0] is mapped.segments[0] and len(mapped) == rows
     fresh = ConceptGraphIndex.from_texts([*TEXTS, "Grace Hopper wrote the first compiler in 1952."],
                                          embedder=HashingEmbedder(DIM),
                                          config=ConceptGraphConfig(vector_index="hnsw"))
@@ -260,15 +293,15 @@ def test_a_built_hnsw_index_past_the_spill_threshold_is_mapped_from_an_unlinked_
     config = ConceptGraphConfig(vector_index="hnsw")
     kept = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM), config=config,
                                         vector_spill=VectorSpill(tmp_path, min_bytes=10**9))
-    assert kept.state.graph.ann.source is None  # type: ignore[union-attr]
+    assert kept.state.graph.ann.segments[0].source is None  # type: ignore[union-attr]
     assert mapped_from(tmp_path) == 0  # under the threshold, on the heap
     spilled = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM), config=config,
                                            vector_spill=VectorSpill(tmp_path, min_bytes=0))
     heap = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM), config=config,
                                         vector_spill=None)
     ann = spilled.state.graph.ann
-    assert isinstance(ann, HnswVectorIndex) and ann.source is not None
-    assert heap.state.graph.ann.source is None  # type: ignore[union-attr]
+    assert isinstance(ann, HnswSegments) and ann.segments[0].source is not None
+    assert heap.state.graph.ann.segments[0].source is None  # type: ignore[union-attr]
     # the vectors' file and the index's own, each mapped from a file without a name
     assert mapped_from(tmp_path) >= 2 and os.listdir(tmp_path) == []
     query = HashingEmbedder(DIM).embed(QUERIES)[0]
@@ -278,8 +311,9 @@ def test_a_built_hnsw_index_past_the_spill_threshold_is_mapped_from_an_unlinked_
     for index in (spilled, heap):
         index.add([new_text])
     grown = spilled.state.graph.ann
-    assert isinstance(grown, HnswVectorIndex) and grown.source is not None
-    assert len(grown) == len(ann) + 1 and contexts(spilled) == contexts(heap)
+    assert isinstance(grown, HnswSegments) and grown.sizes() == [len(ann), 1]
+    assert all(segment.source is not None for segment in grown.segments)
+    assert contexts(spilled) == contexts(heap)
     del spilled, ann, grown, kept, heap
     import gc
 

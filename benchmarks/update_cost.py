@@ -1,0 +1,108 @@
+"""Heap and time of updating a saved index: add a share of its size, then delete it again.
+
+    python -m benchmarks.update_cost /tmp/idx1000000 --share 0.01 --set candidates=500 \
+        --out benchmarks/results/update_cost.json
+
+Each ``PATH`` is an index saved with the hashing embedder (``benchmarks.scale``
+builds its corpora with it). The added passages are the scale benchmark's (seed
+2, the same generator). The process holds only the loaded index, the pool the
+passages are drawn from and the questions: the heap figures are the update's, not
+a build's beside it (``benchmarks.scale`` runs its updates after its build).
+Queries are timed before the add, after it and after the delete, two passes each
+(the second's p50/p95), asked with their text as in ``benchmarks.query_cost``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import sys
+import time
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from benchmarks.query_cost import parse_sweep
+from benchmarks.scale import DATA, HeapSampler, Queries, passages, sentence_pool, warm_latency
+
+
+def segment_sizes(index: Any) -> list[int] | None:
+    """The row counts of the index's HNSW segments (None on the exact path)."""
+    ann = index.state.graph.ann
+    return ann.sizes() if hasattr(ann, "sizes") else None
+
+
+def timed(heap: HeapSampler, update: Any) -> dict[str, Any]:
+    """Seconds, heap peak (and where the main thread was then) and heap after one update."""
+    heap.reset()
+    start = time.perf_counter()
+    update()
+    seconds = time.perf_counter() - start
+    peak = heap.reset()
+    return {"s": round(seconds, 2), "heap_peak_mb": round(peak),
+            "heap_peak_where": heap.peak_where, "heap_after_mb": round(heap.anonymous_mb())}
+
+
+def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim: int,
+                  settled: dict[str, int | None]) -> dict[str, Any]:
+    from shared_core import ConceptGraphIndex, HashingEmbedder
+
+    start = time.perf_counter()
+    index = ConceptGraphIndex.load(str(path), HashingEmbedder(dim))
+    if settled:  # a saved config keeps its knobs: these replace them first
+        index = index.reconfigured(**settled)
+    load = time.perf_counter() - start
+    ids, texts = passages(pool, max(1, round(len(index) * share)), seed=2)
+    heap = HeapSampler()
+    row: dict[str, Any] = {"index": str(path), "chunks": len(index), "added": len(ids),
+                           "load_s": round(load, 2), "heap_loaded_mb": round(heap.anonymous_mb()),
+                           "segments_loaded": segment_sizes(index)}
+    row["query_loaded"], _ = warm_latency(index, asked)
+    row["add"] = timed(heap, partial(index.add, texts, ids=ids))
+    row["segments_after_add"] = segment_sizes(index)
+    row["query_after_add"], _ = warm_latency(index, asked)
+    row["delete"] = timed(heap, partial(index.delete, ids))
+    row["segments_after_delete"] = segment_sizes(index)
+    row["query_after_delete"], _ = warm_latency(index, asked)
+    heap.stop()
+    del index
+    gc.collect()
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", type=Path, nargs="+")
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--share", type=float, default=0.01,
+                        help="passages added, as a share of the index's chunks")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--set", type=parse_sweep, action="append", default=[],
+                        help="a query knob set before anything is timed, e.g. candidates=500")
+    parser.add_argument("--embedding-dim", type=int, default=384)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if not 0 < args.share <= 1:
+        parser.error(f"--share must be in (0, 1], got {args.share}")
+    from shared_core import HashingEmbedder
+
+    pool = sentence_pool(args.data)
+    rng = random.Random(3)  # the scale benchmark's questions
+    texts = [rng.choice(pool) for _ in range(args.queries)]
+    asked = Queries(texts, HashingEmbedder(args.embedding_dim).embed(texts))
+    report: dict[str, Any] = {"command": "python -m benchmarks.update_cost " +
+                              " ".join(sys.argv[1:] if argv is None else argv), "rows": []}
+    settled = {knob: values[0] for knob, values in args.set}
+    for path in args.paths:
+        row = measure_index(path, pool, asked, args.share, args.embedding_dim, settled)
+        print(json.dumps(row), flush=True)
+        report["rows"].append(row)
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

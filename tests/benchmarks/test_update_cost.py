@@ -1,0 +1,34 @@
+"""The update-cost benchmark on a small saved index: what it adds, and the segments it reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.scale import Queries
+from benchmarks.update_cost import measure_index
+from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+from tests.shared_core.test_store import TEXTS
+
+DIM = 64
+
+
+def test_an_add_and_delete_on_a_saved_hnsw_index_are_measured(tmp_path: Path) -> None:
+    embedder = HashingEmbedder(DIM)
+    index = ConceptGraphIndex.from_texts(TEXTS, embedder=embedder,
+                                         config=ConceptGraphConfig(vector_index="hnsw"))
+    index.save(str(tmp_path / "idx"))
+    rows = len(index.state.graph.ann)  # type: ignore[arg-type]
+    pool = [f"Sentence number {i} names the engine of Babbage." for i in range(30)]
+    asked = Queries(["Who designed the engine?"], embedder.embed(["Who designed the engine?"]))
+    row = measure_index(tmp_path / "idx", pool, asked, share=0.2, dim=DIM, settled={})
+    added = round(len(TEXTS) * 0.2)  # few enough for a refresh, not a rebuild
+    assert (row["chunks"], row["added"]) == (len(TEXTS), added)
+    assert row["segments_loaded"] == [rows]
+    # each passage is 3-6 one-sentence pool entries: one new segment of their rows
+    first, later = row["segments_after_add"]
+    assert first == rows and 3 * added <= later <= 6 * added
+    # 3 or more dead rows of at most 16 pass MAX_DEAD_ROWS (a fifth): rebuilt from the live
+    assert row["segments_after_delete"] == [rows]
+    for update in ("add", "delete"):
+        assert row[update]["heap_peak_mb"] >= row[update]["heap_after_mb"] > 0
+    assert row["query_after_add"]["query_ms_p50"] > 0

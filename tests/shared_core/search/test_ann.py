@@ -1,0 +1,88 @@
+"""HNSW segments: where an update puts new rows, and a search across segments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shared_core.search.ann import (
+    GROW_SHARE,
+    MAX_SEGMENTS,
+    HnswSegments,
+    HnswVectorIndex,
+    segment_file,
+    segment_plan,
+)
+
+
+@pytest.mark.parametrize(("sizes", "added", "plan"), [
+    ([100], 5, "append"),  # the first segment is never copied
+    ([100, 5], 5, "grow"),  # 5 + 5 = 10 <= 110 / 8 = 13.75
+    ([100, 5], 9, "grow"),  # 14 <= 114 / 8 = 14.25
+    ([100, 5], 10, "append"),  # 15 > 115 / 8 = 14.375
+    ([100, 10, 10], 10, "append"),  # 20 > 130 / 8: a third later segment
+    ([100, 10, 10, 10], 10, "merge"),  # four segments; 30 + 10 <= 100
+    ([100, 40, 30, 20], 10, "merge"),  # 90 + 10 = 100, still no more than the first
+    ([100, 40, 30, 20], 11, "rebuild"),  # 101 later rows outgrow the first
+    ([], 10, "rebuild"),  # nothing to add to
+])
+def test_segment_plan_by_hand(sizes: list[int], added: int, plan: str) -> None:
+    assert (GROW_SHARE, MAX_SEGMENTS) == (1 / 8, 4)  # the figures the cases were worked with
+    assert segment_plan(sizes, added) == plan
+
+
+def test_repeated_one_percent_adds_copy_no_more_than_an_eighth_and_keep_few_segments() -> None:
+    """A million rows and a hundred 1 % adds, planned as an index would apply them."""
+    sizes, copied, rebuilt = [1_000_000], 0, 0
+    for _ in range(100):
+        added = sum(sizes) // 100
+        plan = segment_plan(sizes, added)
+        if plan == "grow":
+            copied = max(copied, sizes[-1])
+            sizes[-1] += added
+        elif plan == "append":
+            sizes.append(added)
+        elif plan == "merge":
+            rebuilt = max(rebuilt, sum(sizes[1:]) + added)
+            sizes = [sizes[0], sum(sizes[1:]) + added]
+        else:
+            rebuilt = max(rebuilt, sum(sizes) + added)
+            sizes = [sum(sizes) + added]
+        assert len(sizes) <= MAX_SEGMENTS
+    assert copied <= GROW_SHARE * sum(sizes)
+    assert sum(sizes) == pytest.approx(1_000_000 * 1.01 ** 100, rel=0.01)
+
+
+def unit_rows(n: int, dim: int, seed: int) -> np.ndarray:
+    rows = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_a_search_across_segments_numbers_rows_as_one_index() -> None:
+    vectors = unit_rows(90, 32, seed=1)
+    segments = HnswSegments((HnswVectorIndex.build(vectors[:50]),
+                             HnswVectorIndex.build(vectors[50:80]),
+                             HnswVectorIndex.build(vectors[80:])))
+    assert len(segments) == 90 and segments.sizes() == [50, 30, 10]
+    for row in (0, 49, 50, 79, 80, 89):  # each vector's best match is itself
+        rows, scores = segments.search(vectors[row], 5)
+        assert rows[0] == row and len(set(rows.tolist())) == 5
+        assert np.all(np.diff(scores) <= 0)
+    rows, _ = segments.search(vectors[0], 200)  # more than any segment holds
+    assert sorted(rows.tolist()) == list(range(90))
+
+
+def test_grown_and_appended_segments_leave_the_index_they_came_from() -> None:
+    vectors = unit_rows(40, 16, seed=2)
+    one = HnswSegments.build(vectors[:30])
+    two = one.with_segment(1, vectors[30:35])
+    three = two.grown(vectors[35:])
+    assert one.sizes() == [30] and two.sizes() == [30, 5] and three.sizes() == [30, 10]
+    assert three.segments[0] is one.segments[0]  # never copied
+    assert three.search(vectors[37], 1)[0].tolist() == [37]
+    merged = three.with_segment(1, vectors[30:])
+    assert merged.sizes() == [30, 10] and merged.segments[1] is not three.segments[1]
+
+
+def test_segment_files_are_named_in_order() -> None:
+    assert [segment_file(i) for i in range(3)] == ["ann.faiss", "ann.1.faiss", "ann.2.faiss"]
