@@ -61,6 +61,7 @@ def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim
                            "load_s": round(load, 2), "heap_loaded_mb": round(heap.anonymous_mb()),
                            "segments_loaded": segment_sizes(index)}
     row["query_loaded"], _ = warm_latency(index, asked)
+    row["heap_queried_mb"] = round(heap.anonymous_mb())  # what queries keep: the base of an add
     row["add"] = timed(heap, partial(index.add, texts, ids=ids))
     row["segments_after_add"] = segment_sizes(index)
     row["query_after_add"], _ = warm_latency(index, asked)

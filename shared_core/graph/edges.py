@@ -101,6 +101,9 @@ class ConceptEdges:
         return len(self.source)
 
 
+KEY_BLOCK = 1 << 22  # pairs whose int64 keys are built at a time (32 MB)
+
+
 @dataclass(frozen=True, eq=False)
 class StrongPairs:
     """Every concept pair passing ``theta_co``, sorted by (source, target), source < target.
@@ -136,6 +139,46 @@ class StrongPairs:
     def taken(self, keep: np.ndarray) -> StrongPairs:
         """The pairs at ``keep`` (a mask or sorted positions)."""
         return StrongPairs(*(getattr(self, f.name)[keep] for f in fields(self)))
+
+    def keys_at(self, positions: np.ndarray | slice, n_concepts: int) -> np.ndarray:
+        """The keys (:meth:`keys`) of the pairs at ``positions`` only."""
+        keys = self.source[positions].astype(np.int64)
+        keys *= n_concepts
+        keys += self.target[positions]
+        return keys
+
+    def key_positions(self, keys: np.ndarray, n_concepts: int) -> np.ndarray:
+        """``np.searchsorted(self.keys(n_concepts), keys)``, never holding every key.
+
+        At a million passages the keys are 460 MB of int64. Each asked key is looked
+        up in the one block of ``KEY_BLOCK`` pairs where it falls (the last block
+        whose first key is below it), and only blocks asked about are built, one at
+        a time.
+        """
+        keys = np.asarray(keys, dtype=np.int64)
+        found = np.zeros(len(keys), dtype=np.int64)
+        if not len(self) or not len(keys):
+            return found
+        starts = np.arange(0, len(self), KEY_BLOCK)
+        below = np.searchsorted(self.keys_at(starts, n_concepts), keys)  # 0: before all
+        order = (np.arange(len(keys)) if np.all(below[:-1] <= below[1:])
+                 else np.argsort(below, kind="stable"))
+        bounds = np.searchsorted(below[order], np.arange(len(starts) + 2))
+        for block in range(1, len(starts) + 1):
+            asked = order[bounds[block]:bounds[block + 1]]
+            if len(asked):
+                first = int(starts[block - 1])
+                found[asked] = first + np.searchsorted(
+                    self.keys_at(slice(first, first + KEY_BLOCK), n_concepts), keys[asked])
+        return found
+
+    def ascending(self, n_concepts: int) -> bool:
+        """Whether the keys strictly ascend, checked a block at a time."""
+        for start in range(0, max(len(self) - 1, 0), KEY_BLOCK):
+            keys = self.keys_at(slice(start, start + KEY_BLOCK + 1), n_concepts)
+            if not np.all(keys[1:] > keys[:-1]):
+                return False
+        return True
 
 
 def strong_pairs_of(source: np.ndarray, target: np.ndarray, count: np.ndarray,

@@ -19,8 +19,8 @@ bounded neighbourhood, never the whole graph.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import NamedTuple
 
@@ -64,6 +64,11 @@ def expansion_hops_for(hops: int | str, walk_hops: int) -> int:
     return 0 if walk_hops else AUTO_HOPS
 
 
+# Where arrays built for queries are kept: given arrays, it returns them or read-only views
+# of a file holding them (``state.spill.spilled_arrays``); the heap by default.
+ArrayKeeper = Callable[[list[np.ndarray]], list[np.ndarray]]
+
+
 @dataclass(frozen=True, eq=False)
 class WalkGraph:
     """The nodes a walk moves through (sentences or units) and the units they belong to.
@@ -75,17 +80,45 @@ class WalkGraph:
     sharper than long units do: a 1,200-token chunk links a hundred concepts, so
     a walk through it spreads over all of them, while the sentence that names a
     film's director passes its mass to that name and a few others.
+
+    ``keep_arrays`` takes what the first walk builds (the postings' layout and each
+    entry's unit, 470 MB at a million passages): an index passes its spill, so a
+    queried index does not carry them on its heap into the next update.
     """
 
     links_csr: sp.csr_matrix
     node_unit: np.ndarray | None = None
     given_csc: sp.csc_matrix | None = None
+    keep_arrays: ArrayKeeper | None = field(default=None, repr=False)
 
     @cached_property
+    def _postings(self) -> tuple[sp.csc_matrix, np.ndarray | None]:
+        """``links_csc`` and ``entry_unit``, built together and kept together."""
+        if self.given_csc is not None:
+            csc = self.given_csc
+        else:  # only the structure: a walk reads which nodes a concept has, not counts
+            csr = self.links_csr
+            csc = sp.csr_matrix((np.ones(csr.nnz, dtype=np.int8), csr.indices, csr.indptr),
+                                shape=csr.shape).tocsc()
+        entry_unit = None
+        if self.node_unit is not None:
+            small = int(self.node_unit.max(initial=0)) < np.iinfo(np.int32).max
+            entry_unit = self.node_unit.astype(np.int32 if small else np.int64)[csc.indices]
+        if self.keep_arrays is None or self.given_csc is not None:
+            return csc, entry_unit
+        arrays = [csc.data, csc.indices, csc.indptr]
+        kept = self.keep_arrays(arrays if entry_unit is None else [*arrays, entry_unit])
+        if kept[0] is csc.data:
+            return csc, entry_unit
+        mapped = sp.csc_matrix(tuple(kept[:3]), shape=csc.shape, copy=False)
+        mapped.has_sorted_indices = True  # a conversion's columns are sorted
+        return mapped, None if entry_unit is None else kept[3]
+
+    @property
     def links_csc(self) -> sp.csc_matrix:
-        return self.links_csr.tocsc() if self.given_csc is None else self.given_csc
+        return self._postings[0]
 
-    @cached_property
+    @property
     def entry_unit(self) -> np.ndarray | None:
         """The unit of every entry of ``links_csc`` (None when the nodes are the units).
 
@@ -93,10 +126,7 @@ class WalkGraph:
         passages; looking each entry's sentence up in ``node_unit`` is a random
         read per entry, this is a run of reads per posting list (4 bytes an entry).
         """
-        if self.node_unit is None:
-            return None
-        small = int(self.node_unit.max(initial=0)) < np.iinfo(np.int32).max
-        return self.node_unit.astype(np.int32 if small else np.int64)[self.links_csc.indices]
+        return self._postings[1]
 
     @cached_property
     def node_degree(self) -> np.ndarray:

@@ -10,7 +10,7 @@ state it comes from, so readers can hold one while a writer builds the next.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -204,7 +204,7 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
     links_csc = found.links.tocsc()
     adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
     return assemble_graph(corpus, config, found, vectors, sentence_counts, adj, pairs,
-                          unit_vectors, search, links_csc=links_csc)
+                          unit_vectors, search, links_csc=links_csc, spill=spill)
 
 
 def edge_adjacency(pairs: StrongPairs, chunk_count: np.ndarray,
@@ -314,12 +314,14 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
                    search: VectorSearch | None, rank: np.ndarray | None = None,
                    links_csc: sp.csc_matrix | None = None,
                    saved: GraphMatrices | None = None,
-                   edge_list: ConceptEdges | None = None) -> DerivedGraph:
+                   edge_list: ConceptEdges | None = None,
+                   spill: VectorSpill | None = None) -> DerivedGraph:
     """The graph from its concepts, vectors and the edges' Dice-weighted adjacency:
     PageRank (unless given, e.g. a checked saved one), unit views. ``links_csc``:
     ``found.links`` column-major, when the caller has it already; ``saved``: the
     units' links and BM25 weights read from a save; ``edge_list``: the edges of a
-    graph without ``pairs`` (see :class:`DerivedGraph`)."""
+    graph without ``pairs`` (see :class:`DerivedGraph`); ``spill``: where the walk
+    keeps what its first query builds (:class:`~shared_core.search.walk.WalkGraph`)."""
     cfg = config
     links, concept_terms = found.links, found.concept_terms
     rank_adj = rank_adjacency(adj, cfg.pagerank_weighted)
@@ -354,7 +356,9 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         concept_position={c: i for i, c in enumerate(concepts)},
         concept_chunk_counts=np.diff(links_csc.indptr),
         walk=WalkGraph(found.sentence_concepts,
-                       np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets))),
+                       np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets)),
+                       keep_arrays=None if spill is None else partial(spilled_arrays,
+                                                                      spill=spill)),
         ann=None if search is None else search.index,
         ann_rows=None if search is None else search.rows,
         ann_row_unit=None if search is None else _row_units(

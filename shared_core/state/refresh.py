@@ -134,7 +134,7 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
                                spill)
     adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
     return assemble_graph(after, config, found, vectors, counts, adj, pairs, unit_vectors,
-                          search, links_csc=links_csc)
+                          search, links_csc=links_csc, spill=spill)
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,18 +262,21 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
     ``spill`` when large (:func:`~shared_core.state.derived.spilled_pairs`).
     """
     n = len(vectors)
-    carried, keys = _renumbered(pairs, concepts.new_of_old, n)
+    carried = _renumbered(pairs, concepts.new_of_old, n)
     change = cooccurrence_change(*changes)
     change_keys = change.row.astype(np.int64) * n + change.col
-    at = np.minimum(np.searchsorted(keys, change_keys), max(len(keys) - 1, 0))
-    known = (keys[at] == change_keys) if len(keys) else np.zeros(len(change_keys), dtype=bool)
+    # looked up a block of pairs at a time: every pair's key at once is 460 MB at a
+    # million passages, held through the largest allocations of a refresh
+    at = np.minimum(carried.key_positions(change_keys, n), max(len(carried) - 1, 0))
+    known = (carried.keys_at(at, n) == change_keys if len(carried)
+             else np.zeros(len(change_keys), dtype=bool))
     carried.count[at[known]] += change.data[known].astype(np.int32)  # keys are unique
-    # the keys (int64, 460 MB at a million passages) are let go while the new pairs are
-    # counted, the largest allocation of a refresh besides them, and taken again after
-    del keys, at
+    del at
     still = carried.count >= config.theta_co
-    if not still.all():
-        carried = carried.taken(still)
+    if not still.all():  # a field at a time, each old array let go once its copy is made
+        parts = [getattr(carried, f.name) for f in fields(StrongPairs)]
+        del carried
+        carried = StrongPairs(*(parts.pop(0)[still] for _ in range(len(parts))))
     carried, recomputed = rechecked(carried, vectors, drift, config.theta_sem)
     src, dst, count, recounted = _newly_strong(change.row[~known], change.col[~known],
                                                change.data[~known], concepts.old, links_csc,
@@ -283,7 +286,7 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
                     len(recomputed) + len(fresh))
     if not len(fresh):
         return spilled_pairs(carried, spill), work
-    slots = np.searchsorted(carried.keys(n), fresh.keys(n)) + np.arange(len(fresh))
+    slots = carried.key_positions(fresh.keys(n), n) + np.arange(len(fresh))
     # the merge lets go of each old array once its merged one is made (and spilled):
     # at a million passages the pairs are a gigabyte
     parts = [getattr(carried, f.name) for f in fields(StrongPairs)]
@@ -291,9 +294,8 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
     return _merged(parts, slots, fresh, spill), work
 
 
-def _renumbered(pairs: StrongPairs, new_of_old: np.ndarray,
-                n: int) -> tuple[StrongPairs, np.ndarray]:
-    """The old pairs whose concepts both remain, in the new numbering, and their keys.
+def _renumbered(pairs: StrongPairs, new_of_old: np.ndarray, n: int) -> StrongPairs:
+    """The old pairs whose concepts both remain, in the new numbering.
 
     Concepts keep their (term) order, so the pairs stay sorted; they are re-sorted
     only if that ever fails. The counts are a fresh array (the update adds to them).
@@ -306,11 +308,9 @@ def _renumbered(pairs: StrongPairs, new_of_old: np.ndarray,
     else:
         carried = StrongPairs(source[alive], target[alive], pairs.count[alive],
                               pairs.edge[alive], pairs.margin[alive])
-    keys = carried.keys(n)
-    if len(keys) > 1 and not np.all(keys[1:] > keys[:-1]):
-        order = np.argsort(keys, kind="stable")
-        keys, carried = keys[order], carried.taken(order)
-    return carried, keys
+    if not carried.ascending(n):
+        carried = carried.taken(np.argsort(carried.keys(n), kind="stable"))
+    return carried
 
 
 def _newly_strong(src: np.ndarray, dst: np.ndarray, change: np.ndarray, old: np.ndarray,

@@ -198,7 +198,7 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
     return assemble_graph(corpus, config, found, vectors, counts, adj, pairs, unit_vectors,
                           search, rank=rank, links_csc=links_csc,
                           saved=matrices if found.chunk_terms is None else None,
-                          edge_list=edge_list)
+                          edge_list=edge_list, spill=spill)
 
 
 def _check_sentence_counts(corpus: CorpusState, config: ConceptGraphConfig,

@@ -335,3 +335,17 @@ def test_the_rank_sample_is_gathered_once_per_graph_and_ranks_as_gathered_afresh
     monkeypatch.undo()
     index.add(["Konrad Zuse built the Z3 computer in Berlin."], ids=["z3"])
     assert len(index.state.graph.gathered_units) == 0  # a new state gathers its own
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="faiss maps by /proc name")
+def test_what_the_first_walk_builds_is_kept_in_the_spill_not_on_the_heap(
+        tmp_path: Path) -> None:
+    spilled = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM),
+                                           vector_spill=VectorSpill(tmp_path, min_bytes=0))
+    heap = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM), vector_spill=None)
+    before = mapped_from(tmp_path)
+    assert contexts(spilled) == contexts(heap)  # the walk ran: short units
+    walk = spilled.state.graph.walk
+    assert walk is not None and mapped_from(tmp_path) == before + 1  # one file, four arrays
+    assert not walk.links_csc.indices.flags.writeable  # a read-only view of it
+    assert heap.state.graph.walk.links_csc.indices.flags.writeable  # type: ignore[union-attr]

@@ -133,6 +133,33 @@ def test_sentence_nodes_sum_into_their_units() -> None:
                                [1.2265625 + 0.08203125, 0.00390625])
 
 
+def test_what_the_first_walk_builds_goes_to_the_keeper_and_walks_the_same() -> None:
+    kept: list[list[np.ndarray]] = []
+
+    def keeper(arrays: list[np.ndarray]) -> list[np.ndarray]:  # read-only copies, as mapped
+        copies = [np.array(a) for a in arrays]
+        for copy in copies:
+            copy.flags.writeable = False
+        kept.append(copies)
+        return copies
+
+    graph = WalkGraph(CHAIN, np.array([0, 0, 1, 1]), keep_arrays=keeper)
+    plain = WalkGraph(CHAIN, np.array([0, 0, 1, 1]))
+    seed = np.array([1.0, 0, 0, 0])
+    assert graph.unit_scores(seed, 2, hops=3).tolist() == plain.unit_scores(seed, 2,
+                                                                            hops=3).tolist()
+    assert len(kept) == 1 and len(kept[0]) == 4  # once: data, indices, indptr, entry units
+    data, indices, indptr, entry_unit = kept[0]
+    assert np.shares_memory(graph.links_csc.indices, indices)  # views of what it kept
+    assert np.shares_memory(graph.links_csc.data, data) and graph.entry_unit is entry_unit
+    assert data.dtype == np.int8  # the structure only: a walk reads no counts
+    # c0 in node 0; c1 in 0, 1; c2 in 1, 2; c3 in 2, 3 -> units 0 0 | 0 0 | 0 1 | 1 1
+    assert indptr.tolist() == [0, 1, 3, 5, 7] and indices.tolist() == [0, 0, 1, 1, 2, 2, 3]
+    assert entry_unit.tolist() == [0, 0, 0, 0, 1, 1, 1]
+    graph.unit_scores(seed, 2, hops=2)
+    assert len(kept) == 1
+
+
 def test_the_walk_view_lifts_the_unit_one_shared_name_away() -> None:
     # c0 is the query's concept; u0 {c0, c1} names c1, which u1 {c1} is about;
     # u2, u3 {c2} are nearer the query by similarity alone.

@@ -9,7 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+from shared_core.graph import edges as edges_module
 from shared_core.graph.edges import certificate_slack, cooccurrence_change
+from shared_core.search.ann import HnswSegments, segment_plan
 from shared_core.state import derive_graph, merge_many, refresh_graph, take
 from shared_core.state.corpus import CorpusState
 from shared_core.state.derived import DerivedGraph, link_concepts
@@ -88,13 +90,25 @@ STEP = st.tuples(st.lists(st.integers(0, len(CHUNKS) - 1), max_size=4, unique=Tr
     thresholds=st.sampled_from(THRESHOLDS),
     held=st.lists(st.integers(0, len(CHUNKS) - 1), min_size=4, max_size=30, unique=True),
     steps=st.lists(STEP, min_size=1, max_size=4),
+    key_block=st.sampled_from([2, edges_module.KEY_BLOCK]),
 )
 def test_a_sequence_of_refreshes_equals_a_full_derivation(
         name: str, thresholds: tuple[int, float], held: list[int],
-        steps: list[tuple[list[int], list[int]]]) -> None:
+        steps: list[tuple[list[int], list[int]]], key_block: int) -> None:
     """Property: after every step of any sequence of small adds and deletes, each refreshed
     from the previous refresh (so margins shrink across steps and get re-certified), every
-    derived array equals a fresh derivation's."""
+    derived array equals a fresh derivation's; the pairs' keys looked up a block of two at a
+    time or all in one."""
+    default_block = edges_module.KEY_BLOCK
+    edges_module.KEY_BLOCK = key_block
+    try:
+        _refresh_steps(name, thresholds, held, steps)
+    finally:
+        edges_module.KEY_BLOCK = default_block
+
+
+def _refresh_steps(name: str, thresholds: tuple[int, float], held: list[int],
+                   steps: list[tuple[list[int], list[int]]]) -> None:
     config = with_thresholds(CONFIGS[name], *thresholds)
     before = corpus_of(held, config)
     graph = derive_graph(before, config)
@@ -279,3 +293,41 @@ def test_the_approximate_index_is_appended_to_and_masks_deleted_rows(similarity:
     for query in ["Who wrote the first compiler?", "analytical engine punched cards"]:
         got = [(c.id, round(c.score, 9)) for c in index.retrieve(query).chunks]
         assert got == [(c.id, round(c.score, 9)) for c in fresh.retrieve(query).chunks]
+
+
+def test_one_chunk_at_a_time_the_hnsw_segments_follow_their_plan_and_retrieve_as_a_build(
+        ) -> None:
+    """Twelve chunks, then the other 24 added one at a time: new rows are appended as a
+    segment, grown into the last, merged, and at last rebuilt, as ``segment_plan`` says;
+    after each add every vector is indexed once and retrieval is a fresh build's."""
+    pytest.importorskip("faiss")
+    config = ConceptGraphConfig(**{**CONFIGS["default"].to_dict(), "vector_index": "hnsw"})
+    index = ConceptGraphIndex.from_texts(CHUNKS[:12], ids=[f"c{i:02d}" for i in range(12)],
+                                         embedder=HashingEmbedder(DIM), config=config)
+    plans = []
+    for i in range(12, len(CHUNKS)):
+        before = index.state.graph.ann
+        assert isinstance(before, HnswSegments)
+        rows_before = len(index.state.corpus.sentence_spans)
+        index.add([CHUNKS[i]], ids=[f"c{i:02d}"])
+        graph = index.state.graph
+        added = len(index.state.corpus.sentence_spans) - rows_before
+        plan = segment_plan(before.sizes(), added)
+        plans.append(plan)
+        after = graph.ann
+        assert isinstance(after, HnswSegments) and graph.ann_rows is not None
+        expected = {"grow": [*before.sizes()[:-1], before.sizes()[-1] + added],
+                    "append": [*before.sizes(), added],
+                    "merge": [before.sizes()[0], sum(before.sizes()[1:]) + added],
+                    "rebuild": [len(before) + added]}[plan]
+        assert after.sizes() == expected
+        assert after.segments[0] is before.segments[0] or plan == "rebuild"
+        assert sorted(graph.ann_rows.tolist()) == list(range(len(index.state.corpus
+                                                                 .sentence_spans)))
+        fresh = ConceptGraphIndex.from_texts(CHUNKS[:i + 1],
+                                             ids=[f"c{j:02d}" for j in range(i + 1)],
+                                             embedder=HashingEmbedder(DIM), config=config)
+        query = "Who wrote the first compiler?"
+        assert ([(c.id, round(c.score, 9)) for c in index.retrieve(query).chunks]
+                == [(c.id, round(c.score, 9)) for c in fresh.retrieve(query).chunks])
+    assert {"append", "grow", "merge", "rebuild"} <= set(plans)
