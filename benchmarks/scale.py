@@ -111,6 +111,12 @@ class HeapSampler:
         peak, self.peak_mb = self.peak_mb, self.anonymous_mb()
         return max(peak, self.peak_mb)
 
+    def phase(self) -> dict[str, Any]:
+        """The peak since the last phase or reset and where it fell (empty when the heap
+        never rose past where the phase began); the next phase starts from here."""
+        where, self.peak_where = self.peak_where, []
+        return {"peak_mb": round(self.reset(), 1), "where": where}
+
     def stop(self) -> float:
         self._stop.set()
         self._thread.join()
@@ -255,11 +261,15 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
                 row[SWEPT_KNOBS[knob]] = knob_sweep(index, asked, exact_contexts, knob, values)
     if not lean:
         add, delete = timed_updates(index, extra_texts, extra_ids)
+    # each later step's heap peak and where it fell: the run's peak is one of them
+    phases = {"queries and updates on the built index" if not lean else
+              "queries on the built index": heap.phase()}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index"
         save_start = time.perf_counter()
         index.save(str(path))
         save = time.perf_counter() - save_start
+        phases["save"] = heap.phase()
         disk = folder_size(path)
         stats = index.stats()
         del index  # the load below is measured on its own, not beside the built index
@@ -276,13 +286,16 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         row["loaded_first_query_ms_p50"] = round(float(np.percentile(first_pass, 50)), 2)
         row["loaded_first_query_ms_p95"] = round(float(np.percentile(first_pass, 95)), 2)
         row["loaded_query_ms_p50"] = round(float(np.percentile(second_pass, 50)), 2)
+        phases["load and queries"] = heap.phase()
         if lean:  # the updates on the loaded index, the built one gone: half the memory
             add, delete = timed_updates(loaded, extra_texts, extra_ids)
+            phases["updates on the loaded index"] = heap.phase()
         del loaded
         if not lean:
             verified_start = time.perf_counter()
             ConceptGraphIndex.load(str(path), embedder, verify=True)
             load_verified = time.perf_counter() - verified_start
+            phases["verified load"] = heap.phase()
     seconds = {"add_1pct_s": add, "delete_1pct_s": delete, "load_verified_s": load_verified}
     return {
         "passages": n,
@@ -320,6 +333,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         "build_peak_heap_mb": round(build_peak_heap, 1),
         "build_peak_where": build_peak_where,
         "run_peak_heap_mb": round(heap.stop(), 1),
+        "heap_phase_peaks": phases,
     }
 
 

@@ -37,13 +37,13 @@ def segment_sizes(index: Any) -> list[int] | None:
 
 def timed(heap: HeapSampler, update: Any) -> dict[str, Any]:
     """Seconds, heap peak (and where the main thread was then) and heap after one update."""
-    heap.reset()
+    heap.phase()
     start = time.perf_counter()
     update()
     seconds = time.perf_counter() - start
-    peak = heap.reset()
-    return {"s": round(seconds, 2), "heap_peak_mb": round(peak),
-            "heap_peak_where": heap.peak_where, "heap_after_mb": round(heap.anonymous_mb())}
+    peak = heap.phase()
+    return {"s": round(seconds, 2), "heap_peak_mb": round(peak["peak_mb"]),
+            "heap_peak_where": peak["where"], "heap_after_mb": round(heap.anonymous_mb())}
 
 
 def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim: int,
