@@ -53,6 +53,7 @@ from .state.derived import (
     chunk_term_counts,
     derive_graph,
     segment_means,
+    with_vector_search,
 )
 from .state.ingest import prepare_chunks, prepare_shard
 from .state.refresh import refresh_graph
@@ -374,11 +375,15 @@ class ConceptGraphIndex:
         if not direct and corpus.unit_vectors is not None:
             corpus = replaced(corpus, unit_vectors=None)
         index = ConceptGraphIndex(self._embedder, config, vector_spill=self._spill)
-        graph_changed = any(getattr(config, k) != getattr(state.config, k) for k in GRAPH_KNOBS)
+        graph_changed = [k for k in GRAPH_KNOBS if getattr(config, k) != getattr(state.config, k)]
         store = state.vector_store
-        index._state = (IndexState.build(corpus, config, vector_store=store, spill=self._spill)
-                        if graph_changed
-                        else IndexState(config, corpus, state.graph, store))
+        if graph_changed == ["vector_index"] and store is None:  # the graph is the same
+            graph = with_vector_search(state.graph, corpus, config, self._spill)
+            index._state = IndexState(config, corpus, graph, store)
+        elif graph_changed:
+            index._state = IndexState.build(corpus, config, vector_store=store, spill=self._spill)
+        else:
+            index._state = IndexState(config, corpus, state.graph, store)
         if store is not None and index._state.stored_rows().kind != state.stored_rows().kind:
             raise ValueError(
                 f"chunk_similarity={config.chunk_similarity!r} compares units by other vectors "

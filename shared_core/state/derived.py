@@ -9,7 +9,7 @@ state it comes from, so readers can hold one while a writer builds the next.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property, partial
 
 import numpy as np
@@ -367,6 +367,20 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         if corpus.tokens_read else None,
         edge_list=edge_list if pairs is None else None,
     )
+
+
+def with_vector_search(graph: DerivedGraph, corpus: CorpusState, config: ConceptGraphConfig,
+                       spill: VectorSpill | None = None) -> DerivedGraph:
+    """``graph`` with the vector index ``config.vector_index`` asks for, the rest shared:
+    nothing else in a graph depends on how unit candidates are found, and deriving it
+    again had cost a 1 M index a second graph beside its own."""
+    search = vector_search_index(config, corpus, graph.unit_vectors, None, None, spill)
+    return replace(
+        graph, ann=None if search is None else search.index,
+        ann_rows=None if search is None else search.rows,
+        ann_row_unit=None if search is None else _row_units(
+            search.rows, None if graph.unit_vectors is not None else graph.unit_offsets),
+        gathered_units=GatheredUnits())
 
 
 def _row_units(rows: np.ndarray, unit_offsets: np.ndarray | None) -> np.ndarray | None:

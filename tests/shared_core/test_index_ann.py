@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -349,3 +350,32 @@ def test_what_the_first_walk_builds_is_kept_in_the_spill_not_on_the_heap(
     assert walk is not None and mapped_from(tmp_path) == before + 1  # one file, four arrays
     assert not walk.links_csc.indices.flags.writeable  # a read-only view of it
     assert heap.state.graph.walk.links_csc.indices.flags.writeable  # type: ignore[union-attr]
+
+
+def test_changing_only_the_vector_index_keeps_the_graph_and_derives_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import shared_core.index as index_module
+
+    approximate = build(vector_index="hnsw")
+    exact_built = build(vector_index="exact")
+
+    derive_graph = index_module.derive_graph
+
+    def no_derivation(corpus: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(corpus):  # a new index object starts from an empty graph
+            raise AssertionError("only the vector index changed: the graph is the same")
+        return derive_graph(corpus, *args, **kwargs)
+
+    monkeypatch.setattr(index_module, "derive_graph", no_derivation)
+    exact = approximate.reconfigured(vector_index="exact")
+    graph, before = exact.state.graph, approximate.state.graph
+    assert graph.ann is None and graph.ann_rows is None and graph.ann_row_unit is None
+    assert graph.adjacency is before.adjacency and graph.walk is before.walk
+    assert graph.gathered_units is not before.gathered_units  # rows of another search
+    assert contexts(exact) == contexts(exact_built)
+    again = exact.reconfigured(vector_index="hnsw")
+    assert isinstance(again.state.graph.ann, HnswSegments)
+    assert contexts(again) == contexts(approximate)
+    assert before.ann is approximate.state.graph.ann  # the first index is untouched
+    with pytest.raises(AssertionError, match="graph is the same"):
+        approximate.reconfigured(vector_index="exact", theta_co=5)  # a graph knob too
