@@ -356,7 +356,8 @@ class ConceptGraphIndex:
 
         Search knobs (``top_k``, ``ranking``, ``budget`` ...) cost nothing; graph
         knobs (``theta_co``, ``concept_links`` ...) re-derive the graph from the
-        stored chunks without embedding anything. Knobs that shape the stored
+        stored chunks without embedding anything, except ``vector_index`` alone,
+        which only builds (or drops) the vector index. Knobs that shape the stored
         chunks (``unit_tokens``, ``ngram_max`` ...) need a rebuild and raise.
         The new index shares this one's vector store, if any, which holds one
         index's rows: add to and delete from only one of the two.
