@@ -18,14 +18,20 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import random
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.scale import DATA, Queries, context_recall, sentence_pool, warm_latency
+from benchmarks.scale import (
+    DATA,
+    Queries,
+    context_recall,
+    scale_questions,
+    sentence_pool,
+    warm_latency,
+)
 
 
 def parse_sweep(spec: str) -> tuple[str, list[int | None]]:
@@ -36,16 +42,23 @@ def parse_sweep(spec: str) -> tuple[str, list[int | None]]:
     return knob, [None if v.lower() == "none" else int(v) for v in raw.split(",")]
 
 
-def measure_index(path: Path, asked: Queries, sweeps: list[tuple[str, list[int | None]]],
-                  exact: bool, dim: int, settled: dict[str, int | None]) -> dict[str, Any]:
+def loaded_with(path: Path, dim: int, settled: dict[str, int | None]) -> tuple[Any, float]:
+    """A saved index (hashing embedder of ``dim``) with ``settled`` knobs replacing its saved
+    ones, and the seconds that took."""
     from shared_core import ConceptGraphIndex, HashingEmbedder
 
     start = time.perf_counter()
     index = ConceptGraphIndex.load(str(path), HashingEmbedder(dim))
     if settled:  # a saved config keeps its knobs: these replace them first
         index = index.reconfigured(**settled)
+    return index, time.perf_counter() - start
+
+
+def measure_index(path: Path, asked: Queries, sweeps: list[tuple[str, list[int | None]]],
+                  exact: bool, dim: int, settled: dict[str, int | None]) -> dict[str, Any]:
+    index, load = loaded_with(path, dim, settled)
     row: dict[str, Any] = {"index": str(path), "units": len(index.state.graph.unit_tokens),
-                           "load_s": round(time.perf_counter() - start, 2),
+                           "load_s": round(load, 2),
                            "config": {k: v for k, v in index.config.to_dict().items()
                                       if k in ("vector_index", "candidates", "walk_postings")},
                            "set": settled}
@@ -90,10 +103,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from shared_core import HashingEmbedder
 
-    pool = sentence_pool(args.data)
-    rng = random.Random(3)  # the scale benchmark's questions
-    texts = [rng.choice(pool) for _ in range(args.queries)]
-    asked = Queries(texts, HashingEmbedder(args.embedding_dim).embed(texts))
+    asked = scale_questions(sentence_pool(args.data), args.queries,
+                            HashingEmbedder(args.embedding_dim))
     report = {"command": "python -m benchmarks.query_cost " +
               " ".join(sys.argv[1:] if argv is None else argv),
               "rows": []}

@@ -236,9 +236,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         derive_graph(index.state.corpus, index.config)
         refresh = time.perf_counter() - refresh_start
     pagerank_cold, pagerank_warm = pagerank_seconds(index)
-    question_rng = random.Random(3)
-    question_texts = [question_rng.choice(pool) for _ in range(queries)]
-    asked = Queries(question_texts, embedder.embed(question_texts))
+    asked = scale_questions(pool, queries, embedder)
     if store is not None:
         store.search_seconds = 0.0
     latencies, contexts = query_latencies(index, asked)
@@ -408,6 +406,14 @@ class Queries:
 
     texts: list[str]
     vectors: np.ndarray
+
+
+def scale_questions(pool: list[str], count: int, embedder: Any) -> Queries:
+    """The scale benchmarks' questions: ``count`` pool sentences drawn with seed 3, and
+    their vectors, so every command times the same queries."""
+    rng = random.Random(3)
+    texts = [rng.choice(pool) for _ in range(count)]
+    return Queries(texts, embedder.embed(texts))
 
 
 def warm_latency(index: Any, asked: Queries, passes: int = 2

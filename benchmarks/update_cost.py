@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import random
 import sys
 import time
 from collections.abc import Sequence
@@ -25,8 +24,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.query_cost import parse_sweep
-from benchmarks.scale import DATA, HeapSampler, Queries, passages, sentence_pool, warm_latency
+from benchmarks.query_cost import loaded_with, parse_sweep
+from benchmarks.scale import (
+    DATA,
+    HeapSampler,
+    Queries,
+    passages,
+    scale_questions,
+    sentence_pool,
+    warm_latency,
+)
 
 
 def segment_sizes(index: Any) -> list[int] | None:
@@ -48,13 +55,7 @@ def timed(heap: HeapSampler, update: Any) -> dict[str, Any]:
 
 def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim: int,
                   settled: dict[str, int | None]) -> dict[str, Any]:
-    from shared_core import ConceptGraphIndex, HashingEmbedder
-
-    start = time.perf_counter()
-    index = ConceptGraphIndex.load(str(path), HashingEmbedder(dim))
-    if settled:  # a saved config keeps its knobs: these replace them first
-        index = index.reconfigured(**settled)
-    load = time.perf_counter() - start
+    index, load = loaded_with(path, dim, settled)
     ids, texts = passages(pool, max(1, round(len(index) * share)), seed=2)
     heap = HeapSampler()
     row: dict[str, Any] = {"index": str(path), "chunks": len(index), "added": len(ids),
@@ -91,9 +92,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from shared_core import HashingEmbedder
 
     pool = sentence_pool(args.data)
-    rng = random.Random(3)  # the scale benchmark's questions
-    texts = [rng.choice(pool) for _ in range(args.queries)]
-    asked = Queries(texts, HashingEmbedder(args.embedding_dim).embed(texts))
+    asked = scale_questions(pool, args.queries, HashingEmbedder(args.embedding_dim))
     report: dict[str, Any] = {"command": "python -m benchmarks.update_cost " +
                               " ".join(sys.argv[1:] if argv is None else argv), "rows": []}
     settled = {knob: values[0] for knob, values in args.set}

@@ -238,9 +238,6 @@ class HnswSegments:
         """The first ``first`` segments, then one new segment of ``vectors``."""
         return HnswSegments((*self.segments[:first], HnswVectorIndex.build(vectors)))
 
-    def code_bytes(self) -> int:
-        return sum(segment.code_bytes() for segment in self.segments)
-
 def _reader_at(source: int) -> Callable[[int], bytes]:
     """Reads of the file ``source`` from its start, at an offset of their own
     (``os.pread``): they never move the position another reader of it uses."""
