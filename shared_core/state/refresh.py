@@ -415,8 +415,8 @@ def _refreshed_search(graph: DerivedGraph, after: CorpusState, config: ConceptGr
         first = len(index.segments[0])
         later = rows[first:]
         merged = np.concatenate([later[later >= 0], missing])
-        grown, rows = index.with_segment(1, vectors[merged]), np.concatenate([rows[:first],
-                                                                              merged])
+        grown = index.with_segment(1, vectors[merged])
+        rows = np.concatenate([rows[:first], merged])
     else:
         grown = (index.grown(vectors[missing]) if plan == "grow"
                  else index.with_segment(len(index.segments), vectors[missing]))
