@@ -3,6 +3,10 @@
     python -m benchmarks.scale --sizes 10000 100000 --out benchmarks/results/scale.json
     python -m benchmarks.scale --plot benchmarks/results/scale.json --plot-out scale.png
     python -m benchmarks.scale --backend milvus-lite --sizes 10000 100000
+    python -m benchmarks.scale --sizes 1000000 --save /tmp/q   # /tmp/q/idx1000000, nothing measured
+
+``--save DIR`` only builds each size's corpus and saves the index to ``DIR/idx<size>``:
+the saved indexes ``benchmarks.query_cost`` and ``benchmarks.update_cost`` measure.
 
 ``--backend`` puts the vectors in an outside store (Milvus Lite in a temporary
 folder, or Chroma's embedded client through the LangChain wrapper) instead of the
@@ -198,6 +202,23 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str,
     with tempfile.TemporaryDirectory() as folder:
         return _measure_size(n, data, queries, vector_index, backend, milvus_index,
                              Path(folder), lean, spill, beams, sweeps or {})
+
+
+def save_built(n: int, data: Path, folder: Path) -> dict[str, Any]:
+    """Build the size-``n`` corpus as :func:`measure_size` does and save it to
+    ``folder/idx<n>``: the index the saved-index benchmarks load."""
+    from shared_core import ConceptGraphIndex, HashingEmbedder
+    from shared_core.state.spill import DEFAULT_SPILL
+
+    ids, texts = passages(sentence_pool(data), n, seed=1)
+    start = time.perf_counter()
+    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=HashingEmbedder(384),
+                                         vector_spill=DEFAULT_SPILL)
+    build = time.perf_counter() - start
+    path = folder / f"idx{n}"
+    index.save(str(path))
+    return {"passages": n, "path": str(path), "build_s": round(build, 1),
+            "disk_mb": round(folder_size(path) / 1e6, 1)}
 
 
 def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: str,
@@ -541,6 +562,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "a walk step reads) at each of these, against exact")
     parser.add_argument("--no-spill", dest="spill", action="store_false",
                         help="keep every vector on the heap (vector_spill=None)")
+    parser.add_argument("--save", type=Path, metavar="DIR",
+                        help="only build each size and save it to DIR/idx<size>; measures "
+                             "nothing")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, nargs="+", metavar="REPORT",
@@ -550,6 +574,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.plot:
         plot_costs(rows_by_size(args.plot), args.plot_out)
+        return
+    if args.save:
+        for n in args.sizes:
+            print(json.dumps(save_built(n, args.data, args.save)), flush=True)
         return
     if args.one:
         print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index,

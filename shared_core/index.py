@@ -1082,7 +1082,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             similarity,
             graph.unit_tokens,
             graph.unit_idf,
-            lexical=graph.unit_bm25.scores(_term_ids(corpus, analyzer, query))
+            lexical=graph.unit_bm25.view(_term_ids(corpus, analyzer, query))
             if cfg.lexical else None,
             top_k=cfg.top_k,
             hops=hops,

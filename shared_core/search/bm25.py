@@ -14,6 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..graph.entries import entry_positions
+from .candidates import PositiveView
+from .postings import summed_view
+
 
 @dataclass(frozen=True)
 class BM25Scorer:
@@ -49,3 +53,11 @@ class BM25Scorer:
         if not len(columns):
             return np.zeros(self.weights.shape[0], dtype=np.float64)
         return np.asarray(self.weights[:, columns].sum(axis=1), dtype=np.float64).ravel()
+
+    def view(self, term_ids: Iterable[int]) -> PositiveView:
+        """The units a query's terms reach and their BM25, read from those terms' postings
+        only: no array as long as the corpus unless the postings hold a fifth of it."""
+        columns = np.unique(np.fromiter(term_ids, dtype=np.int64))
+        positions, _ = entry_positions(self.weights, columns)
+        return summed_view(self.weights.indices[positions].astype(np.int64, copy=False),
+                           self.weights.data[positions], self.weights.shape[0])

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from ..config import Overflow
 from ..graph.concepts import smoothed_idf
-from ..graph.entries import column_entry_counts, entry_counts
+from ..graph.entries import column_entry_counts, entry_counts, entry_positions
 from ..graph.pagerank import bfs_hops
 from ..select.scores import rank_by_score
 from .candidates import (
@@ -36,6 +36,7 @@ from .candidates import (
     top_positions,
 )
 from .local import Hit, SearchTrace, Stage, fill_budget
+from .postings import summed_view
 from .vector_index import top_k_indices
 from .walk import WalkGraph
 
@@ -92,7 +93,7 @@ def fused_search(
     unit_tokens: np.ndarray,
     idf: np.ndarray,
     *,
-    lexical: np.ndarray | None = None,
+    lexical: np.ndarray | PositiveView | None = None,
     top_k: int,
     hops: int,
     decay: float,
@@ -114,8 +115,9 @@ def fused_search(
 
     ``unit_links`` is (units x concepts), ``unit_similarity`` cos(query, unit) for
     every unit or a :class:`~shared_core.search.candidates.UnitSimilarity` view,
-    ``lexical`` (optional) a third view such as BM25, fused like the evidence (no
-    term where it is 0). A unit placed without any concept evidence has stage
+    ``lexical`` (optional) a third view such as BM25, every unit's score or the
+    positive ones as a view, fused like the evidence (no term where it is 0). A
+    unit placed without any concept evidence has stage
     ``"similarity"`` and concept -1. ``usable`` (concepts that link a unit) is
     derived from ``unit_links`` when not given. Units whose similarity is below
     ``min_similarity`` are never placed, whatever their evidence.
@@ -138,9 +140,10 @@ def fused_search(
                                       decay=decay, exact=exact, usable=usable)
     concept_value = weights * idf
     links_csc = sp.csc_matrix(unit_links) if unit_links_csc is None else unit_links_csc
-    views: list[UnitView] = [
-        PositiveView.of_scores(_posting_sums(links_csc, concept_value, unit_links))]
-    if lexical is not None:
+    views: list[UnitView] = [evidence_view(links_csc, concept_value, unit_links)]
+    if isinstance(lexical, PositiveView):
+        views.append(lexical)
+    elif lexical is not None:
         views.append(PositiveView.of_scores(np.asarray(lexical, dtype=np.float64)))
     if walk_hops:
         graph = walk or WalkGraph(sp.csr_matrix(unit_links), given_csc=links_csc)
@@ -228,20 +231,24 @@ def similarity_ranks(similarity: UnitSimilarity, pool: np.ndarray, top_units: np
     return sims, sim_ranks
 
 
-def _posting_sums(links_csc: sp.csc_matrix, concept_value: np.ndarray,
-                  links_csr: sp.spmatrix | None = None) -> np.ndarray:
-    """Every unit's evidence, reading only the postings of concepts with a value.
+def evidence_view(links_csc: sp.csc_matrix, concept_value: np.ndarray,
+                  links_csr: sp.spmatrix | None = None) -> PositiveView:
+    """The units with evidence and their evidence, reading only the postings of concepts
+    with a value.
 
     The sum over a unit's concepts runs in ascending concept order, as a row
     product would, so the result is the same to the last bit. When the valued
     concepts' postings are most of the matrix anyway, one row product (CSR, the
-    faster layout) replaces the column copy: a zero adds nothing.
+    faster layout) replaces the posting reads: a zero adds nothing.
     """
     used = np.flatnonzero(concept_value)
     if int(entry_counts(links_csc, used).sum()) * 2 >= links_csc.nnz:
         links = links_csc if links_csr is None else links_csr
-        return np.asarray(links @ concept_value, dtype=np.float64).ravel()
-    return np.asarray(links_csc[:, used] @ concept_value[used], dtype=np.float64).ravel()
+        return PositiveView.of_scores(np.asarray(links @ concept_value, dtype=np.float64).ravel())
+    positions, owner = entry_positions(links_csc, used)
+    units = links_csc.indices[positions].astype(np.int64, copy=False)
+    return summed_view(units, links_csc.data[positions] * concept_value[used][owner],
+                       links_csc.shape[0])
 
 
 def strongest_concept(unit_links: sp.csr_matrix, units: np.ndarray,

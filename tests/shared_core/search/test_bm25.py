@@ -42,3 +42,24 @@ def test_parity_with_bm25s_lucene() -> None:
     for query in (["w1", "w5"], ["w39"], ["w2", "w3", "w7", "w11"]):
         np.testing.assert_allclose(scorer.scores(vocabulary.index(w) for w in query),
                                    reference.get_scores(query), rtol=1e-5)
+
+
+def test_view_holds_the_units_with_a_score_and_their_scores() -> None:
+    """The sparse view reads only the query terms' postings; it holds exactly the units
+    the full scores rank, with the same values, by a sort (few entries) or a pass over
+    every unit (entries at least a fifth of the units)."""
+    scorer = BM25Scorer.from_counts(COUNTS)
+    view = scorer.view([4, 2, 2])
+    assert view.units.tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(view.values, scorer.scores([4, 2]))
+    assert scorer.view([3]).units.tolist() == [1]  # babbage: d1 only
+    assert scorer.view([]).units.tolist() == []
+    rng = np.random.default_rng(3)
+    counts = sp.random(500, 80, density=0.02, format="csr", random_state=4)
+    counts.data = np.ceil(counts.data * 3)
+    big = BM25Scorer.from_counts(counts)
+    for terms in ([1], [5, 9], rng.choice(80, size=30, replace=False).tolist()):
+        full = big.scores(terms)
+        got = big.view(terms)
+        assert got.units.tolist() == np.flatnonzero(full > 0).tolist()
+        np.testing.assert_allclose(got.values, full[got.units], rtol=1e-12)
