@@ -186,6 +186,9 @@ class RescoredView:
     found: PositiveView
     scorer: ChunkScorer
     n_units: int
+    # the same scores for the rank sample, which is the same units for every query: a
+    # scorer that keeps what it reads of them (None: ``scorer``)
+    sample_scorer: ChunkScorer | None = None
 
     def scores_of(self, units: np.ndarray) -> np.ndarray:
         """The exact scores of ``units``."""
@@ -201,10 +204,11 @@ class RescoredView:
 
     def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
         """Ranks of ``units`` given the view's ``top_units`` (best first); 0: no score."""
-        sample, outside = sample_less(self.n_units, top_units)
-        sample = sample[outside]
-        both = self.scores_of(np.concatenate([units, sample]))  # one pass over the rows
-        scores, sample_scores = both[:len(units)], both[len(units):]
+        everyone, outside = sample_less(self.n_units, top_units)
+        sample = everyone[outside]
+        scores = self.scores_of(units)
+        sample_scores = np.asarray((self.sample_scorer or self.scorer)(everyone),
+                                   dtype=np.float64)[outside]
 
         def beyond(rest: np.ndarray, rest_scores: np.ndarray) -> np.ndarray:
             return ranks_beyond(len(top_units), self.n_units - len(top_units), sample,

@@ -43,7 +43,7 @@ def summed_by_index(indices: np.ndarray, mass: np.ndarray) -> tuple[np.ndarray, 
 
 # a bounded read sums what it read by sorting it unless the entries are at least a
 # 1/DENSE_SUM_SHARE of the units: then one pass over a unit-long array costs less
-DENSE_SUM_SHARE = 5
+DENSE_SUM_SHARE = 14
 
 
 def summed_view(units: np.ndarray, mass: np.ndarray, n_units: int | None) -> PositiveView:

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from ..graph.entries import compressed_entries, entry_positions
 from ..text.sentences import concatenated_ranges
-from .candidates import PositiveView, RescoredView
+from .candidates import GatheredUnits, PositiveView, RescoredView
 from .postings import highest_impact, summed_by_index, summed_view
 from .vector_index import top_k_indices
 
@@ -90,6 +90,8 @@ class WalkGraph:
     node_unit: np.ndarray | None = None
     given_csc: sp.csc_matrix | None = None
     keep_arrays: ArrayKeeper | None = field(default=None, repr=False)
+    # what the rank sample's rows hold, read once for the queries on this graph
+    kept_entries: GatheredUnits = field(default_factory=GatheredUnits, repr=False)
 
     @cached_property
     def _postings(self) -> tuple[sp.csc_matrix, np.ndarray | None]:
@@ -155,21 +157,35 @@ class WalkGraph:
             return None
         return np.searchsorted(self.node_unit, np.arange(int(self.node_unit.max(initial=-1)) + 2))
 
-    def unit_mass(self, units: np.ndarray, entry_mass: np.ndarray) -> np.ndarray:
+    def unit_mass(self, units: np.ndarray, entry_mass: np.ndarray,
+                  keep: bool = False) -> np.ndarray:
         """Each unit's walk mass from the mass every posting entry of each concept carries:
-        the sum over its nodes' concepts, read from the units' own rows."""
+        the sum over its nodes' concepts, read from the units' own rows.
+
+        ``keep``: the units are the rank sample, the same for every query, so what is
+        read of their rows (each entry's concept and unit) is kept for the next query.
+        """
+        concepts, owner = (self.kept_entries.rows(np.asarray(units), self._unit_entries)
+                           if keep else self._unit_entries(units))
+        return np.bincount(owner, weights=entry_mass[concepts], minlength=len(units))
+
+    def _unit_entries(self, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The concept of every entry of the units' rows and which unit (0..) it is of.
+
+        A unit's nodes are consecutive rows, so its entries are one run of the rows'
+        entries: one range per unit, never one per node.
+        """
         units = np.asarray(units, dtype=np.int64)
-        starts = self.unit_starts
+        starts, indptr = self.unit_starts, self.links_csr.indptr
         if starts is None:
-            nodes, node_owner = units, np.arange(len(units))
+            first, ends = units, units + 1
         else:
             first = starts[np.minimum(units, len(starts) - 1)]
             ends = starts[np.minimum(units + 1, len(starts) - 1)]
-            nodes = concatenated_ranges(first, ends)
-            node_owner = np.repeat(np.arange(len(units)), ends - first)
-        positions, owner = entry_positions(self.links_csr, nodes)
-        return np.bincount(node_owner[owner], weights=entry_mass[self.links_csr.indices[positions]],
-                           minlength=len(units))
+        entry_first, entry_end = indptr[first], indptr[ends]
+        positions = concatenated_ranges(entry_first, entry_end)
+        owner = np.repeat(np.arange(len(units)), entry_end - entry_first)
+        return self.links_csr.indices[positions], owner
 
 
 def posting_lengths(links_csc: sp.csc_matrix) -> np.ndarray:
@@ -257,7 +273,8 @@ def walk_view(seed_mass: np.ndarray, graph: WalkGraph, n_units: int, *, hops: in
     entry_mass = np.zeros(graph.links_csr.shape[1], dtype=np.float64)
     for step in steps:
         entry_mass[step.frontier] += step.weight * step.share  # distinct in a step
-    return RescoredView(found, partial(graph.unit_mass, entry_mass=entry_mass), n_units)
+    return RescoredView(found, partial(graph.unit_mass, entry_mass=entry_mass), n_units,
+                        partial(graph.unit_mass, entry_mass=entry_mass, keep=True))
 
 
 def summed_arrivals(steps: list[WalkStep], n_units: int | None) -> PositiveView:

@@ -133,6 +133,19 @@ def test_sentence_nodes_sum_into_their_units() -> None:
                                [1.2265625 + 0.08203125, 0.00390625])
 
 
+def test_unit_mass_by_hand_and_the_sample_read_once() -> None:
+    # the chain as sentences: unit 0 = rows 0, 1 (c0 c1 + c1 c2), unit 1 = rows 2, 3 (c2 c3 + c3)
+    graph = WalkGraph(CHAIN, np.array([0, 0, 1, 1]))
+    mass = np.array([1.0, 10.0, 100.0, 1000.0])
+    assert graph.unit_mass(np.array([1, 0]), mass).tolist() == [2100.0, 121.0]
+    # kept: the second query's masses are read off the entries the first read
+    assert graph.unit_mass(np.array([0, 1]), mass, keep=True).tolist() == [121.0, 2100.0]
+    assert len(graph.kept_entries) == 1
+    assert graph.unit_mass(np.array([0, 1]), mass * 2, keep=True).tolist() == [242.0, 4200.0]
+    # a unit past the last with nodes has none: no mass
+    assert graph.unit_mass(np.array([2]), mass).tolist() == [0.0]
+
+
 def test_what_the_first_walk_builds_goes_to_the_keeper_and_walks_the_same() -> None:
     kept: list[list[np.ndarray]] = []
 
