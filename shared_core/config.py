@@ -129,8 +129,8 @@ class ConceptGraphConfig:
     mass one entry carries (``search.postings``), to find the walk's best units;
     every unit the ranking asks about is then scored exactly from its own rows
     (``search.walk.walk_view``), so a walk's cost stops growing with the corpus
-    while its masses stay the full walk's. The default binds from a few hundred
-    thousand passages; ``None`` reads every posting. The exact path always reads
+    while its masses stay the full walk's. The default (3 % of a million passages)
+    binds from about a hundred thousand; ``None`` reads every posting. The exact path always reads
     every posting (the reference).
     """
 
@@ -170,7 +170,7 @@ class ConceptGraphConfig:
     walk_nodes: WalkNodes = "sentences"
     walk_seeds: WalkSeeds = "direct"
     # posting entries a walk step reads on the candidate path (RESULTS.md)
-    walk_postings: int | None = 100_000
+    walk_postings: int | None = 30_000
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
