@@ -56,7 +56,8 @@ class BM25Scorer:
 
     def view(self, term_ids: Iterable[int]) -> PositiveView:
         """The units a query's terms reach and their BM25, read from those terms' postings
-        only: no array as long as the corpus unless the postings hold a fifth of it."""
+        only: no array as long as the corpus unless they hold a sizeable share of it
+        (``search.postings.summed_view``)."""
         columns = np.unique(np.fromiter(term_ids, dtype=np.int64))
         positions, _ = entry_positions(self.weights, columns)
         return summed_view(self.weights.indices[positions].astype(np.int64, copy=False),

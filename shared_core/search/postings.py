@@ -41,8 +41,9 @@ def summed_by_index(indices: np.ndarray, mass: np.ndarray) -> tuple[np.ndarray, 
     return ordered[first], np.bincount(group, weights=mass[order], minlength=int(first.sum()))
 
 
-# a bounded read sums what it read by sorting it unless the entries are at least a
+# postings read are summed by sorting them unless the entries are at least a
 # 1/DENSE_SUM_SHARE of the units: then one pass over a unit-long array costs less
+# (measured at a million units: a sort ~25-40 ns an entry, the pass ~2.2 ms in all)
 DENSE_SUM_SHARE = 14
 
 
