@@ -130,8 +130,8 @@ class ConceptGraphConfig:
     every unit the ranking asks about is then scored exactly from its own rows
     (``search.walk.walk_view``), so a walk's cost stops growing with the corpus
     while its masses stay the full walk's. The default (3 % of a million passages)
-    binds from about a hundred thousand; ``None`` reads every posting. The exact path always reads
-    every posting (the reference).
+    binds from about a hundred thousand; ``None`` reads every posting. The exact
+    path always reads every posting (the reference).
     """
 
     theta_sem: float = 0.65

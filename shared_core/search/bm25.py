@@ -14,9 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..graph.entries import entry_positions
 from .candidates import PositiveView
-from .postings import summed_view
+from .postings import postings_view
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,4 @@ class BM25Scorer:
         """The units a query's terms reach and their BM25, read from those terms' postings
         only: no array as long as the corpus unless they hold a sizeable share of it
         (``search.postings.summed_view``)."""
-        columns = np.unique(np.fromiter(term_ids, dtype=np.int64))
-        positions, _ = entry_positions(self.weights, columns)
-        return summed_view(self.weights.indices[positions].astype(np.int64, copy=False),
-                           self.weights.data[positions], self.weights.shape[0])
+        return postings_view(self.weights, np.unique(np.fromiter(term_ids, dtype=np.int64)))

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from ..config import Overflow
 from ..graph.concepts import smoothed_idf
-from ..graph.entries import column_entry_counts, entry_counts, entry_positions
+from ..graph.entries import column_entry_counts, entry_counts
 from ..graph.pagerank import bfs_hops
 from ..select.scores import rank_by_score
 from .candidates import (
@@ -36,7 +36,7 @@ from .candidates import (
     top_positions,
 )
 from .local import Hit, SearchTrace, Stage, fill_budget
-from .postings import summed_view
+from .postings import postings_view
 from .vector_index import top_k_indices
 from .walk import WalkGraph
 
@@ -245,10 +245,7 @@ def evidence_view(links_csc: sp.csc_matrix, concept_value: np.ndarray,
     if int(entry_counts(links_csc, used).sum()) * 2 >= links_csc.nnz:
         links = links_csc if links_csr is None else links_csr
         return PositiveView.of_scores(np.asarray(links @ concept_value, dtype=np.float64).ravel())
-    positions, owner = entry_positions(links_csc, used)
-    units = links_csc.indices[positions].astype(np.int64, copy=False)
-    return summed_view(units, links_csc.data[positions] * concept_value[used][owner],
-                       links_csc.shape[0])
+    return postings_view(links_csc, used, concept_value[used])
 
 
 def strongest_concept(unit_links: sp.csr_matrix, units: np.ndarray,

@@ -14,7 +14,9 @@ ranking asks about, are sums over the units' own rows
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
+from ..graph.entries import entry_positions
 from .candidates import PositiveView
 
 
@@ -55,3 +57,15 @@ def summed_view(units: np.ndarray, mass: np.ndarray, n_units: int | None) -> Pos
     reached, summed = summed_by_index(units, mass)
     positive = summed > 0
     return PositiveView(reached[positive], summed[positive])
+
+
+def postings_view(postings: sp.csc_matrix, columns: np.ndarray,
+                  column_value: np.ndarray | None = None) -> PositiveView:
+    """The units the ``columns``' postings reach and the sum of their entries there (each
+    entry times its column's ``column_value``), columns added in the order given."""
+    positions, owner = entry_positions(postings, columns)
+    mass = postings.data[positions]
+    if column_value is not None:
+        mass = mass * column_value[owner]
+    return summed_view(postings.indices[positions].astype(np.int64, copy=False), mass,
+                       postings.shape[0])
