@@ -49,12 +49,12 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnablePassthrough
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_core.vectorstores import InMemoryVectorStore
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from langchain_conceptgraph import CoreChunkSelector, CoreEmbeddings, FusedRetriever, graph_facts
 from shared_core.corpus import read_corpus
 from shared_core.embeddings import resolve_embedder
 from shared_core.text import split_sentences
+from shared_core.text.stop_words import ENGLISH_STOP_WORDS
 
 INSTALL = "pip install -e '.[langchain]'"
 try:

@@ -20,6 +20,8 @@ from typing import Literal, cast
 import numpy as np
 import scipy.sparse as sp
 
+from .stop_words import ENGLISH_STOP_WORDS
+
 Analyzer = Callable[[str], list[str]]
 
 
@@ -80,7 +82,7 @@ def resolve_cjk_segmenter(value: str) -> ResolvedCjkSegmenter:
 
 def term_analyzer(ngram_max: int = 1, min_chars: int = 2,
                   cjk_segmenter: str = "bigram", entities: bool = False) -> Analyzer:
-    """Lowercased word n-grams without English stop words (sklearn's list).
+    """Lowercased word n-grams without English stop words (scikit-learn's list).
 
     N-grams are built over the stop-word-free token stream, as scikit-learn's
     ``TfidfVectorizer`` does. Words are maximal runs of ``\\w`` of at least
@@ -112,8 +114,7 @@ def term_analyzer(ngram_max: int = 1, min_chars: int = 2,
                if cjk_segmenter == "auto" else "")
         )
     pattern = re.compile(rf"\b\w{{{min_chars},}}\b")
-    # imported here, not at module level: scikit-learn costs 0.7 s of `import shared_core`
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as stop
+    stop = ENGLISH_STOP_WORDS
     cjk_min = min(min_chars, 2)
     cut: Callable[[str], list[str]] | None = None
     if cjk_segmenter == "jieba":
