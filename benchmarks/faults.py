@@ -98,8 +98,9 @@ def _npy_mutation(kind: str) -> Mutation | None:
             array = array.copy()
             if array.dtype.kind == "f":
                 array[0] = -np.abs(array[0]) - 1.0  # no longer a unit vector either
-            else:
-                array.flat[0] = -1000
+            else:  # as negative as the type holds, down to -1000 (int8: -128; bool: True)
+                array.flat[0] = (-1000 if array.dtype.kind == "b"
+                                 else max(-1000, int(np.iinfo(array.dtype).min)))
         elif kind == "NaN values":
             if array.dtype.kind != "f" or not array.size:
                 raise _NotApplicable

@@ -850,8 +850,10 @@ class ConceptGraphIndex:
         graph = state.graph
         ann = (VectorSearch(graph.ann, graph.ann_rows) if isinstance(graph.ann, HnswSegments)
                and graph.ann_rows is not None else None)
-        save_corpus(path, state.corpus, state.config, self._embedder.model_id, ann,
-                    saved_parts(graph), store_generation=state.store_generation)
+        cfg = state.config
+        walks = _walk_hops(cfg, graph) > 0 and cfg.walk_nodes == "sentences"
+        save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann,
+                    saved_parts(graph, walk=walks), store_generation=state.store_generation)
 
     @classmethod
     def load(cls, path: str, embedder: Embedder, *, verify: bool = False,
@@ -1054,13 +1056,17 @@ def _overrides(config: ConceptGraphConfig, top_k: int | None, hops: int | None,
     return replace(config, **changes) if changes else config
 
 
+def _walk_hops(cfg: ConceptGraphConfig, graph: DerivedGraph) -> int:
+    """The walk's steps in a query with ``cfg`` on ``graph`` (0: the query does not walk)."""
+    return walk_hops_for(cfg.walk_hops, graph.mean_unit_tokens) if cfg.ranking == "fused" else 0
+
+
 def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             cfg: ConceptGraphConfig) -> RetrievalResult:
     """One retrieval, on one state: nothing here reads the index object."""
     corpus, graph = state.corpus, state.graph
     hits: list[Hit]
-    walk_hops = (walk_hops_for(cfg.walk_hops, graph.mean_unit_tokens)
-                 if cfg.ranking == "fused" else 0)
+    walk_hops = _walk_hops(cfg, graph)
     hops = expansion_hops_for(cfg.hops, walk_hops)
     walks_from_terms = bool(walk_hops) and cfg.walk_seeds == "exact"
     query_concepts = (_exact_seeds(graph, analyzer, query)

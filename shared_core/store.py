@@ -138,10 +138,15 @@ DERIVED_ARRAYS = {"concept_terms": (np.int64, 1), "concept_vectors": (np.float32
 # the indptr runs over: "csr" rows, "csc" columns)
 DERIVED_MATRICES = {"concept_links": (np.float32, "csr"), "sentence_concepts": (np.float32, "csr"),
                     "unit_links": (np.float32, "csr"), "unit_bm25": (np.float64, "csc"),
-                    "concept_adjacency": (np.float64, "csr")}
-# of those, kept by saves since the twelfth round only: older saves derive it on load
-LATER_MATRICES = ("concept_adjacency",)
+                    "concept_adjacency": (np.float64, "csr"),
+                    "walk_postings": (np.int8, "csc")}
+# of those, kept by later saves only, each whole or not at all: the concept adjacency
+# since the twelfth round (older saves derive it on load), the walk's postings since the
+# sixteenth, where queries walk the sentences (else the first walk builds them)
+LATER_MATRICES = ("concept_adjacency", "walk_postings")
 MATRIX_PARTS = ("indptr", "indices", "data")
+# beside the walk's postings: each entry's unit, in the matrices' index type
+WALK_ENTRY_UNIT = "walk_entry_unit.npy"
 _MATRIX_INDEX_TYPES = {"int32": np.int32, "int64": np.int64}
 # what saves before strong pairs kept instead of them: the edges alone (still read)
 LEGACY_GRAPH_ARRAYS = {"graph_edge_source": (np.int64, 1), "graph_edge_target": (np.int64, 1),
@@ -317,6 +322,9 @@ def _matrix_arrays(matrices: GraphMatrices | None,
         arrays[f"{name}_indptr"] = np.asarray(matrix.indptr, dtype=index)
         arrays[f"{name}_indices"] = np.asarray(matrix.indices, dtype=index)
         arrays[f"{name}_data"] = np.asarray(matrix.data, dtype=DERIVED_MATRICES[name][0])
+    if matrices.walk_entry_unit is not None:
+        arrays[WALK_ENTRY_UNIT.removesuffix(".npy")] = np.asarray(matrices.walk_entry_unit,
+                                                                  dtype=index)
     return index
 
 
@@ -655,18 +663,24 @@ def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any]
     if corpus.has_units:
         shapes["unit_links"] = (units, concepts)
     names = [f"{name}_{part}.npy" for name in DERIVED_MATRICES for part in MATRIX_PARTS]
-    listed = [name for name in names if name in files]
+    listed = {name for name in [*names, WALK_ENTRY_UNIT] if name in files}
     if not listed:
         return None
     wanted = [f"{name}_{part}.npy" for name in shapes for part in MATRIX_PARTS]
-    later = [f"{name}_{part}.npy" for name in LATER_MATRICES for part in MATRIX_PARTS]
-    if sorted(listed) == sorted(wanted + later):
-        shapes["concept_adjacency"] = (concepts, concepts)
-        wanted += later
-    elif sorted(listed) != sorted(wanted):
+    later_shapes = {"concept_adjacency": (concepts, concepts),
+                    "walk_postings": (len(corpus.sentence_spans), concepts)}
+    later_files = {name: [f"{name}_{part}.npy" for part in MATRIX_PARTS]
+                   + ([WALK_ENTRY_UNIT] if name == "walk_postings" else [])
+                   for name in LATER_MATRICES}
+    for name, parts in later_files.items():
+        if set(parts) <= listed:
+            shapes[name] = later_shapes[name]
+            wanted += parts
+    if listed != set(wanted):
+        later = "; ".join(f"all or none of {', '.join(parts)}"
+                          for parts in later_files.values())
         raise CorruptIndexError(f"{folder}/manifest.json must list all of "
-                                f"{', '.join(sorted(wanted))} (and all or none of "
-                                f"{', '.join(later)}), or none of them")
+                                f"{', '.join(sorted(wanted))} ({later}), or none of them")
     entry = manifest.get("matrices")
     index = entry.get("index") if isinstance(entry, dict) and set(entry) == {"index"} else None
     if not isinstance(index, str) or index not in _MATRIX_INDEX_TYPES:
@@ -675,9 +689,21 @@ def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any]
     digests.check(wanted)
     read = {name: _read_sparse(folder, name, shape, _MATRIX_INDEX_TYPES[index])
             for name, shape in shapes.items()}
+    walk = read.get("walk_postings")
+    entry_unit = None if walk is None else _read_entry_units(
+        folder / WALK_ENTRY_UNIT, _MATRIX_INDEX_TYPES[index], walk.nnz, units)
     return GraphMatrices(read["concept_links"], read["sentence_concepts"],
                          read.get("unit_links"), read["unit_bm25"],
-                         read.get("concept_adjacency"))
+                         read.get("concept_adjacency"), walk, entry_unit)
+
+
+def _read_entry_units(file: Path, index: type, nnz: int, units: int) -> np.ndarray:
+    """The unit of each of the walk postings' ``nnz`` entries, mapped, each in range.
+    Which unit rests on the checksum (``verify=True`` derives and compares it)."""
+    entry_unit = _read_npy(file, index, (nnz,), mapped=True)
+    _rule(file, not nnz or (int(entry_unit.min()) >= 0 and int(entry_unit.max()) < units),
+          f"every unit must be in [0, {units})")
+    return entry_unit
 
 
 def _read_sparse(folder: Path, name: str, shape: tuple[int, int],

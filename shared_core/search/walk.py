@@ -75,7 +75,10 @@ class WalkGraph:
 
     ``links_csr`` is the (nodes x concepts) incidence, ``given_csc`` the same as
     CSC when the caller already has it (else it is built on the first walk, so an
-    index whose queries never walk never pays for it); ``node_unit`` each node's
+    index whose queries never walk never pays for it), ``given_entry_unit`` its
+    entries' units when the caller has those too (a load maps both from the save:
+    building them had been 3.6 s of a million-passage index's first query);
+    ``node_unit`` each node's
     retrieval unit, or None when the nodes are the units. Sentences make the walk
     sharper than long units do: a 1,200-token chunk links a hundred concepts, so
     a walk through it spreads over all of them, while the sentence that names a
@@ -89,6 +92,7 @@ class WalkGraph:
     links_csr: sp.csr_matrix
     node_unit: np.ndarray | None = None
     given_csc: sp.csc_matrix | None = None
+    given_entry_unit: np.ndarray | None = None
     keep_arrays: ArrayKeeper | None = field(default=None, repr=False)
     # what the rank sample's rows hold, read once for the queries on this graph
     kept_entries: GatheredUnits = field(default_factory=GatheredUnits, repr=False)
@@ -102,8 +106,8 @@ class WalkGraph:
             csr = self.links_csr
             csc = sp.csr_matrix((np.ones(csr.nnz, dtype=np.int8), csr.indices, csr.indptr),
                                 shape=csr.shape).tocsc()
-        entry_unit = None
-        if self.node_unit is not None:
+        entry_unit = self.given_entry_unit
+        if entry_unit is None and self.node_unit is not None:
             small = int(self.node_unit.max(initial=0)) < np.iinfo(np.int32).max
             entry_unit = self.node_unit.astype(np.int32 if small else np.int64)[csc.indices]
         if self.keep_arrays is None or self.given_csc is not None:

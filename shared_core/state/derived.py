@@ -268,7 +268,9 @@ class GraphMatrices:
     them so that a load maps them instead of deriving them again.
 
     ``unit_links`` is None when the retrieval units are the chunks (they are the
-    concept links then).
+    concept links then). ``walk_postings`` and ``walk_entry_unit`` are the walk's
+    concept -> sentence postings and each entry's unit (:class:`WalkGraph`), kept
+    where queries walk the sentences: a first query had built them.
     """
 
     concept_links: sp.csr_matrix
@@ -277,16 +279,21 @@ class GraphMatrices:
     unit_bm25: sp.csc_matrix
     # the edges' Dice-weighted adjacency (None in saves before the twelfth round)
     concept_adjacency: sp.csr_matrix | None = None
+    # the walk's postings (None in saves before the sixteenth round, or without a walk)
+    walk_postings: sp.csc_matrix | None = None
+    walk_entry_unit: np.ndarray | None = None
 
     @classmethod
-    def of(cls, graph: DerivedGraph) -> GraphMatrices | None:
-        """Those of ``graph`` (None if it has no walk graph to take the sentences' from)."""
+    def of(cls, graph: DerivedGraph, walk: bool = False) -> GraphMatrices | None:
+        """Those of ``graph`` (None if it has no walk graph to take the sentences' from);
+        ``walk``: with the walk's postings, built here if no query has built them."""
         if graph.walk is None:
             return None
         own_units = graph.unit_links_csr is not graph.links
         return cls(graph.links, graph.walk.links_csr,
                    graph.unit_links_csr if own_units else None, graph.unit_bm25.weights,
-                   graph.adjacency)
+                   graph.adjacency, graph.walk.links_csc if walk else None,
+                   graph.walk.entry_unit if walk else None)
 
 
 def unit_views(corpus: CorpusState, found: ConceptLinks, saved: GraphMatrices | None = None,
@@ -357,6 +364,8 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         concept_chunk_counts=np.diff(links_csc.indptr),
         walk=WalkGraph(found.sentence_concepts,
                        np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets)),
+                       given_csc=None if saved is None else saved.walk_postings,
+                       given_entry_unit=None if saved is None else saved.walk_entry_unit,
                        keep_arrays=None if spill is None else partial(spilled_arrays,
                                                                       spill=spill)),
         ann=None if search is None else search.index,

@@ -108,8 +108,10 @@ class SavedGraph:
     matrices: GraphMatrices | None = None
 
 
-def saved_parts(graph: DerivedGraph) -> SavedGraph:
-    matrices = GraphMatrices.of(graph)
+def saved_parts(graph: DerivedGraph, walk: bool = False) -> SavedGraph:
+    """What a save keeps of ``graph``; ``walk``: with the walk's postings (where queries
+    walk the sentences)."""
+    matrices = GraphMatrices.of(graph, walk)
     if graph.pairs is None:
         edges = graph.edges
         return SavedGraph(edges.source, edges.target, edges.cooccurrence, graph.rank,
@@ -152,6 +154,8 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
     counts = sentence_counts(found.sentence_concepts)
     if found.chunk_terms is None:  # the links were read, not derived from the terms
         _check_sentence_counts(corpus, config, found.concept_terms, counts)
+    if matrices is not None and matrices.walk_postings is not None:
+        _check_walk_postings(matrices, counts, corpus.unit_offsets(), verify)
     if saved.vectors is None or verify:
         vectors, _ = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
         if saved.vectors is not None and not np.array_equal(saved.vectors, vectors):
@@ -212,6 +216,26 @@ def _check_sentence_counts(corpus: CorpusState, config: ConceptGraphConfig,
     if not fits:
         raise ValueError("the saved sentence concepts do not hold the sentences their "
                          "concepts' terms are in")
+
+
+def _check_walk_postings(matrices: GraphMatrices, counts: np.ndarray,
+                         unit_offsets: np.ndarray, verify: bool) -> None:
+    """Saved walk postings whose columns hold as many sentences as each concept is in
+    (the store checked their structure and ranges); ``verify``: the sentence links'
+    transpose, each entry's unit that of its sentence."""
+    postings, entry_unit = matrices.walk_postings, matrices.walk_entry_unit
+    assert postings is not None and entry_unit is not None, "the store reads both or neither"
+    if not np.array_equal(np.diff(postings.indptr), counts):
+        raise ValueError("the saved walk postings do not hold each concept's sentences")
+    if not verify:
+        return
+    sentences = matrices.sentence_concepts
+    transposed = sp.csr_matrix((np.ones(sentences.nnz, dtype=np.int8), sentences.indices,
+                                sentences.indptr), shape=sentences.shape).tocsc()
+    node_unit = np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets))
+    if not (_same_sparse(postings, transposed)
+            and np.array_equal(entry_unit, node_unit[transposed.indices])):
+        raise ValueError("the saved walk postings are not those of the sentence concepts")
 
 
 def _check_same_matrices(matrices: GraphMatrices, found: ConceptLinks,

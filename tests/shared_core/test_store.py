@@ -24,6 +24,7 @@ from shared_core.store import (
     POINTER,
     TEXT_ARRAYS,
     TOKEN_ARRAYS,
+    WALK_ENTRY_UNIT,
     CorruptIndexError,
     index_folder,
     read_manifest,
@@ -268,6 +269,7 @@ def test_files_hold_no_pickle(saved: Path, version: Path) -> None:
     matrices = {f"{name}_{part}": (dtype if part == "data" else np.int32, 1)
                 for name, (dtype, _) in DERIVED_MATRICES.items() if name != "unit_links"
                 for part in MATRIX_PARTS}
+    matrices[WALK_ENTRY_UNIT.removesuffix(".npy")] = (np.int32, 1)  # queries walk here
     written.update(TEXT_ARRAYS)
     assert names == {f"{n}.npy" for n in {**written, **matrices}} | {
         "chunks.json", "terms.json", "manifest.json"}

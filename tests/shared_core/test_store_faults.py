@@ -110,7 +110,9 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
                       ("graph_pair_edge.npy", "duplicate entries"),
                       ("graph_pair_edge.npy", "negative values"),
                       ("graph_pair_margin.npy", "duplicate entries"),
-                      ("tokens.npy", "duplicate entries")} | {
+                      ("tokens.npy", "duplicate entries"),
+                      # another unit for a walk entry: in range, so only verify=True sees it
+                      ("walk_entry_unit.npy", "duplicate entries")} | {
         (f"{name}_{part}.npy", "duplicate entries")
         for name in DERIVED_MATRICES for part in MATRIX_PARTS}
 

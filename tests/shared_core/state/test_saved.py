@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import mmap
 from collections.abc import Callable
@@ -339,9 +340,10 @@ def _never(name: str, real: Callable[..., object]) -> object:
 
 
 # ------------------------------------------------------------- the graph's matrices
-_MATRIX_FILES = [f"{name}_{part}" for name in ("concept_links", "sentence_concepts",
-                                                "unit_bm25", "concept_adjacency")
-                 for part in MATRIX_PARTS]
+_WALK_FILES = [*(f"walk_postings_{part}" for part in MATRIX_PARTS), "walk_entry_unit"]
+_MATRIX_FILES = [*(f"{name}_{part}" for name in ("concept_links", "sentence_concepts",
+                                                  "unit_bm25", "concept_adjacency")
+                   for part in MATRIX_PARTS), *_WALK_FILES]
 _ADJACENCY_FILES = [f"concept_adjacency_{part}" for part in MATRIX_PARTS]
 
 
@@ -591,3 +593,119 @@ def test_a_decision_taken_at_theta_sem_in_float32_may_carry_a_tiny_negative_marg
     for edge, margin in ((True, -1e-6), (False, 1e-6), (True, -0.2)):
         with pytest.raises(ValueError, match="decision's sign"):
             restored(edge, margin)
+
+
+# ------------------------------------------------------------- the walk's postings
+QUERIES = ["Who directed the film about the river?", "Which city hosts the university?",
+           "When was the bridge built?"]
+
+
+def _retrieved(index: ConceptGraphIndex) -> list[list[tuple[str, float]]]:
+    return [[(c.id, c.score) for c in index.retrieve(q).chunks] for q in QUERIES]
+
+
+def _walk_parts(index: ConceptGraphIndex) -> tuple[sp.csc_matrix, np.ndarray]:
+    walk = index.state.graph.walk
+    assert walk is not None and walk.entry_unit is not None
+    return walk.links_csc, walk.entry_unit
+
+
+def test_a_load_maps_the_walk_postings_a_first_query_had_built(tmp_path: Path) -> None:
+    index, _ = saved_index(tmp_path)
+    assert {f"{file}.npy" for file in _WALK_FILES} <= set(
+        read_manifest(tmp_path / "idx")["files"])  # the default ranking walks sentences
+    built_csc, built_units = _walk_parts(index)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert _retrieved(loaded) == _retrieved(index)
+    # after queries that walked, the postings and their units are still the save's
+    # mapped files: neither was built again
+    csc, units = _walk_parts(loaded)
+    assert csc is loaded.state.graph.walk.given_csc  # type: ignore[union-attr]
+    assert _mapped(csc.indices) and _mapped(csc.indptr) and _mapped(units)
+    assert csc.shape == built_csc.shape
+    for part in MATRIX_PARTS:
+        np.testing.assert_array_equal(getattr(csc, part), getattr(built_csc, part))
+    np.testing.assert_array_equal(units, built_units)
+    verified = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+    assert _retrieved(verified) == _retrieved(index)
+
+
+def test_a_ranking_that_never_walks_saves_no_walk_postings(tmp_path: Path) -> None:
+    index, _ = saved_index(tmp_path, "paper")
+    assert not {f"{file}.npy" for file in _WALK_FILES} & set(
+        read_manifest(tmp_path / "idx")["files"])
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    walk = loaded.state.graph.walk
+    assert walk is not None and walk.given_csc is None
+    assert _retrieved(loaded) == _retrieved(index)
+
+
+def test_a_save_from_before_the_walk_postings_were_kept_builds_them(tmp_path: Path) -> None:
+    index, folder = saved_index(tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for file in _WALK_FILES:
+        (folder / f"{file}.npy").unlink()
+        del manifest["files"][f"{file}.npy"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    walk = loaded.state.graph.walk
+    assert walk is not None and walk.given_csc is None
+    assert _retrieved(loaded) == _retrieved(index)  # the first query builds them
+    assert not _mapped(walk.links_csc.indices)
+    # listed in part: refused, naming the files that go together
+    index.save(str(tmp_path / "other"))
+    other = index_folder(tmp_path / "other")
+    partial = json.loads((other / "manifest.json").read_text())
+    del partial["files"]["walk_entry_unit.npy"]
+    (other / "manifest.json").write_text(json.dumps(partial))
+    with pytest.raises(CorruptIndexError, match=r"all or none of walk_postings_indptr\.npy"):
+        ConceptGraphIndex.load(str(tmp_path / "other"), HashingEmbedder(DIM))
+
+
+def _an_entry_moved(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first column's first sentence moved to the next column that lacks it, both
+    columns kept sorted: canonical postings of the same size whose counts are wrong."""
+    columns = [list(indices[a:b]) for a, b in itertools.pairwise(indptr)]
+    moved = columns[0].pop(0)
+    target = next(c for c in columns[1:] if moved not in c)
+    target.append(moved)
+    target.sort()
+    counts = [len(c) for c in columns]
+    return (np.concatenate([[0], np.cumsum(counts)]).astype(indptr.dtype),
+            np.concatenate(columns).astype(indices.dtype))
+
+
+@pytest.mark.parametrize(("file", "change", "message"), [
+    ("walk_postings_indices", lambda a: a[::-1].copy(), "increase strictly within each column"),
+    ("walk_postings_indices", lambda a: a + 10_000, r"must be in \[0, "),
+    ("walk_postings_data", lambda a: -a, "finite and positive"),
+    ("walk_entry_unit", lambda a: a + 10_000, r"every unit must be in \[0, "),
+    ("walk_entry_unit", lambda a: a[1:].copy(), "shape"),
+])
+def test_walk_postings_that_break_a_rule_are_refused(tmp_path: Path, file: str,
+                                                      change: object, message: str) -> None:
+    _, folder = saved_index(tmp_path)
+    _tamper(folder, file, change)
+    with pytest.raises(CorruptIndexError, match=message):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_walk_postings_must_hold_each_concepts_sentences(tmp_path: Path) -> None:
+    _, folder = saved_index(tmp_path)
+    indptr, indices = _an_entry_moved(
+        np.load(folder / "walk_postings_indptr.npy", allow_pickle=False),
+        np.load(folder / "walk_postings_indices.npy", allow_pickle=False))
+    _tamper(folder, "walk_postings_indptr", lambda _: indptr)
+    _tamper(folder, "walk_postings_indices", lambda _: indices)
+    with pytest.raises(CorruptIndexError, match="do not hold each concept's sentences"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_verify_refuses_walk_units_that_obey_the_rules_but_differ(tmp_path: Path) -> None:
+    """Which unit an entry is in rests on the checksum; ``verify`` derives it again."""
+    index, folder = saved_index(tmp_path)
+    _tamper(folder, "walk_entry_unit", np.zeros_like)  # every entry in the first unit
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert loaded.stats()["chunks"] == index.stats()["chunks"]
+    with pytest.raises(CorruptIndexError, match="walk postings are not those"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
