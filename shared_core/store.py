@@ -72,6 +72,7 @@ format versions 1 (one flat folder) to 5 still load; the next save writes versio
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -547,13 +548,16 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
         digests.check([f"{n}.npy" for n in kinds])
         stored = _stored_derived(folder, manifest, version, digests)
         corpus = _read_arrays(folder, config, dim, ids, texts, metadata, terms,
-                              counts["sentences"], version, counts_saved, verify)
+                              counts["sentences"], version, counts_saved, verify,
+                              digests.later)
         if version == 1:  # older indexes kept insertion order: put them in canonical order
             corpus = sorted_by_id(with_sorted_terms(corpus))
-        return SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config, digests),
-                          _read_graph(folder, manifest, stored, corpus, digests,
-                                      _optional_files(manifest, version)),
-                          _read_store_generation(folder, manifest))
+        saved = SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config, digests),
+                           _read_graph(folder, manifest, stored, corpus, digests,
+                                       _optional_files(manifest, version)),
+                           _read_store_generation(folder, manifest))
+        digests.settle()
+        return saved
 
 
 def _read_store_generation(folder: Path, manifest: dict[str, Any]) -> str | None:
@@ -630,8 +634,8 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
     kinds = GRAPH_ARRAYS if strong else LEGACY_GRAPH_ARRAYS
     digests.check([f"{name}.npy" for name in names])
     pairs = (sizes[kind],)
-    source, target, count = (_read_npy(folder / f"{name}.npy", kinds[name][0], pairs)
-                             for name in names[:3])
+    source, target, count = (_read_npy(folder / f"{name}.npy", kinds[name][0], pairs,
+                                       mapped=True) for name in names[:3])
     concepts = sizes["concepts"]
     rank = _read_npy(folder / f"{names[3]}.npy", np.float64, (concepts,))
     shapes: dict[str, tuple[int | None, ...]] = {
@@ -640,7 +644,7 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
     if not strong:
         stored = stored - {"graph_pair_edge", "graph_pair_margin"}
     read = {name: _read_npy(folder / f"{name}.npy", DERIVED_ARRAYS[name][0], shapes[name],
-                            mapped=name == "concept_vectors")
+                            mapped=True)
             for name in sorted(stored & set(shapes))}
     matrices = (_read_matrices(folder, manifest, files, corpus, concepts, digests)
                 if "concept_terms" in read else None)
@@ -814,6 +818,7 @@ class _FileDigests:
         self.expected: dict[str, Any] | None = listed if isinstance(listed, dict) else None
         self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="conceptgraph-digest")
         self._digests: dict[str, Future[str]] = {}
+        self._later: list[Future[None]] = []
         names = [n for n in (self.expected or {}) if _is_plain_name(n)]
         for name in sorted(names, key=lambda n: (n not in first, n)):
             if (folder / name).is_file():
@@ -822,6 +827,17 @@ class _FileDigests:
 
     def __enter__(self) -> _FileDigests:
         return self
+
+    def later(self, rule: Callable[[], None]) -> None:
+        """Check ``rule`` on a worker thread, after the digests, while this thread reads
+        on: for rules over the largest mapped files (the embeddings' norms were 1.8 s of a
+        million-passage load). :meth:`settle` waits for them and raises what they raised."""
+        self._later.append(self._pool.submit(rule))
+
+    def settle(self) -> None:
+        """Wait for the rules given to :meth:`later`; raise the first one's error."""
+        for pending in self._later:
+            pending.result()
 
     def __exit__(self, *exc: object) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -1038,19 +1054,26 @@ def _check_unit_rows(file: Path, vectors: np.ndarray) -> None:
           "holds vectors that are not of unit length")
 
 
-def _read_vectors(file: Path, shape: tuple[int, int], version: int) -> np.ndarray:
-    """Embeddings: mapped as stored (version 3), or read and converted if need be (1, 2)."""
+def _read_vectors(file: Path, shape: tuple[int, int], version: int,
+                  later: Callable[[Callable[[], None]], None] | None = None) -> np.ndarray:
+    """Embeddings: mapped as stored (version 3), or read and converted if need be (1, 2).
+    ``later`` takes the unit-length check of mapped ones to run beside the rest of the
+    load (:meth:`_FileDigests.later`); without it, it runs here."""
     if version >= 3:
         vectors = _read_npy(file, VECTOR_DTYPE, shape, mapped=True)
     else:
         vectors = _read_npy(file, _V2_VECTOR_DTYPE, shape)
-    _check_unit_rows(file, vectors)
+    if later is not None and version >= 3:
+        later(functools.partial(_check_unit_rows, file, vectors))
+    else:
+        _check_unit_rows(file, vectors)
     return vectors if vectors.dtype == VECTOR_DTYPE else vectors.astype(VECTOR_DTYPE)
 
 
 def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[str],
                  texts: list[str], metadata: list[str], terms: list[str], n_sent: int,
-                 version: int, counts_saved: bool, verify: bool) -> CorpusState:
+                 version: int, counts_saved: bool, verify: bool,
+                 later: Callable[[Callable[[], None]], None] | None = None) -> CorpusState:
     n, n_terms = len(ids), len(terms)
 
     def path(name: str) -> Path:
@@ -1062,7 +1085,7 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
     _rule(path("sentence_offsets"), bool(np.all(np.diff(offsets) > 0)),
           "must increase strictly: every chunk has at least one sentence")
 
-    spans = _read_npy(path("sentence_spans"), np.int64, (n_sent, 2))
+    spans = _read_npy(path("sentence_spans"), np.int64, (n_sent, 2), mapped=True)
     text_length = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
     chunk_of = np.repeat(np.arange(n), np.diff(offsets))
     starts, ends = spans[:, 0], spans[:, 1]
@@ -1073,14 +1096,14 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
     _rule(path("sentence_spans"), bool(np.all(~same_chunk | (starts[1:] >= ends[:-1]))),
           "spans of one chunk must be in order and must not overlap")
 
-    vectors = _read_vectors(path("sentence_embeddings"), (n_sent, dim), version)
+    vectors = _read_vectors(path("sentence_embeddings"), (n_sent, dim), version, later)
 
     indptr = _read_npy(path("sentence_terms_indptr"), np.int64, (n_sent + 1,))
     _rule(path("sentence_terms_indptr"), int(indptr[0]) == 0
           and bool(np.all(np.diff(indptr) >= 0)), "must start at 0 and never decrease")
     nnz = int(indptr[-1])
-    indices = _read_npy(path("sentence_terms_indices"), np.int64, (nnz,))
-    data = _read_npy(path("sentence_terms_data"), np.int32, (nnz,))
+    indices = _read_npy(path("sentence_terms_indices"), np.int64, (nnz,), mapped=True)
+    data = _read_npy(path("sentence_terms_data"), np.int32, (nnz,), mapped=True)
     _rule(path("sentence_terms_indices"), bool(np.all((indices >= 0) & (indices < n_terms))),
           f"every term index must be in [0, {n_terms})")
     _rule(path("sentence_terms_indices"), _increasing_within(indptr, indices),
