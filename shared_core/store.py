@@ -48,7 +48,17 @@ sentences as its term. Their values rest on the checksum like the concept vector
 ``verify=True`` derives and compares them. Saves without them derive them. Saves
 since the twelfth round also keep the concept graph's Dice-weighted adjacency
 (``concept_adjacency``), which a load had rebuilt from the pairs' edges: it must hold
-each edge of the saved pairs twice, and PageRank must be its fixed point.
+each edge of the saved pairs twice, and PageRank must be its fixed point. Saves since
+the sixteenth round keep, where queries walk the sentences, the walk's concept ->
+sentence postings (``walk_postings``, the sentence links' transpose) and each entry's
+unit (``walk_entry_unit.npy``), which a first query had built (3.6 s at a million
+passages): each column must hold as many sentences as its concept is in, each unit be
+in range; ``verify=True`` derives both and compares.
+
+Large arrays are mapped read-only rather than read (the pairs, the spans, the term
+counts, the matrices, the embeddings), so a loaded index holds no second copy on its
+heap; the embeddings' unit-length check runs on a checksum worker while the load
+reads the rest (:meth:`_FileDigests.later`).
 
 Embeddings are memory-mapped on load (format version 3): the OS pages in what
 queries touch, and a loaded index holds no second copy. Version 3 also saves the
