@@ -1,4 +1,5 @@
-"""The load-time command on a tiny saved index: it times real loads, and an upgrade saves first."""
+"""The load-time command on a tiny saved index: it times real loads and the query after
+each, and an upgrade saves first."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ def test_load_time_times_each_load_and_upgrades_first(tmp_path: Path) -> None:
           "--upgrade", str(tmp_path / "upgraded"), "--out", str(out)])
     report = json.loads(out.read_text(encoding="utf-8"))
     assert len(report["load_s"]) == 2 and all(s > 0 for s in report["load_s"])
+    # a real query ran after each load (a tiny index answers in well over 0.1 ms)
+    assert len(report["first_query_s"]) == 2 and all(s > 0 for s in report["first_query_s"])
     assert report["save_s"] > 0 and report["load_before_upgrade_s"] > 0
     assert read_manifest(tmp_path / "upgraded")["chunks"] == len(TEXTS)
     assert report["command"].startswith("python -m benchmarks.load_time ")
