@@ -701,30 +701,41 @@ def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any]
         raise CorruptIndexError(f"{folder}/manifest.json: 'matrices' must be {{'index': "
                                 f"'int32' or 'int64'}}, got {str(entry)[:80]!r}")
     digests.check(wanted)
-    read = {name: _read_sparse(folder, name, shape, _MATRIX_INDEX_TYPES[index])
+    read = {name: _read_sparse(folder, name, shape, _MATRIX_INDEX_TYPES[index], digests.later)
             for name, shape in shapes.items()}
     walk = read.get("walk_postings")
     entry_unit = None if walk is None else _read_entry_units(
-        folder / WALK_ENTRY_UNIT, _MATRIX_INDEX_TYPES[index], walk.nnz, units)
+        folder / WALK_ENTRY_UNIT, _MATRIX_INDEX_TYPES[index], walk.nnz, units, digests.later)
     return GraphMatrices(read["concept_links"], read["sentence_concepts"],
                          read.get("unit_links"), read["unit_bm25"],
                          read.get("concept_adjacency"), walk, entry_unit)
 
 
-def _read_entry_units(file: Path, index: type, nnz: int, units: int) -> np.ndarray:
+# where a load's rules over a whole mapped array run (:meth:`_FileDigests.later`)
+Later = Callable[[Callable[[], None]], None]
+
+
+def _now(rule: Callable[[], None]) -> None:
+    rule()
+
+
+def _read_entry_units(file: Path, index: type, nnz: int, units: int,
+                      later: Later = _now) -> np.ndarray:
     """The unit of each of the walk postings' ``nnz`` entries, mapped, each in range.
     Which unit rests on the checksum (``verify=True`` derives and compares it)."""
     entry_unit = _read_npy(file, index, (nnz,), mapped=True)
-    _rule(file, not nnz or (int(entry_unit.min()) >= 0 and int(entry_unit.max()) < units),
-          f"every unit must be in [0, {units})")
+    later(lambda: _rule(file, not nnz or (int(entry_unit.min()) >= 0
+                                          and int(entry_unit.max()) < units),
+                        f"every unit must be in [0, {units})"))
     return entry_unit
 
 
 def _read_sparse(folder: Path, name: str, shape: tuple[int, int],
-                 index: type) -> sp.csr_matrix | sp.csc_matrix:
+                 index: type, later: Later = _now) -> sp.csr_matrix | sp.csc_matrix:
     """One saved matrix, mapped: a canonical compressed structure (an indptr from 0 that
     never decreases, in-range indices strictly increasing within each row or column)
-    with finite, positive values."""
+    with finite, positive values. ``later`` takes the rules over every entry (nothing
+    reads an entry before the load has settled them); the indptr's are checked here."""
     dtype, axis = DERIVED_MATRICES[name]
     major, minor = shape if axis == "csr" else shape[::-1]
     file = {part: folder / f"{name}_{part}.npy" for part in MATRIX_PARTS}
@@ -734,12 +745,18 @@ def _read_sparse(folder: Path, name: str, shape: tuple[int, int],
     nnz = int(indptr[-1])
     indices = _read_npy(file["indices"], index, (nnz,), mapped=True)
     data = _read_npy(file["data"], dtype, (nnz,), mapped=True)
-    _rule(file["indices"], not nnz or (int(indices.min()) >= 0 and int(indices.max()) < minor),
-          f"every index must be in [0, {minor})")
-    _rule(file["indices"], _increasing_within(indptr, indices),
-          f"indices must increase strictly within each {'row' if axis == 'csr' else 'column'}")
-    _rule(file["data"], bool(np.all(data > 0)) and bool(np.all(np.isfinite(data))),
-          "values must be finite and positive")
+
+    def entry_rules() -> None:
+        _rule(file["indices"], not nnz or (int(indices.min()) >= 0
+                                           and int(indices.max()) < minor),
+              f"every index must be in [0, {minor})")
+        _rule(file["indices"], _increasing_within(indptr, indices),
+              f"indices must increase strictly within each "
+              f"{'row' if axis == 'csr' else 'column'}")
+        _rule(file["data"], bool(np.all(data > 0)) and bool(np.all(np.isfinite(data))),
+              "values must be finite and positive")
+
+    later(entry_rules)
     kind = sp.csr_matrix if axis == "csr" else sp.csc_matrix
     matrix = kind((data, indices, indptr), shape=shape)
     matrix.has_canonical_format = True  # the rules above: sorted, each entry once
@@ -1065,7 +1082,7 @@ def _check_unit_rows(file: Path, vectors: np.ndarray) -> None:
 
 
 def _read_vectors(file: Path, shape: tuple[int, int], version: int,
-                  later: Callable[[Callable[[], None]], None] | None = None) -> np.ndarray:
+                  later: Later | None = None) -> np.ndarray:
     """Embeddings: mapped as stored (version 3), or read and converted if need be (1, 2).
     ``later`` takes the unit-length check of mapped ones to run beside the rest of the
     load (:meth:`_FileDigests.later`); without it, it runs here."""
@@ -1083,7 +1100,7 @@ def _read_vectors(file: Path, shape: tuple[int, int], version: int,
 def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[str],
                  texts: list[str], metadata: list[str], terms: list[str], n_sent: int,
                  version: int, counts_saved: bool, verify: bool,
-                 later: Callable[[Callable[[], None]], None] | None = None) -> CorpusState:
+                 later: Later | None = None) -> CorpusState:
     n, n_terms = len(ids), len(terms)
 
     def path(name: str) -> Path:
