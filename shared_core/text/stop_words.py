@@ -1,7 +1,8 @@
 """English stop words: the list scikit-learn's ``ENGLISH_STOP_WORDS`` holds.
 
 Kept here as data so that analysing text (every build, load and query) does not import
-scikit-learn, which took 1.9 s of loading an index. The words are those of
+scikit-learn, which took 1.9 s of loading an index (the MiniLM embedder's
+sentence-transformers still imports it for itself). The words are those of
 scikit-learn 1.9.1 (``sklearn/feature_extraction/_stop_words.py``, BSD-3-Clause,
 copyright the scikit-learn developers), itself from the stop-word list of the Glasgow
 Information Retrieval Group. A test holds them equal to the installed scikit-learn's.
