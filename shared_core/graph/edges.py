@@ -62,9 +62,16 @@ def concept_vectors(
 
 
 def sentence_counts(sentence_concepts: sp.csr_matrix) -> np.ndarray:
-    """|S_w|: how many sentences each concept's vector averages (its stored entries)."""
-    return np.bincount(sentence_concepts.indices,
-                       minlength=sentence_concepts.shape[1]).astype(np.int64)
+    """|S_w|: how many sentences each concept's vector averages (its stored entries).
+
+    Counted ``COUNT_BLOCK`` entries at a time: a ``bincount`` of the whole int32 index
+    array first copies it to the platform's integer (420 MB at a million passages),
+    and is no faster than the blocks (0.34 s against 0.22-0.32 s there)."""
+    indices = sentence_concepts.indices
+    counts = np.zeros(sentence_concepts.shape[1], dtype=np.int64)
+    for start in range(0, len(indices), COUNT_BLOCK):
+        counts += np.bincount(indices[start:start + COUNT_BLOCK], minlength=len(counts))
+    return counts
 
 
 def presence(links: sp.spmatrix, dtype: type = np.int32) -> sp.csr_matrix:
@@ -101,6 +108,7 @@ class ConceptEdges:
         return len(self.source)
 
 
+COUNT_BLOCK = 1 << 22  # sparse entries counted at a time (16-32 MB of indices)
 KEY_BLOCK = 1 << 22  # pairs whose int64 keys are built at a time (32 MB)
 
 

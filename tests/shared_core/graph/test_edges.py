@@ -1,9 +1,11 @@
-"""Strong pairs' keys looked up a block at a time: the answers of a search over every key."""
+"""Strong pairs' keys looked up, and sentences counted, a block at a time: the answers of
+the whole-array computation."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,3 +52,13 @@ def test_key_positions_equal_a_search_over_every_key(keys: list[int], asked: lis
     np.testing.assert_array_equal(found, np.searchsorted(pairs.keys(n), asked))
     assert ascending
     assert shuffled == (keys == sorted(keys))
+
+
+def test_sentence_counts_by_hand_across_blocks_of_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(edges_module, "COUNT_BLOCK", 2)
+    # three sentences over four concepts: entries [0, 2], [2], [1, 2, 3] in blocks of two
+    links = sp.csr_matrix(np.array([[1, 0, 1, 0], [0, 0, 1, 0], [0, 1, 1, 1]], np.float32))
+    counts = edges_module.sentence_counts(links)
+    assert counts.tolist() == [1, 1, 3, 1] and counts.dtype == np.int64
+    assert edges_module.sentence_counts(sp.csr_matrix((0, 3), dtype=np.float32)).tolist() == [
+        0, 0, 0]
