@@ -434,6 +434,15 @@ def bytes_digest(data: bytes, manifest: dict[str, Any] | None = None) -> str:
     return str(_HASHERS[algorithm](data).hexdigest())
 
 
+# where a load's rules over a whole mapped array run (:meth:`_FileDigests.later`)
+Later = Callable[[Callable[[], None]], None]
+
+
+def _now(rule: Callable[[], None]) -> None:
+    """Check ``rule`` here and now (a :data:`Later` for reads outside a load's digests)."""
+    rule()
+
+
 def _file_digest(path: Path, algorithm: str = DIGEST) -> str:
     """The file's checksum, taken from a read-only mapping in one update: neither hasher
     holds the GIL while it runs, so other threads go on meanwhile (:class:`_FileDigests`)."""
@@ -709,14 +718,6 @@ def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any]
     return GraphMatrices(read["concept_links"], read["sentence_concepts"],
                          read.get("unit_links"), read["unit_bm25"],
                          read.get("concept_adjacency"), walk, entry_unit)
-
-
-# where a load's rules over a whole mapped array run (:meth:`_FileDigests.later`)
-Later = Callable[[Callable[[], None]], None]
-
-
-def _now(rule: Callable[[], None]) -> None:
-    rule()
 
 
 def _read_entry_units(file: Path, index: type, nnz: int, units: int,
@@ -1082,25 +1083,22 @@ def _check_unit_rows(file: Path, vectors: np.ndarray) -> None:
 
 
 def _read_vectors(file: Path, shape: tuple[int, int], version: int,
-                  later: Later | None = None) -> np.ndarray:
+                  later: Later = _now) -> np.ndarray:
     """Embeddings: mapped as stored (version 3), or read and converted if need be (1, 2).
-    ``later`` takes the unit-length check of mapped ones to run beside the rest of the
-    load (:meth:`_FileDigests.later`); without it, it runs here."""
+    ``later`` takes the unit-length check, to run beside the rest of the load
+    (:meth:`_FileDigests.later`)."""
     if version >= 3:
         vectors = _read_npy(file, VECTOR_DTYPE, shape, mapped=True)
     else:
         vectors = _read_npy(file, _V2_VECTOR_DTYPE, shape)
-    if later is not None and version >= 3:
-        later(functools.partial(_check_unit_rows, file, vectors))
-    else:
-        _check_unit_rows(file, vectors)
+    later(functools.partial(_check_unit_rows, file, vectors))
     return vectors if vectors.dtype == VECTOR_DTYPE else vectors.astype(VECTOR_DTYPE)
 
 
 def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[str],
                  texts: list[str], metadata: list[str], terms: list[str], n_sent: int,
                  version: int, counts_saved: bool, verify: bool,
-                 later: Later | None = None) -> CorpusState:
+                 later: Later = _now) -> CorpusState:
     n, n_terms = len(ids), len(terms)
 
     def path(name: str) -> Path:
@@ -1154,7 +1152,7 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
     unit_vectors = None
     if config.chunk_similarity == "direct":
         n_units = len(unit_starts) if config.unit_tokens else n
-        unit_vectors = _read_vectors(path("unit_vectors"), (n_units, dim), version)
+        unit_vectors = _read_vectors(path("unit_vectors"), (n_units, dim), version, later)
 
     def recount() -> tuple[np.ndarray, np.ndarray]:
         units = (count_tokens_batch(unit_texts(texts, spans, offsets, unit_starts))

@@ -362,8 +362,7 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         unit_vectors=unit_vectors,
         concept_position={c: i for i, c in enumerate(concepts)},
         concept_chunk_counts=np.diff(links_csc.indptr),
-        walk=WalkGraph(found.sentence_concepts,
-                       np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets)),
+        walk=WalkGraph(found.sentence_concepts, sentence_units(unit_offsets),
                        given_csc=None if saved is None else saved.walk_postings,
                        given_entry_unit=None if saved is None else saved.walk_entry_unit,
                        keep_arrays=None if spill is None else partial(spilled_arrays,
@@ -376,6 +375,11 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         if corpus.tokens_read else None,
         edge_list=edge_list if pairs is None else None,
     )
+
+
+def sentence_units(unit_offsets: np.ndarray) -> np.ndarray:
+    """Each sentence's retrieval unit (the walk's ``node_unit``), from the units' offsets."""
+    return np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets))
 
 
 def with_vector_search(graph: DerivedGraph, corpus: CorpusState, config: ConceptGraphConfig,

@@ -60,6 +60,7 @@ from ..graph.edges import (
 )
 from ..graph.pagerank import pagerank_residual
 from ..search.external import VectorStoreBackend
+from ..search.walk import WalkGraph
 from .corpus import CorpusState
 from .derived import (
     ConceptLinks,
@@ -70,6 +71,7 @@ from .derived import (
     edge_adjacency,
     link_concepts,
     rank_adjacency,
+    sentence_units,
     unit_vectors_of,
     unit_views,
     vector_search_index,
@@ -229,12 +231,10 @@ def _check_walk_postings(matrices: GraphMatrices, counts: np.ndarray,
         raise ValueError("the saved walk postings do not hold each concept's sentences")
     if not verify:
         return
-    sentences = matrices.sentence_concepts
-    transposed = sp.csr_matrix((np.ones(sentences.nnz, dtype=np.int8), sentences.indices,
-                                sentences.indptr), shape=sentences.shape).tocsc()
-    node_unit = np.repeat(np.arange(len(unit_offsets) - 1), np.diff(unit_offsets))
-    if not (_same_sparse(postings, transposed)
-            and np.array_equal(entry_unit, node_unit[transposed.indices])):
+    derived = WalkGraph(matrices.sentence_concepts, sentence_units(unit_offsets))
+    units = derived.entry_unit
+    assert units is not None, "the walk's nodes are sentences, each in a unit"
+    if not (_same_sparse(postings, derived.links_csc) and np.array_equal(entry_unit, units)):
         raise ValueError("the saved walk postings are not those of the sentence concepts")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import mmap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +53,15 @@ def test_a_loaded_graph_equals_the_derived_one_without_finding_edges(
     assert loaded.state.graph.edge_list is None  # the edges come from the pairs on demand
     assert_equal_graphs(loaded.state.graph, derive_graph(loaded.state.corpus, CONFIGS[name]))
     np.testing.assert_array_equal(loaded.state.graph.rank, index.state.graph.rank)
+
+
+def _as_saved_without(folder: Path, names: Sequence[str]) -> None:
+    """Rewrite a save as one made before these arrays were kept: files and listing gone."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for name in names:
+        (folder / f"{name}.npy").unlink()
+        del manifest["files"][f"{name}.npy"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
 def _tamper(folder: Path, name: str, change: object) -> None:
@@ -551,11 +560,7 @@ def test_a_concept_vector_without_sentences_must_be_zero() -> None:
 
 def test_a_save_from_before_these_were_kept_derives_them(tmp_path: Path) -> None:
     index, folder = saved_index(tmp_path)
-    manifest = json.loads((folder / "manifest.json").read_text())
-    for part in _DERIVED_FILES:
-        (folder / f"{part}.npy").unlink()
-        del manifest["files"][f"{part}.npy"]
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    _as_saved_without(folder, _DERIVED_FILES)
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     assert_equal_graphs(loaded.state.graph, index.state.graph)
     loaded.save(str(tmp_path / "again"))  # the next save keeps them
@@ -642,11 +647,7 @@ def test_a_ranking_that_never_walks_saves_no_walk_postings(tmp_path: Path) -> No
 
 def test_a_save_from_before_the_walk_postings_were_kept_builds_them(tmp_path: Path) -> None:
     index, folder = saved_index(tmp_path)
-    manifest = json.loads((folder / "manifest.json").read_text())
-    for file in _WALK_FILES:
-        (folder / f"{file}.npy").unlink()
-        del manifest["files"][f"{file}.npy"]
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    _as_saved_without(folder, _WALK_FILES)
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     walk = loaded.state.graph.walk
     assert walk is not None and walk.given_csc is None
