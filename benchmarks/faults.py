@@ -67,17 +67,22 @@ def rehash(folder: Path, name: str) -> None:
 
 
 def swap_concept_vectors(folder: Path) -> None:
-    """Swap two concept vectors and re-hash: an edit every rule of a default load accepts
-    (their values rest on the checksum), which a load with ``verify=True`` refuses."""
+    """Swap two concept vectors (and their fixed-point sums, where the save keeps them)
+    and re-hash: an edit every rule of a default load accepts (their values rest on the
+    checksum), which a load with ``verify=True`` refuses."""
     file = folder / "concept_vectors.npy"
     vectors = np.load(file, allow_pickle=False)
     live = np.flatnonzero(np.abs(vectors).sum(axis=1) > 0)
     if len(live) < 2:
         raise ValueError(f"{file} holds fewer than two non-zero vectors to swap")
     first, second = int(live[0]), int(live[1])
-    vectors[[first, second]] = vectors[[second, first]]
-    np.save(file, vectors, allow_pickle=False)
-    rehash(folder, file.name)
+    for name in ("concept_vectors.npy", "concept_sums.npy"):
+        if not (folder / name).exists():
+            continue
+        rows = np.load(folder / name, allow_pickle=False)
+        rows[[first, second]] = rows[[second, first]]
+        np.save(folder / name, rows, allow_pickle=False)
+        rehash(folder, name)
 
 
 def _npy_mutation(kind: str) -> Mutation | None:

@@ -45,11 +45,12 @@ def touched_share(n: int) -> dict[str, float]:
     assert graph.pairs is not None
     after = merge_many([before, extra.state.corpus])
     found = link_concepts(after, config)
-    changes = _concept_changes(graph, after, found, chunk_moves(before, after))
+    moves = chunk_moves(before, after)
+    changes = _concept_changes(graph, after, found, moves)
     changed = np.zeros(len(graph.concepts), dtype=bool)
     changed[changes.old[changes.changed][changes.old[changes.changed] >= 0]] = True
     touched = changed[graph.pairs.source] | changed[graph.pairs.target]
-    vectors, _, drift = _refreshed_vectors(graph, after, found, changes)
+    vectors, _, _, drift = _refreshed_vectors(graph, before, after, found, changes, moves, None)
     _, work = refreshed_pairs(graph.pairs, changes, _link_changes(found.links, changes),
                               found.links.tocsc(), graph.concept_chunk_counts, vectors, drift,
                               config)

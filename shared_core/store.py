@@ -29,7 +29,9 @@ every count at load. Saves without them recount them.
 The exception is what deriving the graph again would cost most of a load: the
 saved graph's co-occurrence counts (``graph_pair_*.npy``) and, in saves since the
 scale issue's sixth round, which terms are concepts, the concept vectors and each
-strong pair's cosine decision and margin (``DERIVED_ARRAYS``). Their values rest on
+strong pair's cosine decision and margin (``DERIVED_ARRAYS``; since the seventeenth
+round also the concept vectors' exact fixed-point sums, which must give the saved
+vectors). Their values rest on
 their checksums, after the rules that need no re-derivation (sorted in-range
 terms, unit-length vectors, margins with their decision's sign;
 ``state/saved.py``). A wrong value there changes rankings, never a budget or an
@@ -142,7 +144,10 @@ GRAPH_ARRAYS = {"graph_pair_source": (np.int32, 1), "graph_pair_target": (np.int
 # which terms are concepts, the concept vectors, each strong pair's cosine decision and
 # margin. Taken as read after cheap rules (``state.saved``); ``verify`` re-derives
 DERIVED_ARRAYS = {"concept_terms": (np.int64, 1), "concept_vectors": (np.float32, 2),
-                  "graph_pair_edge": (np.bool_, 1), "graph_pair_margin": (np.float32, 1)}
+                  "graph_pair_edge": (np.bool_, 1), "graph_pair_margin": (np.float32, 1),
+                  # the concept vectors' fixed-point sums (since the seventeenth round),
+                  # which a refresh updates by the changed sentences alone
+                  "concept_sums": (np.int64, 2)}
 # the graph's sparse matrices (saves since the scale issue's eleventh round), each as
 # <name>_indptr.npy, <name>_indices.npy (one integer type, the manifest's "matrices" index)
 # and <name>_data.npy: mapped on load instead of derived again. name -> (data dtype, axis
@@ -260,7 +265,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
                           (graph.source, graph.target, graph.cooccurrence, graph.rank),
                           strict=True))
         derived = {"concept_terms": graph.concept_terms, "concept_vectors": graph.vectors,
-                   "graph_pair_edge": graph.edge, "graph_pair_margin": graph.margin}
+                   "graph_pair_edge": graph.edge, "graph_pair_margin": graph.margin,
+                   "concept_sums": graph.sums}
         arrays.update({k: v for k, v in derived.items() if v is not None})
     matrix_index = _matrix_arrays(graph.matrices, arrays) if graph is not None else None
     encoded = [text.encode("utf-8") for text in corpus.texts]
@@ -659,6 +665,7 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
     rank = _read_npy(folder / f"{names[3]}.npy", np.float64, (concepts,))
     shapes: dict[str, tuple[int | None, ...]] = {
         "concept_terms": (concepts,), "concept_vectors": (concepts, dim),
+        "concept_sums": (concepts, dim),
         "graph_pair_edge": pairs, "graph_pair_margin": pairs}
     if not strong:
         stored = stored - {"graph_pair_edge", "graph_pair_margin"}
@@ -669,7 +676,7 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
                 if "concept_terms" in read else None)
     return SavedGraph(source, target, count, rank, strong=strong,
                       concept_terms=read.get("concept_terms"),
-                      vectors=read.get("concept_vectors"),
+                      vectors=read.get("concept_vectors"), sums=read.get("concept_sums"),
                       edge=read.get("graph_pair_edge"), margin=read.get("graph_pair_margin"),
                       matrices=matrices)
 

@@ -6,7 +6,7 @@ An embedder returns float32, L2-normalised rows (:func:`normalise_rows`).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -118,6 +118,8 @@ def finite_row_norms(vectors: np.ndarray) -> np.ndarray | None:
 VECTOR_BLOCK = 65_536  # stored vector rows converted at a time by a product or a check
 # how far a stored vector's length may be from 1 and still count as a unit vector
 UNIT_NORM_TOLERANCE = 1e-3
+# Fixed-point scale of :func:`fixed_point`: sums of vectors in it are exact integers.
+FIXED_POINT_BITS = 32
 # Rows converted to float64 at a time inside a block when the product accumulates in place
 # (6 MB at 384 dimensions: it stays in cache, and no large array is ever allocated).
 ROW_BLOCK = 2048
@@ -153,19 +155,52 @@ def sparse_times_vectors(weights: sp.spmatrix, vectors: np.ndarray) -> np.ndarra
     return out
 
 
+def fixed_point_product(weights: sp.spmatrix, vectors: np.ndarray) -> np.ndarray:
+    """``weights @ fixed_point(vectors)`` in int64: integer weights times each row in fixed
+    point (:func:`fixed_point`), exact, so the same in any order or any split of the rows.
+
+    Like :func:`sparse_times_vectors`, ``vectors`` may be float16 or mapped: rows are
+    converted ``ROW_BLOCK`` at a time. Exact while no sum passes 2^63: with 0/1
+    weights and vectors of length <= 1, for up to 2^30 rows a column.
+    """
+    columns = sp.csc_matrix(weights, dtype=np.int64)
+    out = np.zeros((columns.shape[0], vectors.shape[1]), dtype=np.int64)
+    _add_product(columns, vectors, 0, len(vectors), out, convert=fixed_point)
+    return out
+
+
+def fixed_point(vectors: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Each value times 2^``FIXED_POINT_BITS``, rounded to an int64.
+
+    A float32 of magnitude 2^-9 or more is a multiple of 2^-32, so it converts
+    exactly; only smaller values round, by under 2^-33. float16 values are all exact.
+    """
+    scaled = np.multiply(vectors, 2.0 ** FIXED_POINT_BITS, dtype=np.float64)
+    np.rint(scaled, out=scaled)
+    if out is None:
+        return scaled.astype(np.int64)
+    out[...] = scaled
+    return out
+
+
 def _add_product(columns: sp.csc_matrix, vectors: np.ndarray, start: int, stop: int,
-                 into: np.ndarray) -> None:
-    """``into += columns[:, start:stop] @ vectors[start:stop]``, the rows taken in order."""
-    if _csc_matvecs is None:  # pragma: no cover
-        into += columns[:, start:stop] @ np.asarray(vectors[start:stop], dtype=np.float64)
-        return
+                 into: np.ndarray,
+                 convert: Callable[[np.ndarray, np.ndarray], object] | None = None) -> None:
+    """``into += columns[:, start:stop] @ convert(vectors[start:stop])``, the rows taken in
+    order; ``convert(rows, out)`` writes rows in ``into``'s type (a plain copy by default)."""
     dim = vectors.shape[1]
-    buffer = np.empty((min(ROW_BLOCK, stop - start), dim), dtype=np.float64)
+    buffer = np.empty((min(ROW_BLOCK, stop - start), dim), dtype=into.dtype)
     flat = into.reshape(-1)  # a view: the kernel writes through it
     for low in range(start, stop, ROW_BLOCK):
         high = min(low + ROW_BLOCK, stop)
         rows = buffer[:high - low]
-        np.copyto(rows, vectors[low:high])
+        if convert is None:
+            np.copyto(rows, vectors[low:high])
+        else:
+            convert(vectors[low:high], rows)
+        if _csc_matvecs is None:  # pragma: no cover - a scipy without the kernel
+            into += columns[:, low:high] @ rows
+            continue
         _csc_matvecs(columns.shape[0], high - low, dim, columns.indptr[low:high + 1],
                      columns.indices, columns.data, rows.reshape(-1), flat)
 

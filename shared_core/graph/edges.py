@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import scipy.sparse as sp
 
-from ..embeddings.base import sparse_times_vectors
+from ..embeddings.base import FIXED_POINT_BITS, fixed_point_product
 from .entries import column_entry_counts, compressed_entries
 
 # Pairs whose cosines are taken at a time. The gathered rows stay in cache: blocks of
@@ -38,6 +38,8 @@ RECHECK_BLOCK = 1 << 20
 # (an upper bound of that block's entries): 2^24 bounds its temporaries near 200 MB,
 # where the whole matrix at once peaked at 4.2 GB for 100 K passages (RESULTS.md, Scale).
 COOCCURRENCE_BLOCK = 1 << 24
+# Concept sums turned into vectors at a time (float64 temporaries of 25 MB at 384 dimensions).
+SUM_BLOCK = 1 << 13
 
 
 def concept_vectors(
@@ -50,15 +52,40 @@ def concept_vectors(
     similarity 0 to everything), never a chunk-level stand-in: the paper's ablation
     shows chunk-level vectors collapse retrieval.
     """
+    sums, counts = concept_sums(sentence_concepts, sentence_embeddings)
+    return vectors_of_sums(sums), counts
+
+
+def concept_sums(sentence_concepts: sp.csr_matrix, sentence_embeddings: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Each concept's summed sentence vector, in fixed point (int64), and |S_w|.
+
+    Integer sums are exact, so they do not depend on the order the sentences are
+    added in: a refresh adds the changed sentences to the old sums and gets the
+    bits a derivation over every sentence gets (:func:`vectors_of_sums` then gives
+    the same vectors). Rounded to float32 they are the float64 sums to the bit but
+    for a rounding tie (none on the scale corpora: ``benchmarks/RESULTS.md``).
+    """
     # kept row-major: its transpose is the column-major (concepts x sentences) matrix the
-    # product wants, without a conversion (each sum runs over sentences in order either way)
-    incidence = sp.csr_matrix(sentence_concepts, dtype=np.float64, copy=True)
-    incidence.data[:] = 1.0
-    counts = sentence_counts(incidence)
-    sums = np.asarray(sparse_times_vectors(incidence.T, sentence_embeddings), dtype=np.float32)
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    vectors = np.divide(sums, norms, out=np.zeros_like(sums), where=norms > 0)
-    return np.ascontiguousarray(vectors, dtype=np.float32), counts
+    # product wants, without a conversion
+    incidence = presence(sentence_concepts, dtype=np.int64)
+    return fixed_point_product(incidence.T, sentence_embeddings), sentence_counts(incidence)
+
+
+def vectors_of_sums(sums: np.ndarray) -> np.ndarray:
+    """Unit-norm float32 vectors of fixed-point sums (zero rows stay zero), as the mean's
+    direction: the sums rounded to float32, then scaled to length 1 in float32.
+
+    A row at a time is its own result, so any subset of rows gives the same bits as
+    all of them (a refresh converts only the changed concepts')."""
+    out = np.empty(sums.shape, dtype=np.float32)
+    for start in range(0, len(sums), SUM_BLOCK):
+        block = (sums[start:start + SUM_BLOCK] * 2.0 ** -FIXED_POINT_BITS).astype(np.float32)
+        norms = np.linalg.norm(block, axis=1, keepdims=True)
+        np.divide(block, norms, out=block, where=norms > 0)
+        block[(norms == 0).ravel()] = 0.0
+        out[start:start + len(block)] = block
+    return out
 
 
 def sentence_counts(sentence_concepts: sp.csr_matrix) -> np.ndarray:

@@ -23,9 +23,10 @@ from ..graph.edges import (
     StrongPairs,
     adjacency,
     chunk_counts,
-    concept_vectors,
+    concept_sums,
     edges_of,
     strong_pairs,
+    vectors_of_sums,
 )
 from ..graph.entries import column_subset
 from ..graph.pagerank import pagerank
@@ -90,6 +91,10 @@ class DerivedGraph:
     unit_tokens_unconfirmed: np.ndarray | None = None
     gathered_units: GatheredUnits = field(default_factory=GatheredUnits, repr=False)
     edge_list: ConceptEdges | None = None
+    # each concept's summed sentence vector in fixed point (graph.edges.concept_sums),
+    # which a refresh updates by the changed sentences alone; None in a graph loaded from
+    # a save made before they were kept (its first refresh sums every sentence)
+    concept_sums: np.ndarray | None = None
 
     @cached_property
     def edges(self) -> ConceptEdges:
@@ -198,13 +203,14 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
     unit_vectors = unit_vectors_of(corpus, config)
     search = vector_search_index(config, corpus, unit_vectors, ann, vector_store, spill)
     found = link_concepts(corpus, config)
-    vectors, sentence_counts = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
+    sums, sentence_counts = concept_sums(found.sentence_concepts, corpus.sentence_vectors)
+    vectors, sums = spilled_arrays([vectors_of_sums(sums), sums], spill)
     pairs = spilled_pairs(strong_pairs(found.links, vectors, config.theta_co, config.theta_sem),
                            spill)
     links_csc = found.links.tocsc()
     adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
     return assemble_graph(corpus, config, found, vectors, sentence_counts, adj, pairs,
-                          unit_vectors, search, links_csc=links_csc, spill=spill)
+                          unit_vectors, search, links_csc=links_csc, spill=spill, sums=sums)
 
 
 def edge_adjacency(pairs: StrongPairs, chunk_count: np.ndarray,
@@ -322,13 +328,15 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
                    links_csc: sp.csc_matrix | None = None,
                    saved: GraphMatrices | None = None,
                    edge_list: ConceptEdges | None = None,
-                   spill: VectorSpill | None = None) -> DerivedGraph:
+                   spill: VectorSpill | None = None,
+                   sums: np.ndarray | None = None) -> DerivedGraph:
     """The graph from its concepts, vectors and the edges' Dice-weighted adjacency:
     PageRank (unless given, e.g. a checked saved one), unit views. ``links_csc``:
     ``found.links`` column-major, when the caller has it already; ``saved``: the
     units' links and BM25 weights read from a save; ``edge_list``: the edges of a
     graph without ``pairs`` (see :class:`DerivedGraph`); ``spill``: where the walk
-    keeps what its first query builds (:class:`~shared_core.search.walk.WalkGraph`)."""
+    keeps what its first query builds (:class:`~shared_core.search.walk.WalkGraph`);
+    ``sums``: the concepts' fixed-point sums the vectors are made from (None: not known)."""
     cfg = config
     links, concept_terms = found.links, found.concept_terms
     rank_adj = rank_adjacency(adj, cfg.pagerank_weighted)
@@ -374,6 +382,7 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         unit_tokens_unconfirmed=np.ones(len(unit_tokens), dtype=bool)
         if corpus.tokens_read else None,
         edge_list=edge_list if pairs is None else None,
+        concept_sums=sums,
     )
 
 

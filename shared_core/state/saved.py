@@ -48,15 +48,17 @@ import scipy.sparse as sp
 from ..config import ConceptGraphConfig
 from ..embeddings.base import UNIT_NORM_TOLERANCE, finite_row_norms
 from ..graph.edges import (
+    SUM_BLOCK,
     ConceptEdges,
     StrongPairs,
     adjacency,
     certificate_slack,
     chunk_counts,
-    concept_vectors,
+    concept_sums,
     cosine_decisions,
     sentence_counts,
     strong_pairs_of,
+    vectors_of_sums,
 )
 from ..graph.pagerank import pagerank_residual
 from ..search.external import VectorStoreBackend
@@ -108,6 +110,7 @@ class SavedGraph:
     edge: np.ndarray | None = None
     margin: np.ndarray | None = None
     matrices: GraphMatrices | None = None
+    sums: np.ndarray | None = None  # the vectors' fixed-point sums (None: not kept)
 
 
 def saved_parts(graph: DerivedGraph, walk: bool = False) -> SavedGraph:
@@ -118,11 +121,12 @@ def saved_parts(graph: DerivedGraph, walk: bool = False) -> SavedGraph:
         edges = graph.edges
         return SavedGraph(edges.source, edges.target, edges.cooccurrence, graph.rank,
                           strong=False, concept_terms=graph.concept_terms,
-                          vectors=graph.vectors, matrices=matrices)
+                          vectors=graph.vectors, matrices=matrices, sums=graph.concept_sums)
     pairs = graph.pairs
     return SavedGraph(pairs.source, pairs.target, pairs.count, graph.rank,
                       concept_terms=graph.concept_terms, vectors=graph.vectors,
-                      edge=pairs.edge, margin=pairs.margin, matrices=matrices)
+                      edge=pairs.edge, margin=pairs.margin, matrices=matrices,
+                      sums=graph.concept_sums)
 
 
 def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedGraph,
@@ -158,12 +162,19 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
         _check_sentence_counts(corpus, config, found.concept_terms, counts)
     if matrices is not None and matrices.walk_postings is not None:
         _check_walk_postings(matrices, counts, corpus.unit_offsets(), verify)
+    sums = saved.sums
     if saved.vectors is None or verify:
-        vectors, _ = concept_vectors(found.sentence_concepts, corpus.sentence_vectors)
+        derived_sums, _ = concept_sums(found.sentence_concepts, corpus.sentence_vectors)
+        vectors = vectors_of_sums(derived_sums)
         if saved.vectors is not None and not np.array_equal(saved.vectors, vectors):
             raise ValueError("the saved concept vectors are not the means of their sentences")
+        if sums is not None and not np.array_equal(sums, derived_sums):
+            raise ValueError("the saved concept sums are not the sums of their sentences")
+        sums = derived_sums
     else:
         vectors = _checked_vectors(saved.vectors, counts, corpus.dim)
+        if sums is not None:
+            _check_sums(sums, vectors)
     src, dst, co = saved.source, saved.target, saved.cooccurrence
     what = "pair" if saved.strong else "edge"
     if not len(src) == len(dst) == len(co):
@@ -204,7 +215,7 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
     return assemble_graph(corpus, config, found, vectors, counts, adj, pairs, unit_vectors,
                           search, rank=rank, links_csc=links_csc,
                           saved=matrices if found.chunk_terms is None else None,
-                          edge_list=edge_list, spill=spill)
+                          edge_list=edge_list, spill=spill, sums=sums)
 
 
 def _check_sentence_counts(corpus: CorpusState, config: ConceptGraphConfig,
@@ -297,6 +308,19 @@ def _checked_vectors(vectors: np.ndarray, counts: np.ndarray, dim: int) -> np.nd
         raise ValueError("a saved concept vector is not of unit length, or not zero "
                          "where no sentence contains its concept")
     return vectors
+
+
+def _check_sums(sums: np.ndarray, vectors: np.ndarray) -> None:
+    """Saved fixed-point sums that give the saved vectors, to the bit (a block of concepts
+    at a time: a mapped file is never copied whole). Which sentences they sum rests on
+    the checksum, like the vectors; ``verify`` sums the sentences again."""
+    if sums.shape != vectors.shape or sums.dtype != np.int64:
+        raise ValueError(f"the saved concept sums must be {vectors.shape[0]} x "
+                         f"{vectors.shape[1]} int64, got {sums.shape} {sums.dtype}")
+    for start in range(0, len(sums), SUM_BLOCK):
+        block = slice(start, start + SUM_BLOCK)
+        if not np.array_equal(vectors_of_sums(sums[block]), vectors[block]):
+            raise ValueError("the saved concept sums do not give the saved concept vectors")
 
 
 def _restored_pairs(saved: SavedGraph, src: np.ndarray, dst: np.ndarray, co: np.ndarray,

@@ -25,6 +25,7 @@ from shared_core.graph import edges as edges_module
 from shared_core.graph.edges import (
     certificate_slack,
     chunk_counts,
+    concept_sums,
     cooccurrence_change,
     edges_of,
     pair_cosines,
@@ -34,6 +35,7 @@ from shared_core.graph.edges import (
     strong_cooccurrence,
     strong_pairs,
     strong_pairs_of,
+    vectors_of_sums,
 )
 from shared_core.graph.pagerank import pagerank_residual
 
@@ -313,10 +315,58 @@ def test_concept_vectors_are_the_same_bits_however_rows_are_converted(
         monkeypatch.setattr(base, "_csc_matvecs", None)
     got = base.sparse_times_vectors(incidence.T, emb)
     assert got.tobytes() == expected.tobytes()
-    vectors, _ = concept_vectors(incidence, emb)
-    sums = expected.astype(np.float32)
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    assert vectors.tobytes() == (sums / norms).astype(np.float32).tobytes()
+    # the fixed-point sums behind concept vectors: one integer product, however converted
+    scaled = np.rint(emb.astype(np.float64) * 2.0**32).astype(np.int64)
+    reference = sp.csc_matrix(incidence.T, dtype=np.int64) @ scaled
+    sums, _ = concept_sums(incidence, emb)
+    np.testing.assert_array_equal(sums, reference)
+
+
+def test_concept_sums_are_exact_fixed_point_sums_worked_by_hand() -> None:
+    # s0 = (.5, .25), s1 = (.25, -.5), s2 = (.75, 0): all multiples of 2^-32
+    # A is in s0 and s1, B in s1 and s2, C in none
+    incidence = sp.csr_matrix(np.array([[1, 0, 0], [1, 1, 0], [0, 1, 0]]))
+    emb = np.array([[0.5, 0.25], [0.25, -0.5], [0.75, 0.0]], dtype=np.float32)
+    sums, counts = concept_sums(incidence, emb)
+    assert sums.dtype == np.int64 and counts.tolist() == [2, 2, 0]
+    assert sums.tolist() == [[3 * 2**30, -(2**30)], [2**32, -(2**31)], [0, 0]]
+    vectors = vectors_of_sums(sums)
+    a = np.array([0.75, -0.25], dtype=np.float32)
+    np.testing.assert_array_equal(vectors[0], a / np.linalg.norm(a))
+    np.testing.assert_array_equal(vectors[2], [0.0, 0.0])  # no sentence: zero
+
+
+def test_fixed_point_rounds_only_values_below_two_to_the_minus_nine() -> None:
+    from shared_core.embeddings.base import fixed_point
+
+    values = np.array([[2.0**-9, -(2.0**-9) * 3, 2.0**-40, 0.1, -1.0]], dtype=np.float32)
+    converted = fixed_point(values)
+    assert converted.dtype == np.int64
+    assert converted[0, :2].tolist() == [2**23, -3 * 2**23]
+    assert converted[0, 2] == 0  # 2^-40 is under half a step of 2^-32
+    # 0.1 as float32 is exactly k * 2^-27 for an integer k: the conversion is exact
+    assert converted[0, 3] == int(np.float64(np.float32(0.1)) * 2**32)
+    assert converted[0, 4] == -(2**32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=0, max_value=2**31), st.integers(min_value=1, max_value=40))
+def test_concept_sums_do_not_depend_on_sentence_order_or_split(seed: int, rows: int) -> None:
+    """What lets a refresh add the changed sentences to the old sums: any order, any
+    split into parts added together, gives the same integers (float sums do not)."""
+    rng = np.random.default_rng(seed)
+    incidence = sp.csr_matrix((rng.random((rows, 5)) < 0.5).astype(np.float32))
+    emb = (rng.normal(size=(rows, 6)) * rng.choice([1.0, 1e-4, 1e-9], size=(rows, 1))
+           ).astype(np.float32)
+    whole, counts = concept_sums(incidence, emb)
+    order = rng.permutation(rows)
+    shuffled, shuffled_counts = concept_sums(incidence[order], emb[order])
+    np.testing.assert_array_equal(shuffled, whole)
+    np.testing.assert_array_equal(shuffled_counts, counts)
+    cut = int(rng.integers(0, rows + 1))
+    first, _ = concept_sums(incidence[:cut], emb[:cut])
+    rest, _ = concept_sums(incidence[cut:], emb[cut:])
+    np.testing.assert_array_equal(first + rest, whole)
 
 
 def test_concept_vectors_of_random_incidence_match_manual_means() -> None:

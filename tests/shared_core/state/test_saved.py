@@ -289,7 +289,8 @@ def test_an_index_saved_without_a_graph_derives_it(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------ concepts, vectors, decisions as read
-_DERIVED_FILES = ("concept_terms", "concept_vectors", "graph_pair_edge", "graph_pair_margin")
+_DERIVED_FILES = ("concept_terms", "concept_vectors", "concept_sums", "graph_pair_edge",
+                  "graph_pair_margin")
 
 
 def _refuse(name: str) -> object:
@@ -308,11 +309,11 @@ def test_a_load_takes_the_saved_concepts_vectors_and_decisions_as_read(
         tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     index, folder = saved_index(tmp_path, name)
     assert {f"{part}.npy" for part in _DERIVED_FILES} <= set(read_manifest(folder.parent)["files"])
-    monkeypatch.setattr(saved_module, "concept_vectors", _refuse("concept_vectors"))
+    monkeypatch.setattr(saved_module, "concept_sums", _refuse("concept_sums"))
     monkeypatch.setattr(saved_module, "strong_pairs_of", _refuse("strong_pairs_of"))
     if CONFIGS[name].concept_links == "contains":  # extracted links need the extraction
         monkeypatch.setattr(derived_module, "extract_concepts", _refuse("extract_concepts"))
-    monkeypatch.setattr(derived_module, "concept_vectors", _refuse("concept_vectors"))
+    monkeypatch.setattr(derived_module, "concept_sums", _refuse("concept_sums"))
     # the links and BM25 weights are mapped from the save, not derived from the counts
     monkeypatch.setattr(saved_module, "link_concepts",
                         _never("the concept links", saved_module.link_concepts))
@@ -534,6 +535,9 @@ def test_verify_refuses_saved_values_that_obey_the_rules_but_differ(
     ("graph_pair_margin", lambda a: a + np.float32(5), "decision's sign"),
     ("graph_pair_edge", lambda a: ~a, "decision's sign"),
     ("graph_pair_edge", lambda a: a[1:].copy(), "shape"),
+    ("concept_sums", lambda a: a * 3, "do not give the saved concept vectors"),
+    ("concept_sums", lambda a: a[::-1].copy(), "do not give the saved concept vectors"),
+    ("concept_sums", lambda a: a[:, 1:].copy(), "shape"),
 ])
 def test_saved_values_that_break_a_rule_are_refused(
         tmp_path: Path, name: str, change: object, message: str) -> None:
@@ -710,3 +714,52 @@ def test_verify_refuses_walk_units_that_obey_the_rules_but_differ(tmp_path: Path
     assert loaded.stats()["chunks"] == index.stats()["chunks"]
     with pytest.raises(CorruptIndexError, match="walk postings are not those"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+
+
+# ------------------------------------------------ the concept vectors' fixed-point sums
+def test_a_load_maps_the_saved_sums_and_a_refresh_updates_them(tmp_path: Path) -> None:
+    index, _ = saved_index(tmp_path)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    sums = loaded.state.graph.concept_sums
+    assert sums is not None and _mapped(sums)
+    np.testing.assert_array_equal(sums, index.state.graph.concept_sums)
+    loaded.add([CHUNKS[25]], ids=["c25"])
+    loaded.delete(["c03"])
+    assert_equal_graphs(loaded.state.graph,
+                        derive_graph(loaded.state.corpus, loaded.config))
+
+
+def test_sums_that_still_give_the_vectors_rest_on_the_checksum_and_verify_refuses_them(
+        tmp_path: Path) -> None:
+    """One unit more in a sum leaves its float32 vector the same bits: a default load
+    takes it (its values rest on the checksum); verify sums the sentences and refuses."""
+    index, folder = saved_index(tmp_path)
+
+    def one_more(a: np.ndarray) -> np.ndarray:
+        out = a.copy()  # the largest value: 2^-32 more is far under its float32 step
+        out[np.unravel_index(int(np.argmax(np.abs(a))), a.shape)] += 1
+        return out
+
+    _tamper(folder, "concept_sums", one_more)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    np.testing.assert_array_equal(loaded.state.graph.vectors, index.state.graph.vectors)
+    with pytest.raises(CorruptIndexError, match="sums are not the sums of their sentences"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+
+
+def test_a_save_from_before_the_sums_were_kept_loads_and_its_refresh_sums_once(
+        tmp_path: Path) -> None:
+    index, folder = saved_index(tmp_path)
+    _as_saved_without(folder, ["concept_sums"])
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert loaded.state.graph.concept_sums is None
+    np.testing.assert_array_equal(loaded.state.graph.vectors, index.state.graph.vectors)
+    verified = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+    np.testing.assert_array_equal(verified.state.graph.concept_sums,
+                                  index.state.graph.concept_sums)
+    loaded.add([CHUNKS[25]], ids=["c25"])
+    refreshed = loaded.state.graph
+    assert refreshed.concept_sums is not None  # summed whole once, then kept
+    assert_equal_graphs(refreshed, derive_graph(loaded.state.corpus, loaded.config))
+    loaded.save(str(tmp_path / "again"))
+    assert "concept_sums.npy" in read_manifest(tmp_path / "again")["files"]
