@@ -44,6 +44,11 @@ from .spill import VectorSpill, spilled_arrays
 # machine (benchmarks/RESULTS.md, scale issue, fifth round): query p50 exact / HNSW
 # 17.3 / 26.6 ms at 44 K sentence rows, 30.3 / 30.8 at 89 K, 43.9 / 37.8 at 133 K
 ANN_MIN_ROWS = 100_000
+# keeps_sums: sentences a concept from which a graph keeps its concepts' sums. Measured
+# (scale corpora, hashing embedder, benchmarks/RESULTS.md): at 10 K passages (1.0 a
+# concept) sums made a 1 % add 1.5 s against 1.0 s; at 100 K (6.8) 12.4 s against 14.4 s;
+# at 1 M (68) 84-88 s against 97 s. The crossover lies between; 4 is not finer than that.
+SUMS_MIN_SENTENCES_PER_CONCEPT = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,14 +208,30 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
     unit_vectors = unit_vectors_of(corpus, config)
     search = vector_search_index(config, corpus, unit_vectors, ann, vector_store, spill)
     found = link_concepts(corpus, config)
-    sums, sentence_counts = concept_sums(found.sentence_concepts, corpus.sentence_vectors)
-    vectors, sums = spilled_arrays([vectors_of_sums(sums), sums], spill)
+    all_sums, sentence_counts = concept_sums(found.sentence_concepts, corpus.sentence_vectors)
+    vectors, sums = vectors_of_sums(all_sums), None
+    if keeps_sums(len(corpus.sentence_spans), len(vectors)):
+        vectors, sums = spilled_arrays([vectors, all_sums], spill)
+    del all_sums
     pairs = spilled_pairs(strong_pairs(found.links, vectors, config.theta_co, config.theta_sem),
                            spill)
     links_csc = found.links.tocsc()
     adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
     return assemble_graph(corpus, config, found, vectors, sentence_counts, adj, pairs,
                           unit_vectors, search, links_csc=links_csc, spill=spill, sums=sums)
+
+
+def keeps_sums(sentences: int, concepts: int) -> bool:
+    """Whether a graph keeps its concepts' fixed-point sums for the next refresh.
+
+    They are 8 bytes a dimension a concept, twice the float32 sentence vectors'
+    4 a sentence: kept only where the sentences outnumber the concepts
+    ``SUMS_MIN_SENTENCES_PER_CONCEPT`` times, where they cost less to update than
+    the changed concepts' sentences cost to read again (at a million passages, 68
+    sentences a concept). Below that a refresh sums the changed concepts from their
+    sentences; both give the same bits.
+    """
+    return concepts > 0 and sentences >= SUMS_MIN_SENTENCES_PER_CONCEPT * concepts
 
 
 def edge_adjacency(pairs: StrongPairs, chunk_count: np.ndarray,

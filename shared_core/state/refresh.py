@@ -56,6 +56,7 @@ from .derived import (
     built_search,
     derive_graph,
     edge_adjacency,
+    keeps_sums,
     link_concepts,
     segment_means,
     spilled_pairs,
@@ -223,23 +224,23 @@ def _link_changes(links: sp.csr_matrix, concepts: ConceptChanges
 def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusState,
                        found: ConceptLinks, concepts: ConceptChanges, moves: ChunkMoves,
                        spill: VectorSpill | None
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Concept vectors, sentence counts and fixed-point sums after the update, and drift.
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """Concept vectors, sentence counts and fixed-point sums (None where not kept:
+    :func:`~shared_core.state.derived.keeps_sums`) after the update, and drift.
 
-    The sums are the old ones plus the changed sentences' rows (:func:`_sum_change`),
-    exact, so the vectors of the changed concepts are a derivation's to the bit;
-    reading only the changed sentences rather than every sentence of every changed
-    concept (most of them, at a million passages, for a 1 % add). A graph without
-    sums (loaded from a save made before they were kept) sums every sentence once.
-    ``drift`` is how far each concept's vector moved, |v_new - v_old| in float64:
-    0 for unchanged concepts, infinite for new ones (no old vector).
+    With the old sums, the new ones are those plus the changed sentences' rows
+    (:func:`_sum_change`): reading only the changed sentences rather than every
+    sentence of every changed concept (most of them, at a million passages, for a
+    1 % add). Without them, the changed concepts are summed from their sentences.
+    Sums are exact either way, so the changed concepts' vectors are a derivation's
+    to the bit. ``drift`` is how far each concept's vector moved, |v_new - v_old|
+    in float64: 0 for unchanged concepts, infinite for new ones (no old vector).
     """
     n = len(concepts.old)
     was = np.maximum(concepts.old, 0)  # new concepts' rows are overwritten below
-    if graph.concept_sums is None or not len(graph.concepts):
-        sums, counts = concept_sums(found.sentence_concepts, after.sentence_vectors)
-        changed = np.arange(n)
-    else:
+    keep = keeps_sums(len(after.sentence_spans), n)
+    sums: np.ndarray | None = None
+    if graph.concept_sums is not None and len(graph.concepts):
         touched, sum_change, count_change = _sum_change(graph, before, after, found,
                                                         concepts, moves)
         sums = np.asarray(graph.concept_sums[was])
@@ -248,15 +249,27 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
         sums[touched] += sum_change
         counts[touched] += count_change
         changed = np.union1d(concepts.changed, touched)
+        changed_sums = sums[changed]
+    elif keep or not len(graph.concepts):  # summed whole once (an older save's graph)
+        sums, counts = concept_sums(found.sentence_concepts, after.sentence_vectors)
+        changed = np.arange(n)
+        changed_sums = sums
+    else:
+        counts = np.asarray(graph.sentence_counts[was])
+        changed = concepts.changed
+        changed_sums, counts[changed] = concept_sums(found.sentence_concepts[:, changed],
+                                                     after.sentence_vectors)
     vectors = (np.array(graph.vectors[was]) if len(graph.concepts)
                else np.zeros((n, after.dim), dtype=np.float32))
-    changed_vectors = vectors_of_sums(sums[changed])
+    changed_vectors = vectors_of_sums(changed_sums)
     vectors[changed] = changed_vectors
     before_of = concepts.old[changed]
     moved = np.linalg.norm(changed_vectors.astype(np.float64)
                            - vectors_before(graph, before_of, after.dim), axis=1)
     drift = np.zeros(n, dtype=np.float64)
     drift[changed] = np.where(before_of >= 0, moved, np.inf)
+    if sums is None or not keep:
+        return vectors, counts, None, drift
     vectors, sums = spilled_arrays([vectors, sums], spill)
     return vectors, counts, sums, drift
 

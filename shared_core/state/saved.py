@@ -71,6 +71,7 @@ from .derived import (
     VectorSearch,
     assemble_graph,
     edge_adjacency,
+    keeps_sums,
     link_concepts,
     rank_adjacency,
     sentence_units,
@@ -170,7 +171,8 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
             raise ValueError("the saved concept vectors are not the means of their sentences")
         if sums is not None and not np.array_equal(sums, derived_sums):
             raise ValueError("the saved concept sums are not the sums of their sentences")
-        sums = derived_sums
+        if sums is not None or keeps_sums(len(corpus.sentence_spans), len(vectors)):
+            sums = derived_sums
     else:
         vectors = _checked_vectors(saved.vectors, counts, corpus.dim)
         if sums is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import mmap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,18 @@ from tests.shared_core.state.test_refresh import CHUNKS, assert_equal_graphs
 from tests.shared_core.test_index_state import CONFIGS
 
 DIM = 64
+DEFAULT_SUMS_RULE = derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT  # before any fixture
+
+
+@pytest.fixture(autouse=True)
+def _sums_kept() -> Iterator[None]:
+    """These corpora are too small for the default rule to keep the concepts' sums: keep
+    them always, so every save here holds them (``test_a_small_corpus_keeps_no_sums``
+    checks the default). Set by hand: tests undo their own monkeypatches midway."""
+    default = derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT
+    derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT = 0
+    yield
+    derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT = default
 
 
 def saved_index(tmp_path: Path, name: str = "default") -> tuple[ConceptGraphIndex, Path]:
@@ -763,3 +775,22 @@ def test_a_save_from_before_the_sums_were_kept_loads_and_its_refresh_sums_once(
     assert_equal_graphs(refreshed, derive_graph(loaded.state.corpus, loaded.config))
     loaded.save(str(tmp_path / "again"))
     assert "concept_sums.npy" in read_manifest(tmp_path / "again")["files"]
+
+
+def test_a_small_corpus_keeps_no_sums_and_refreshes_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sums take 8 bytes a dimension a concept: under the default rule a corpus with few
+    sentences a concept keeps none, saves none, and a refresh sums the changed concepts
+    from their sentences instead, to the same bits."""
+    rule = DEFAULT_SUMS_RULE
+    monkeypatch.setattr(derived_module, "SUMS_MIN_SENTENCES_PER_CONCEPT", rule)
+    index, _ = saved_index(tmp_path)
+    graph, corpus = index.state.graph, index.state.corpus
+    assert len(corpus.sentence_spans) < rule * len(graph.concepts)
+    assert graph.concept_sums is None
+    assert "concept_sums.npy" not in read_manifest(tmp_path / "idx")["files"]
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+    assert loaded.state.graph.concept_sums is None
+    loaded.add([CHUNKS[25]], ids=["c25"])
+    assert loaded.state.graph.concept_sums is None
+    assert_equal_graphs(loaded.state.graph, derive_graph(loaded.state.corpus, loaded.config))
