@@ -259,7 +259,7 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
         changed = concepts.changed
         changed_sums, counts[changed] = concept_sums(found.sentence_concepts[:, changed],
                                                      after.sentence_vectors)
-    vectors = (np.array(graph.vectors[was]) if len(graph.concepts)
+    vectors = (np.asarray(graph.vectors[was]) if len(graph.concepts)
                else np.zeros((n, after.dim), dtype=np.float32))
     changed_vectors = vectors_of_sums(changed_sums)
     vectors[changed] = changed_vectors
