@@ -369,7 +369,10 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
         parts = [getattr(carried, f.name) for f in fields(StrongPairs)]
         del carried
         carried = StrongPairs(*(parts.pop(0)[still] for _ in range(len(parts))))
-    carried, recomputed = rechecked(carried, vectors, drift, config.theta_sem)
+    # the renumbering or the filter above copied the decisions unless every old pair stayed
+    owned = not (np.may_share_memory(carried.edge, pairs.edge)
+                 or np.may_share_memory(carried.margin, pairs.margin))
+    carried, recomputed = rechecked(carried, vectors, drift, config.theta_sem, in_place=owned)
     src, dst, count, recounted = _newly_strong(change.row[~known], change.col[~known],
                                                change.data[~known], concepts.old, links_csc,
                                                old_chunk_counts, config.theta_co)

@@ -259,6 +259,24 @@ def test_the_index_refreshes_on_add_and_delete() -> None:
     assert_equal_graphs(index.state.graph, derive_graph(index.state.corpus, config))
 
 
+@pytest.mark.parametrize("deleted", [[], [3]])
+def test_a_refresh_leaves_the_graph_it_started_from_as_it_was(deleted: list[int]) -> None:
+    """Readers hold the old graph while a refresh builds the next: its decisions and
+    margins are updated in place only when the refresh copied them (a deleted chunk's
+    pairs filtered out), never the old graph's own."""
+    config = with_thresholds(CONFIGS["default"], 1, 0.1)
+    before = corpus_of(list(range(24)), config)
+    graph = derive_graph(before, config)
+    assert graph.pairs is not None
+    edge, margin = graph.pairs.edge.copy(), graph.pairs.margin.copy()
+    kept = np.array([i for i in range(24) if i not in deleted])
+    after = merge_many([take(before, kept), corpus_of([30, 31], config)])
+    refreshed = refresh_graph(before, graph, after, config, max_changed=1.0)
+    assert_equal_graphs(refreshed, derive_graph(after, config))
+    np.testing.assert_array_equal(graph.pairs.edge, edge)
+    np.testing.assert_array_equal(graph.pairs.margin, margin)
+
+
 def test_edges_are_only_recomputed_where_links_changed() -> None:
     """Links differ only in the columns reported changed (the premise of carrying edges)."""
     config = CONFIGS["paper"]
