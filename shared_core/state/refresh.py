@@ -370,8 +370,10 @@ def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
         del carried
         carried = StrongPairs(*(parts.pop(0)[still] for _ in range(len(parts))))
     # the renumbering or the filter above copied the decisions unless every old pair stayed
-    owned = not (np.may_share_memory(carried.edge, pairs.edge)
-                 or np.may_share_memory(carried.margin, pairs.margin))
+    # (then they are the old graph's, often mapped read-only; with no pairs, views of them)
+    owned = (carried.edge.flags.writeable and carried.margin.flags.writeable
+             and not (np.may_share_memory(carried.edge, pairs.edge)
+                      or np.may_share_memory(carried.margin, pairs.margin)))
     carried, recomputed = rechecked(carried, vectors, drift, config.theta_sem, in_place=owned)
     src, dst, count, recounted = _newly_strong(change.row[~known], change.col[~known],
                                                change.data[~known], concepts.old, links_csc,
