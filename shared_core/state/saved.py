@@ -33,6 +33,12 @@ from the pairs' edges, after two checks that need no building (it holds each edg
 the saved pairs twice, and the saved PageRank is its fixed point). The edge list is not
 made at all until something asks for it.
 
+Saves since the seventeenth round keep, where the graph keeps them
+(:func:`~shared_core.state.derived.keeps_sums`), the concept vectors' exact fixed-point
+sums, which a refresh updates by the changed sentences: a load checks that they give
+the saved vectors to the bit, ``verify=True`` sums the sentences again. Saves without
+them load as before; their first refresh sums what it needs from the sentences.
+
 Saves from before strong pairs were kept hold only the edges; they still load,
 each edge's cosine checked against ``theta_sem``, but such a graph has no strong
 pairs, so its first refresh derives the graph whole.
