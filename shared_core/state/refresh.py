@@ -262,23 +262,16 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
     vectors = (np.asarray(graph.vectors[was]) if len(graph.concepts)
                else np.zeros((n, after.dim), dtype=np.float32))
     changed_vectors = vectors_of_sums(changed_sums)
-    vectors[changed] = changed_vectors
-    before_of = concepts.old[changed]
+    # the carried rows are the old vectors (a new concept's row is a stand-in: its drift is inf)
     moved = np.linalg.norm(changed_vectors.astype(np.float64)
-                           - vectors_before(graph, before_of, after.dim), axis=1)
+                           - vectors[changed].astype(np.float64), axis=1)
+    vectors[changed] = changed_vectors
     drift = np.zeros(n, dtype=np.float64)
-    drift[changed] = np.where(before_of >= 0, moved, np.inf)
+    drift[changed] = np.where(concepts.old[changed] >= 0, moved, np.inf)
     if sums is None or not keep:
         return vectors, counts, None, drift
     vectors, sums = spilled_arrays([vectors, sums], spill)
     return vectors, counts, sums, drift
-
-
-def vectors_before(graph: DerivedGraph, old: np.ndarray, dim: int) -> np.ndarray:
-    """The old vectors of concepts ``old`` (old indices; -1, a new concept: zeros), float64."""
-    if not len(graph.concepts):
-        return np.zeros((len(old), dim), dtype=np.float64)
-    return np.asarray(graph.vectors[np.maximum(old, 0)], dtype=np.float64)
 
 
 def _sum_change(graph: DerivedGraph, before: CorpusState, after: CorpusState,
