@@ -4,6 +4,7 @@ core coverage of a chunk selection, and latency percentiles.
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections import Counter
@@ -29,6 +30,30 @@ def answer_in_context(answers: Iterable[str], normalized_context: str) -> bool:
         if norm and norm in normalized_context:
             return True
     return False
+
+
+# answers CR cannot tell apart from chance: "yes" or "no" occurs somewhere in most
+# contexts of a few thousand tokens, whichever passages they hold
+YES_NO = frozenset({"yes", "no"})
+
+
+def is_yes_no(answers: Iterable[str]) -> bool:
+    """True when every normalised alias is "yes" or "no": a comparison question, whose
+    CR says whether the word occurs in the context, not whether the passages do."""
+    normalized = {normalize_answer(a) for a in answers} - {""}
+    return bool(normalized) and normalized <= YES_NO
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test of paired outcomes: the chance of a split at least this
+    uneven if each discordant question went either way with probability 1/2."""
+    if wins < 0 or losses < 0:
+        raise ValueError(f"wins and losses must be counts, got {wins} and {losses}")
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(wins, losses) + 1))
+    return min(1.0, 2 * tail / 2**n)
 
 
 def merge_spans(spans: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .data import UNSUPPORTED
+from .metrics import sign_test
 
 # DESIGN.md: independent prototype, MiniLM, MuSiQue, beta = 12000, CR %.
 REFERENCE_MUSIQUE: dict[str, dict[str, float]] = {
@@ -106,7 +107,8 @@ def _merge(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]
                    **{name: {"error": error} for name, error in r.get("failed", {}).items()}}
         for name, metrics in entries.items():
             table[r["dataset"]][r["protocol"]][name] = {**metrics, "_file": r["_file"],
-                                                        "_embedder": r["embedder"]}
+                                                        "_embedder": r["embedder"],
+                                                        "_open_answers": r.get("open_answers")}
     return table
 
 
@@ -126,6 +128,59 @@ def cr_table(per_protocol: dict[str, dict[str, Any]], key: str = "cr") -> list[s
                  for p in protocols]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _paired(a: str, b: str, keep: str | None) -> tuple[int, int]:
+    """Questions ``a`` hit and ``b`` missed, and the reverse (only where ``keep`` has a 1)."""
+    wins = losses = 0
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if keep is not None and keep[i] != "1":
+            continue
+        wins += x == "1" and y == "0"
+        losses += x == "0" and y == "1"
+    return wins, losses
+
+
+def _best_other(metrics: dict[str, Any], key: str) -> str | None:
+    """The best method by ``key`` that is neither G2ConS (any variant) nor random."""
+    others = [m for m in _method_order(set(metrics))
+              if not m.startswith(("g2cons", "random")) and not _failed(metrics[m])
+              and metrics[m].get(key) is not None]
+    return max(others, key=lambda m: metrics[m][key], default=None)  # first of a tie
+
+
+def paired_lines(per_protocol: dict[str, dict[str, Any]], default: str = "g2cons") -> list[str]:
+    """The default against the best other method of each cell, question by question: a
+    CR gap of a few questions is noise unless the questions that differ split unevenly."""
+    rows = []
+    for protocol in sorted(per_protocol, key=_protocol_key):
+        metrics = per_protocol[protocol]
+        ours = metrics.get(default)
+        best = _best_other(metrics, "cr")
+        if ours is None or _failed(ours) or best is None:
+            continue
+        theirs = metrics[best]
+        if not (ours.get("cr_hits") and theirs.get("cr_hits")):
+            continue  # a run from before per-question outcomes were recorded
+        cells = []
+        for keep in (None, ours["_open_answers"]):
+            wins, losses = _paired(ours["cr_hits"], theirs["cr_hits"], keep)
+            cells.append(f"{wins} / {losses} | {sign_test(wins, losses):.2f}")
+        if ours.get("sr") is not None and theirs.get("sr_hits"):
+            wins, losses = _paired(ours["sr_hits"], theirs["sr_hits"], None)
+            cells.append(f"{wins} / {losses} | {sign_test(wins, losses):.2f}")
+        else:
+            cells.append("– | –")
+        gap = 100 * (ours["cr"] - theirs["cr"])
+        gap_open = ("–" if ours.get("cr_open") is None or theirs.get("cr_open") is None
+                    else f"{100 * (ours['cr_open'] - theirs['cr_open']):+.1f}")
+        rows.append(f"| {protocol} | {best} | {gap:+.1f} | {cells[0]} | {gap_open} | "
+                    f"{cells[1]} | {cells[2]} |")
+    if not rows:
+        return []
+    return ["| protocol | best other method (CR) | CR gap | won / lost | sign test p | "
+            "CR gap, open answers | won / lost | sign test p | SR won / lost | sign test p |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
 
 
 def _memory(r: dict[str, Any]) -> str:
@@ -480,6 +535,20 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
         lines += ["### CR % by method and protocol", "", *cr_table(per_protocol), ""]
         if any(m.get("sr") is not None for p in per_protocol.values() for m in p.values()):
             lines += ["### SR % by method and protocol", "", *cr_table(per_protocol, "sr"), ""]
+        if any(m.get("open_questions") is not None and m["open_questions"] < any_run["questions"]
+               for p in per_protocol.values() for m in p.values()):
+            lines += ["### CR % on open-answer questions", "",
+                      "Without the questions answered \"yes\" or \"no\": either word occurs "
+                      "in most contexts whatever passages they hold, so there CR measures the "
+                      "word, not the retrieval (SR above does measure those questions).", "",
+                      *cr_table(per_protocol, "cr_open"), ""]
+        paired = paired_lines(per_protocol)
+        if paired:
+            lines += ["### G2ConS against the best other method, question by question", "",
+                      "Won / lost: questions whose answer only G2ConS's context holds, and only "
+                      "the other method's. The sign test p is the chance of a split at least "
+                      "that uneven if each of those questions went either way at even odds.",
+                      "", *paired, ""]
         if f"cr_{dataset}.png" in images:
             lines += [f"![CR by method]({rel}/cr_{dataset}.png)", ""]
         for protocol in sorted(per_protocol, key=_protocol_key):

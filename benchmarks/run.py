@@ -34,6 +34,7 @@ from .data import Corpus, Question, corpus_for, limit_passages, load_dataset
 from .methods import BuildInputs, MethodUnavailable, build_method
 from .metrics import (
     answer_in_context,
+    is_yes_no,
     normalize_answer,
     percentile_ms,
     share,
@@ -84,6 +85,8 @@ def evaluate(retriever: Any, corpus: Corpus, questions: list[Question], qvecs: n
     pindex = corpus.passage_index()
     cr_flags: list[bool] = []
     sr_flags: list[bool] = []
+    open_flags: list[bool] = []
+    sr_marks: list[str] = []
     by_hops: dict[str, list[bool]] = defaultdict(list)
     latencies: list[float] = []
     tokens_used: list[int] = []
@@ -105,15 +108,24 @@ def evaluate(retriever: Any, corpus: Corpus, questions: list[Question], qvecs: n
         hit = answer_in_context(q.answers, context)
         cr_flags.append(hit)
         by_hops[str(q.hops)].append(hit)
+        if not is_yes_no(q.answers):
+            open_flags.append(hit)
         known = [pindex[s] for s in q.supporting_ids if s in pindex]
         if known:
-            sr_flags.append(supports_in_context(corpus.passage_spans[known],
-                                                units.spans[positions]))
+            supported = supports_in_context(corpus.passage_spans[known], units.spans[positions])
+            sr_flags.append(supported)
+        sr_marks.append("-" if not known else "1" if supported else "0")
     return {
         "cr": share(cr_flags),
         "sr": share(sr_flags),
         "sr_questions": len(sr_flags),
         "cr_by_hops": {h: share(f) for h, f in sorted(by_hops.items())},
+        # CR without the yes/no questions, and each question's outcome in question
+        # order ("1" hit, "0" miss, "-" no supporting ids) for paired comparisons
+        "cr_open": share(open_flags),
+        "open_questions": len(open_flags),
+        "cr_hits": "".join("1" if hit else "0" for hit in cr_flags),
+        "sr_hits": "".join(sr_marks),
         "context_tokens_mean": float(np.mean(tokens_used)) if tokens_used else 0.0,
         "context_tokens_max": int(max(tokens_used, default=0)),
         "units_mean": float(np.mean(n_units)) if n_units else 0.0,
@@ -235,6 +247,9 @@ def run(config: RunConfig, argv: list[str] | None = None) -> dict[str, Any]:
         },
         "questions": len(dataset.questions),
         "questions_with_support": sum(1 for q in dataset.questions if q.supporting_ids),
+        # "0" for a yes/no question, "1" for an open answer, in question order
+        "open_answers": "".join("0" if is_yes_no(q.answers) else "1"
+                                for q in dataset.questions),
         "query_embedding_time_s": query_embed_time,
         "methods": methods,
         "unavailable": unavailable,
