@@ -120,7 +120,9 @@ def _method_order(names: set[str]) -> list[str]:
 
 def cr_table(per_protocol: dict[str, dict[str, Any]], key: str = "cr") -> list[str]:
     protocols = sorted(per_protocol, key=_protocol_key)
-    methods = _method_order({m for p in protocols for m in per_protocol[p]})
+    methods = [m for m in _method_order({m for p in protocols for m in per_protocol[p]})
+               if key in ("cr", "sr")  # the original metrics: a row even where they are absent
+               or any(per_protocol[p].get(m, {}).get(key) is not None for p in protocols)]
     lines = ["| method | " + " | ".join(protocols) + " |",
              "|---|" + "---:|" * len(protocols)]
     for m in methods:
@@ -139,6 +141,11 @@ def _paired(a: str, b: str, keep: str | None) -> tuple[int, int]:
         wins += x == "1" and y == "0"
         losses += x == "0" and y == "1"
     return wins, losses
+
+
+def _p_value(wins: int, losses: int) -> str:
+    p = sign_test(wins, losses)
+    return "< 0.01" if p < 0.01 else f"{p:.2f}"
 
 
 def _best_other(metrics: dict[str, Any], key: str) -> str | None:
@@ -165,10 +172,10 @@ def paired_lines(per_protocol: dict[str, dict[str, Any]], default: str = "g2cons
         cells = []
         for keep in (None, ours["_open_answers"]):
             wins, losses = _paired(ours["cr_hits"], theirs["cr_hits"], keep)
-            cells.append(f"{wins} / {losses} | {sign_test(wins, losses):.2f}")
+            cells.append(f"{wins} / {losses} | {_p_value(wins, losses)}")
         if ours.get("sr") is not None and theirs.get("sr_hits"):
             wins, losses = _paired(ours["sr_hits"], theirs["sr_hits"], None)
-            cells.append(f"{wins} / {losses} | {sign_test(wins, losses):.2f}")
+            cells.append(f"{wins} / {losses} | {_p_value(wins, losses)}")
         else:
             cells.append("– | –")
         gap = 100 * (ours["cr"] - theirs["cr"])
@@ -537,10 +544,15 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
             lines += ["### SR % by method and protocol", "", *cr_table(per_protocol, "sr"), ""]
         if any(m.get("open_questions") is not None and m["open_questions"] < any_run["questions"]
                for p in per_protocol.values() for m in p.values()):
+            marks = next((r["open_answers"] for r in results
+                          if r["dataset"] == dataset and r.get("open_answers")), "")
+            counted = (f" ({marks.count('1')} of {len(marks)} questions remain)" if marks else "")
             lines += ["### CR % on open-answer questions", "",
-                      "Without the questions answered \"yes\" or \"no\": either word occurs "
-                      "in most contexts whatever passages they hold, so there CR measures the "
-                      "word, not the retrieval (SR above does measure those questions).", "",
+                      f"Without the questions answered \"yes\" or \"no\"{counted}. CR "
+                      "finds an answer as a substring of the context, and \"no\" (in "
+                      "\"not\", \"known\") or \"yes\" (in \"eyes\") occurs in contexts "
+                      "whatever passages they hold: for those questions CR measures the word, "
+                      "not the retrieval. SR does measure them.", "",
                       *cr_table(per_protocol, "cr_open"), ""]
         paired = paired_lines(per_protocol)
         if paired:

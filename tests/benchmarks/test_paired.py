@@ -113,6 +113,9 @@ def test_paired_lines_significance() -> None:
     # six questions only g2cons answers: 2 / 64
     assert paired_lines(per_protocol)[2] == ("| sub100 | bm25 | +50.0 | 6 / 0 | 0.03 | +50.0 | "
                                              "6 / 0 | 0.03 | – | – |")
+    # eight: 2 / 256, under 0.01
+    per_protocol["sub100"]["bm25"] = _metrics("0" * 8 + "1" * 4, None, open_answers)
+    assert "| 8 / 0 | < 0.01 |" in paired_lines(per_protocol)[2]
 
 
 def test_report_scores_yes_no_apart(tmp_path: Path) -> None:
@@ -122,10 +125,19 @@ def test_report_scores_yes_no_apart(tmp_path: Path) -> None:
                  "bm25,random,g2cons", "--budget", "12", "--embedder", "hashing",
                  "--no-coverage", "--out", str(results / "tiny_passage.json"),
                  "--cache", str(tmp_path / "c.sqlite")]) == 0
+    # a method from a run that recorded no per-question outcomes (an older file)
+    older = json.loads((results / "tiny_passage.json").read_text())
+    bm25 = older["methods"]["bm25"]
+    older["methods"] = {"hybrid": {k: v for k, v in bm25.items()
+                                   if k not in ("cr_open", "open_questions", "cr_hits", "sr_hits")}}
+    older["started_unix"] -= 1
+    (results / "older_passage.json").write_text(json.dumps(older))
     out = tmp_path / "RESULTS.md"
     assert main(["report", "--results", str(results), "--out", str(out)]) == 0
     text = out.read_text()
     section = text[text.index("### CR % on open-answer questions"):]
-    assert "| bm25 | 50.0 |" in section
+    section = section[:section.index("\n### ", 1)]
+    assert "(2 of 4 questions remain)" in section and "| bm25 | 50.0 |" in section
+    assert "| hybrid |" not in section and "| hybrid | 50.0 |" in text  # in the CR table only
     assert "### G2ConS against the best other method, question by question" in text
     assert "| passage | bm25 |" in text
