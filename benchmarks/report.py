@@ -190,6 +190,33 @@ def paired_lines(per_protocol: dict[str, dict[str, Any]], default: str = "g2cons
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
 
 
+def variant_lines(per_protocol: dict[str, dict[str, Any]], default: str = "g2cons") -> list[str]:
+    """Each G2ConS variant (an ablation, a changed knob) against the default, question by
+    question: the CR the default gains over the variant, the questions only the default
+    answers and only the variant answers, and the sign test of that split."""
+    protocols = sorted(per_protocol, key=_protocol_key)
+    variants = [m for m in _method_order({m for p in protocols for m in per_protocol[p]})
+                if m.startswith(default + ":")]
+    rows = []
+    for variant in variants:
+        cells = []
+        for protocol in protocols:
+            ours, theirs = per_protocol[protocol].get(default), per_protocol[protocol].get(variant)
+            if (ours is None or theirs is None or _failed(ours) or _failed(theirs)
+                    or not ours.get("cr_hits") or not theirs.get("cr_hits")):
+                cells.append("")
+                continue
+            wins, losses = _paired(ours["cr_hits"], theirs["cr_hits"], None)
+            cells.append(f"{100 * (ours['cr'] - theirs['cr']):+.1f} ({wins} / {losses}, "
+                         f"{_p_value(wins, losses)})")
+        if any(cells):
+            rows.append(f"| {variant} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return ["| variant | " + " | ".join(protocols) + " |",
+            "|---|" + "---:|" * len(protocols), *rows]
+
+
 def _memory(r: dict[str, Any]) -> str:
     """tracemalloc peak of the build when traced, else the process RSS high-water mark."""
     if r.get("build_peak_mb") is not None:
@@ -561,6 +588,13 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
                       "the other method's. The sign test p is the chance of a split at least "
                       "that uneven if each of those questions went either way at even odds.",
                       "", *paired, ""]
+        variants = variant_lines(per_protocol)
+        if variants:
+            lines += ["### G2ConS's default against its variants, question by question", "",
+                      "Each cell: the default's CR minus the variant's, then the questions only "
+                      "the default answers / only the variant answers, and the sign test p of "
+                      "that split. A positive gap is what the knob's default setting adds.",
+                      "", *variants, ""]
         if f"cr_{dataset}.png" in images:
             lines += [f"![CR by method]({rel}/cr_{dataset}.png)", ""]
         for protocol in sorted(per_protocol, key=_protocol_key):

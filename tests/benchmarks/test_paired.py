@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.__main__ import main
 from benchmarks.metrics import is_yes_no, sign_test
-from benchmarks.report import paired_lines
+from benchmarks.report import paired_lines, variant_lines
 from tests.benchmarks.dev_sets import write_dev_set
 
 PASSAGES = [
@@ -141,3 +141,23 @@ def test_report_scores_yes_no_apart(tmp_path: Path) -> None:
     assert "| hybrid |" not in section and "| hybrid | 50.0 |" in text  # in the CR table only
     assert "### G2ConS against the best other method, question by question" in text
     assert "| passage | bm25 |" in text
+
+
+def test_variant_lines_compare_each_variant_with_the_default() -> None:
+    open_answers = "1" * 6
+    per_protocol = {
+        "sub300": {"g2cons": _metrics("111100", None, open_answers),
+                   "g2cons:walk_hops=0": _metrics("110011", None, open_answers),
+                   "bm25": _metrics("111111", None, open_answers)},  # not a variant
+        "passage": {"g2cons": _metrics("101010", None, open_answers),
+                    "g2cons:walk_hops=0": _metrics("101010", None, open_answers),
+                    "g2cons:hops=0": {"error": "RuntimeError: broke"}},  # failed: no cell
+    }
+    lines = variant_lines(per_protocol)
+    assert lines[0] == "| variant | sub300 | passage |"
+    # sub300: default 4/6, variant 4/6; only the default on q3, q4, only the variant on q5, q6
+    assert lines[2:] == ["| g2cons:walk_hops=0 | +0.0 (2 / 2, 1.00) | +0.0 (0 / 0, 1.00) |"]
+    per_protocol["sub300"]["g2cons:walk_hops=0"] = _metrics("000000", None, open_answers)
+    # four questions only the default answers: 2 / 16
+    assert variant_lines(per_protocol)[2] == ("| g2cons:walk_hops=0 | +66.7 (4 / 0, 0.12) | "
+                                              "+0.0 (0 / 0, 1.00) |")
