@@ -164,6 +164,7 @@ class HnswVectorIndex:
 SegmentPlan = Literal["grow", "append", "merge", "rebuild"]
 MAX_SEGMENTS = 4  # searched one after another: past this, small segments are merged
 GROW_SHARE = 1 / 8  # a later segment is grown in place of a new one while this small
+LATER_SEGMENT_K = EF_SEARCH  # rows a later segment is first asked for: one beam's worth
 
 
 def segment_file(segment: int) -> str:
@@ -219,13 +220,24 @@ class HnswSegments:
         return [len(segment) for segment in self.segments]
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Each segment's ``k`` best, merged: the best ``k`` by their quantised scores."""
+        """The best ``k`` rows of all segments by their quantised scores.
+
+        The first segment's ``k`` best set a floor: a later segment's row enters the
+        answer only above it. HNSW's cost is set by its beam, not its size (at a
+        million passages a 1 % segment took 2.1 ms a search, the 4.4 M-row first one
+        3.1 ms), so a later segment is asked for ``LATER_SEGMENT_K`` rows, and twice
+        as many again while the last one it returns still beats the floor.
+        """
         if len(self.segments) == 1:
             return self.segments[0].search(query, k)
         offsets = np.cumsum([0, *self.sizes()[:-1]])
-        found = [segment.search(query, k) for segment in self.segments]
-        rows = np.concatenate([r + offset for (r, _), offset in zip(found, offsets,
-                                                                      strict=True)])
+        first_rows, first_scores = self.segments[0].search(query, k)
+        floor = first_scores[k - 1] if len(first_scores) >= k else -np.inf
+        found = [(first_rows, first_scores)]
+        for segment, offset in zip(self.segments[1:], offsets[1:].tolist(), strict=True):
+            rows, scores = _above(segment, query, k, floor)
+            found.append((rows + offset, scores))
+        rows = np.concatenate([r for r, _ in found])
         scores = np.concatenate([s for _, s in found])
         order = np.lexsort((rows, -scores))[:k]  # ties go to the lower row
         return rows[order], scores[order]
@@ -237,6 +249,19 @@ class HnswSegments:
     def with_segment(self, first: int, vectors: np.ndarray) -> HnswSegments:
         """The first ``first`` segments, then one new segment of ``vectors``."""
         return HnswSegments((*self.segments[:first], HnswVectorIndex.build(vectors)))
+
+def _above(segment: HnswVectorIndex, query: np.ndarray, k: int, floor: float
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """A later segment's best rows, up to ``k``: enough that every row it can add to
+    an answer whose ``k``-th score is ``floor`` is among them (a row that only ties
+    the floor loses to the lower rows of the first segment)."""
+    want = min(k, LATER_SEGMENT_K)
+    while True:
+        rows, scores = segment.search(query, want)
+        if want >= min(k, len(segment)) or len(scores) < want or scores[-1] <= floor:
+            return rows, scores
+        want = min(k, 2 * want)
+
 
 def _reader_at(source: int) -> Callable[[int], bytes]:
     """Reads of the file ``source`` from its start, at an offset of their own

@@ -7,6 +7,7 @@ import pytest
 
 from shared_core.search.ann import (
     GROW_SHARE,
+    LATER_SEGMENT_K,
     MAX_SEGMENTS,
     HnswSegments,
     HnswVectorIndex,
@@ -70,6 +71,36 @@ def test_a_search_across_segments_numbers_rows_as_one_index() -> None:
         assert np.all(np.diff(scores) <= 0)
     rows, _ = segments.search(vectors[0], 200)  # more than any segment holds
     assert sorted(rows.tolist()) == list(range(90))
+
+
+def _near(direction: np.ndarray, n: int, noise: float, seed: int) -> np.ndarray:
+    rows = direction + noise * np.random.default_rng(seed).normal(size=(n, len(direction)))
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_a_later_segment_holding_the_best_rows_is_asked_for_as_many_as_the_answer() -> None:
+    query = unit_rows(1, 16, seed=3)[0]
+    first = HnswVectorIndex.build(unit_rows(300, 16, seed=4))  # cosines with the query ~0
+    later = HnswVectorIndex.build(_near(query, 300, 0.05, seed=5))  # all ~0.99
+    k = 250
+    assert k > LATER_SEGMENT_K  # its first ask (one beam) falls short of the answer
+    rows, scores = HnswSegments((first, later)).search(query, k)
+    # its 128th row beats the first segment's 250th, so it is asked again, for all 250:
+    # the answer is the later segment's own 250 best, numbered after the first's rows
+    own_rows, own_scores = later.search(query, k)
+    assert sorted(rows.tolist()) == sorted((own_rows + 300).tolist())
+    np.testing.assert_array_equal(np.sort(scores), np.sort(own_scores))
+    assert np.all(np.diff(scores) <= 0)
+
+
+def test_a_later_segment_below_the_floor_adds_nothing() -> None:
+    query = unit_rows(1, 16, seed=6)[0]
+    first = HnswVectorIndex.build(unit_rows(300, 16, seed=7))
+    later = HnswVectorIndex.build(_near(-query, 300, 0.05, seed=8))  # all ~-0.99
+    rows, scores = HnswSegments((first, later)).search(query, 250)
+    own_rows, own_scores = first.search(query, 250)
+    assert set(rows.tolist()) == set(own_rows.tolist())
+    np.testing.assert_array_equal(np.sort(scores), np.sort(own_scores))
 
 
 def test_grown_and_appended_segments_leave_the_index_they_came_from() -> None:
