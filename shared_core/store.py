@@ -155,11 +155,14 @@ DERIVED_ARRAYS = {"concept_terms": (np.int64, 1), "concept_vectors": (np.float32
 DERIVED_MATRICES = {"concept_links": (np.float32, "csr"), "sentence_concepts": (np.float32, "csr"),
                     "unit_links": (np.float32, "csr"), "unit_bm25": (np.float64, "csc"),
                     "concept_adjacency": (np.float64, "csr"),
-                    "walk_postings": (np.int8, "csc")}
+                    "walk_postings": (np.int8, "csc"),
+                    "concept_postings": (np.float32, "csc")}
 # of those, kept by later saves only, each whole or not at all: the concept adjacency
 # since the twelfth round (older saves derive it on load), the walk's postings since the
-# sixteenth, where queries walk the sentences (else the first walk builds them)
-LATER_MATRICES = ("concept_adjacency", "walk_postings")
+# sixteenth, where queries walk the sentences (else the first walk builds them), the
+# concept links' column-major copy (each concept's chunks) since the eighteenth (else a
+# load transposes the links: 1.4 s and 0.4 GB of heap at a million passages)
+LATER_MATRICES = ("concept_adjacency", "walk_postings", "concept_postings")
 MATRIX_PARTS = ("indptr", "indices", "data")
 # beside the walk's postings: each entry's unit, in the matrices' index type
 WALK_ENTRY_UNIT = "walk_entry_unit.npy"
@@ -698,7 +701,8 @@ def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any]
         return None
     wanted = [f"{name}_{part}.npy" for name in shapes for part in MATRIX_PARTS]
     later_shapes = {"concept_adjacency": (concepts, concepts),
-                    "walk_postings": (len(corpus.sentence_spans), concepts)}
+                    "walk_postings": (len(corpus.sentence_spans), concepts),
+                    "concept_postings": (len(corpus), concepts)}
     later_files = {name: [f"{name}_{part}.npy" for part in MATRIX_PARTS]
                    + ([WALK_ENTRY_UNIT] if name == "walk_postings" else [])
                    for name in LATER_MATRICES}
@@ -724,7 +728,8 @@ def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any]
         folder / WALK_ENTRY_UNIT, _MATRIX_INDEX_TYPES[index], walk.nnz, units, digests.later)
     return GraphMatrices(read["concept_links"], read["sentence_concepts"],
                          read.get("unit_links"), read["unit_bm25"],
-                         read.get("concept_adjacency"), walk, entry_unit)
+                         read.get("concept_adjacency"), walk, entry_unit,
+                         read.get("concept_postings"))
 
 
 def _read_entry_units(file: Path, index: type, nnz: int, units: int,

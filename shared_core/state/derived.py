@@ -309,6 +309,8 @@ class GraphMatrices:
     # the walk's postings (None in saves before the sixteenth round, or without a walk)
     walk_postings: sp.csc_matrix | None = None
     walk_entry_unit: np.ndarray | None = None
+    # the concept links column-major (None in saves before the eighteenth round)
+    concept_postings: sp.csc_matrix | None = None
 
     @classmethod
     def of(cls, graph: DerivedGraph, walk: bool = False) -> GraphMatrices | None:
@@ -320,7 +322,7 @@ class GraphMatrices:
         return cls(graph.links, graph.walk.links_csr,
                    graph.unit_links_csr if own_units else None, graph.unit_bm25.weights,
                    graph.adjacency, graph.walk.links_csc if walk else None,
-                   graph.walk.entry_unit if walk else None)
+                   graph.walk.entry_unit if walk else None, graph.links_csc)
 
 
 def unit_views(corpus: CorpusState, found: ConceptLinks, saved: GraphMatrices | None = None,

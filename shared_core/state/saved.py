@@ -187,7 +187,7 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
     what = "pair" if saved.strong else "edge"
     if not len(src) == len(dst) == len(co):
         raise ValueError(f"the saved {what} arrays differ in length")
-    links_csc = found.links.tocsc()
+    links_csc = _concept_postings(matrices, found, verify)
     linked = chunk_counts(links_csc)
     _check_pairs(src, dst, co, n, linked, max(config.theta_co, 1), what)
     stored_adj = None if matrices is None else matrices.concept_adjacency
@@ -255,6 +255,23 @@ def _check_walk_postings(matrices: GraphMatrices, counts: np.ndarray,
     assert units is not None, "the walk's nodes are sentences, each in a unit"
     if not (_same_sparse(postings, derived.links_csc) and np.array_equal(entry_unit, units)):
         raise ValueError("the saved walk postings are not those of the sentence concepts")
+
+
+def _concept_postings(matrices: GraphMatrices | None, found: ConceptLinks,
+                      verify: bool) -> sp.csc_matrix:
+    """The concept links column-major: the saved copy where there is one whose columns
+    hold as many chunks as the links give each concept (``verify``: the links'
+    transpose, entry for entry), else transposed here."""
+    saved = None if matrices is None else matrices.concept_postings
+    if saved is None or verify:
+        derived = sp.csc_matrix(found.links)
+        if saved is not None and not _same_sparse(saved, derived):
+            raise ValueError("the saved concept postings are not the concept links")
+        return derived
+    # the links' stored entries per column, counted without transposing them
+    if not np.array_equal(np.diff(saved.indptr), sentence_counts(found.links)):
+        raise ValueError("the saved concept postings do not hold each concept's chunks")
+    return saved
 
 
 def _check_same_matrices(matrices: GraphMatrices, found: ConceptLinks,

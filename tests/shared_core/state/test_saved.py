@@ -363,9 +363,10 @@ def _never(name: str, real: Callable[..., object]) -> object:
 
 # ------------------------------------------------------------- the graph's matrices
 _WALK_FILES = [*(f"walk_postings_{part}" for part in MATRIX_PARTS), "walk_entry_unit"]
+_POSTINGS_FILES = [f"concept_postings_{part}" for part in MATRIX_PARTS]
 _MATRIX_FILES = [*(f"{name}_{part}" for name in ("concept_links", "sentence_concepts",
                                                   "unit_bm25", "concept_adjacency")
-                   for part in MATRIX_PARTS), *_WALK_FILES]
+                   for part in MATRIX_PARTS), *_WALK_FILES, *_POSTINGS_FILES]
 _ADJACENCY_FILES = [f"concept_adjacency_{part}" for part in MATRIX_PARTS]
 
 
@@ -725,6 +726,82 @@ def test_verify_refuses_walk_units_that_obey_the_rules_but_differ(tmp_path: Path
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     assert loaded.stats()["chunks"] == index.stats()["chunks"]
     with pytest.raises(CorruptIndexError, match="walk postings are not those"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+
+
+# ------------------------------------------------ the concept links, column-major
+def test_a_load_maps_the_concept_postings(tmp_path: Path) -> None:
+    index, _ = saved_index(tmp_path)
+    assert {f"{file}.npy" for file in _POSTINGS_FILES} <= set(
+        read_manifest(tmp_path / "idx")["files"])
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    postings, built = loaded.state.graph.links_csc, index.state.graph.links_csc
+    assert _mapped(postings.indices) and _mapped(postings.indptr)  # not transposed again
+    assert postings.shape == built.shape
+    for part in MATRIX_PARTS:
+        np.testing.assert_array_equal(getattr(postings, part), getattr(built, part))
+    assert _retrieved(loaded) == _retrieved(index)
+    verified = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
+    assert _retrieved(verified) == _retrieved(index)
+
+
+def test_a_save_from_before_the_concept_postings_were_kept_transposes_the_links(
+        tmp_path: Path) -> None:
+    index, folder = saved_index(tmp_path)
+    _as_saved_without(folder, _POSTINGS_FILES)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert not _mapped(loaded.state.graph.links_csc.indices)
+    assert_equal_graphs(loaded.state.graph, index.state.graph)
+    assert _retrieved(loaded) == _retrieved(index)
+    loaded.save(str(tmp_path / "again"))  # and the next save keeps them
+    assert {f"{file}.npy" for file in _POSTINGS_FILES} <= set(
+        read_manifest(tmp_path / "again")["files"])
+    index.save(str(tmp_path / "other"))
+    other = index_folder(tmp_path / "other")
+    partial = json.loads((other / "manifest.json").read_text())
+    del partial["files"]["concept_postings_data.npy"]
+    (other / "manifest.json").write_text(json.dumps(partial))
+    with pytest.raises(CorruptIndexError, match=r"all or none of concept_postings_indptr\.npy"):
+        ConceptGraphIndex.load(str(tmp_path / "other"), HashingEmbedder(DIM))
+
+
+def test_concept_postings_that_break_a_rule_are_refused(tmp_path: Path) -> None:
+    _, folder = saved_index(tmp_path)
+    _tamper(folder, "concept_postings_indices", lambda a: a + 10_000)
+    with pytest.raises(CorruptIndexError, match=r"must be in \[0, "):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_concept_postings_must_hold_each_concepts_chunks(tmp_path: Path) -> None:
+    _, folder = saved_index(tmp_path)
+    indptr, indices = _an_entry_moved(
+        np.load(folder / "concept_postings_indptr.npy", allow_pickle=False),
+        np.load(folder / "concept_postings_indices.npy", allow_pickle=False))
+    _tamper(folder, "concept_postings_indptr", lambda _: indptr)
+    _tamper(folder, "concept_postings_indices", lambda _: indices)
+    with pytest.raises(CorruptIndexError, match="do not hold each concept's chunks"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+
+
+def test_verify_refuses_concept_postings_with_the_right_counts_that_differ(
+        tmp_path: Path) -> None:
+    """Which chunks a column holds rests on the checksum; ``verify`` transposes the
+    links again and compares."""
+    index, folder = saved_index(tmp_path)
+    indptr = np.load(folder / "concept_postings_indptr.npy", allow_pickle=False)
+    chunks = len(index)
+
+    def first_chunk_replaced(indices: np.ndarray) -> np.ndarray:
+        out = indices.copy()
+        column = list(out[indptr[0]:indptr[1]])
+        column[0] = next(c for c in range(chunks) if c not in column)  # another chunk
+        out[indptr[0]:indptr[1]] = sorted(column)
+        return out
+
+    _tamper(folder, "concept_postings_indices", first_chunk_replaced)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert loaded.stats()["chunks"] == index.stats()["chunks"]
+    with pytest.raises(CorruptIndexError, match="concept postings are not the concept links"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
 
 
