@@ -12,7 +12,7 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from .data import UNSUPPORTED
 from .metrics import sign_test
@@ -132,6 +132,11 @@ def cr_table(per_protocol: dict[str, dict[str, Any]], key: str = "cr") -> list[s
     return lines
 
 
+def _has_outcomes(entry: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
+    """A method that ran and recorded each question's outcome (runs before that did not)."""
+    return entry is not None and not _failed(entry) and bool(entry.get("cr_hits"))
+
+
 def _paired(a: str, b: str, keep: str | None) -> tuple[int, int]:
     """Questions ``a`` hit and ``b`` missed, and the reverse (only where ``keep`` has a 1)."""
     wins = losses = 0
@@ -164,11 +169,9 @@ def paired_lines(per_protocol: dict[str, dict[str, Any]], default: str = "g2cons
         metrics = per_protocol[protocol]
         ours = metrics.get(default)
         best = _best_other(metrics, "cr")
-        if ours is None or _failed(ours) or best is None:
+        theirs = None if best is None else metrics[best]
+        if not (_has_outcomes(ours) and _has_outcomes(theirs)):
             continue
-        theirs = metrics[best]
-        if not (ours.get("cr_hits") and theirs.get("cr_hits")):
-            continue  # a run from before per-question outcomes were recorded
         cells = []
         for keep in (None, ours["_open_answers"]):
             wins, losses = _paired(ours["cr_hits"], theirs["cr_hits"], keep)
@@ -202,8 +205,7 @@ def variant_lines(per_protocol: dict[str, dict[str, Any]], default: str = "g2con
         cells = []
         for protocol in protocols:
             ours, theirs = per_protocol[protocol].get(default), per_protocol[protocol].get(variant)
-            if (ours is None or theirs is None or _failed(ours) or _failed(theirs)
-                    or not ours.get("cr_hits") or not theirs.get("cr_hits")):
+            if not (_has_outcomes(ours) and _has_outcomes(theirs)):
                 cells.append("")
                 continue
             wins, losses = _paired(ours["cr_hits"], theirs["cr_hits"], None)
@@ -569,13 +571,12 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
         lines += ["### CR % by method and protocol", "", *cr_table(per_protocol), ""]
         if any(m.get("sr") is not None for p in per_protocol.values() for m in p.values()):
             lines += ["### SR % by method and protocol", "", *cr_table(per_protocol, "sr"), ""]
-        if any(m.get("open_questions") is not None and m["open_questions"] < any_run["questions"]
-               for p in per_protocol.values() for m in p.values()):
-            marks = next((r["open_answers"] for r in results
-                          if r["dataset"] == dataset and r.get("open_answers")), "")
-            counted = (f" ({marks.count('1')} of {len(marks)} questions remain)" if marks else "")
+        marks = next((m["_open_answers"] for p in per_protocol.values() for m in p.values()
+                      if m.get("_open_answers")), "")
+        if "0" in marks:  # the dataset has yes/no questions, and runs that set them apart
             lines += ["### CR % on open-answer questions", "",
-                      f"Without the questions answered \"yes\" or \"no\"{counted}. CR "
+                      f"Without the questions answered \"yes\" or \"no\" ({marks.count('1')} "
+                      f"of {len(marks)} questions remain). CR "
                       "finds an answer as a substring of the context, and \"no\" (in "
                       "\"not\", \"known\") or \"yes\" (in \"eyes\") occurs in contexts "
                       "whatever passages they hold: for those questions CR measures the word, "

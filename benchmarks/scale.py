@@ -80,6 +80,7 @@ class HeapSampler:
         import threading
 
         self.peak_mb = 0.0
+        self.level_mb = 0.0  # the reading the last reset took: where the next phase starts
         # the main thread's innermost frames when the peak was sampled: where it falls
         self.peak_where: list[str] = []
         self._main = threading.main_thread().ident
@@ -111,9 +112,11 @@ class HeapSampler:
             self._stop.wait(0.05)
 
     def reset(self) -> float:
-        """The peak so far; sampling goes on from the current level."""
-        peak, self.peak_mb = self.peak_mb, self.anonymous_mb()
-        return max(peak, self.peak_mb)
+        """The peak so far, counting the current level (``level_mb``), from which
+        sampling goes on."""
+        self.level_mb = self.anonymous_mb()
+        peak, self.peak_mb = self.peak_mb, self.level_mb
+        return max(peak, self.level_mb)
 
     def phase(self) -> dict[str, Any]:
         """The peak since the last phase or reset and where it fell (empty when the heap
@@ -250,7 +253,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
     build_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     build_peak_where = heap.peak_where
     build_peak_heap = heap.reset()
-    heap_after_build = heap.anonymous_mb()
+    heap_after_build = heap.level_mb
     refresh = add = delete = load_verified = None
     if not lean:  # the graph alone, derived again from the built chunks
         refresh_start = time.perf_counter()

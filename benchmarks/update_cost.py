@@ -48,12 +48,9 @@ def timed(heap: HeapSampler, update: Any) -> dict[str, Any]:
     start = time.perf_counter()
     update()
     seconds = time.perf_counter() - start
-    after = heap.anonymous_mb()
-    peak = heap.phase()
-    # the reading after is a sample of the phase too: a peak sampled before it, and the
-    # phase's own last reading, can both be a fraction of a MB under it
-    return {"s": round(seconds, 2), "heap_peak_mb": round(max(peak["peak_mb"], after)),
-            "heap_peak_where": peak["where"], "heap_after_mb": round(after)}
+    peak = heap.phase()  # counts the level it ends at, which is the heap after
+    return {"s": round(seconds, 2), "heap_peak_mb": round(peak["peak_mb"]),
+            "heap_peak_where": peak["where"], "heap_after_mb": round(heap.level_mb)}
 
 
 def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim: int,

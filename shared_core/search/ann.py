@@ -250,6 +250,7 @@ class HnswSegments:
         """The first ``first`` segments, then one new segment of ``vectors``."""
         return HnswSegments((*self.segments[:first], HnswVectorIndex.build(vectors)))
 
+
 def _above(segment: HnswVectorIndex, query: np.ndarray, k: int, floor: float
            ) -> tuple[np.ndarray, np.ndarray]:
     """A later segment's best rows, up to ``k``: enough that every row it can add to

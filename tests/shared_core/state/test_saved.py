@@ -708,14 +708,19 @@ def test_walk_postings_that_break_a_rule_are_refused(tmp_path: Path, file: str,
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
 
 
-def test_walk_postings_must_hold_each_concepts_sentences(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "message"), [
+    ("walk_postings", "do not hold each concept's sentences"),
+    ("concept_postings", "do not hold each concept's chunks"),
+])
+def test_saved_postings_must_hold_each_concepts_entries(tmp_path: Path, name: str,
+                                                        message: str) -> None:
     _, folder = saved_index(tmp_path)
     indptr, indices = _an_entry_moved(
-        np.load(folder / "walk_postings_indptr.npy", allow_pickle=False),
-        np.load(folder / "walk_postings_indices.npy", allow_pickle=False))
-    _tamper(folder, "walk_postings_indptr", lambda _: indptr)
-    _tamper(folder, "walk_postings_indices", lambda _: indices)
-    with pytest.raises(CorruptIndexError, match="do not hold each concept's sentences"):
+        np.load(folder / f"{name}_indptr.npy", allow_pickle=False),
+        np.load(folder / f"{name}_indices.npy", allow_pickle=False))
+    _tamper(folder, f"{name}_indptr", lambda _: indptr)
+    _tamper(folder, f"{name}_indices", lambda _: indices)
+    with pytest.raises(CorruptIndexError, match=message):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
 
 
@@ -769,17 +774,6 @@ def test_concept_postings_that_break_a_rule_are_refused(tmp_path: Path) -> None:
     _, folder = saved_index(tmp_path)
     _tamper(folder, "concept_postings_indices", lambda a: a + 10_000)
     with pytest.raises(CorruptIndexError, match=r"must be in \[0, "):
-        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
-
-
-def test_concept_postings_must_hold_each_concepts_chunks(tmp_path: Path) -> None:
-    _, folder = saved_index(tmp_path)
-    indptr, indices = _an_entry_moved(
-        np.load(folder / "concept_postings_indptr.npy", allow_pickle=False),
-        np.load(folder / "concept_postings_indices.npy", allow_pickle=False))
-    _tamper(folder, "concept_postings_indptr", lambda _: indptr)
-    _tamper(folder, "concept_postings_indices", lambda _: indices)
-    with pytest.raises(CorruptIndexError, match="do not hold each concept's chunks"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
 
 
