@@ -849,12 +849,14 @@ def test_a_save_from_before_the_sums_were_kept_loads_and_its_refresh_sums_once(
 
 
 def test_a_small_corpus_keeps_no_sums_and_refreshes_the_same(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path) -> None:
     """Sums take 8 bytes a dimension a concept: under the default rule a corpus with few
     sentences a concept keeps none, saves none, and a refresh sums the changed concepts
     from their sentences instead, to the same bits."""
     rule = DEFAULT_SUMS_RULE
-    monkeypatch.setattr(derived_module, "SUMS_MIN_SENTENCES_PER_CONCEPT", rule)
+    # by hand, not monkeypatch: its undo runs after ``_sums_kept`` restores the default,
+    # and would leave the rule at 0 for every later test module
+    derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT = rule
     index, _ = saved_index(tmp_path)
     graph, corpus = index.state.graph, index.state.corpus
     assert len(corpus.sentence_spans) < rule * len(graph.concepts)
