@@ -79,7 +79,9 @@ is version 3 with XXH3-128 checksums instead of SHA-256 (``DIGEST``; the manifes
 million-passage load. Version 5 keeps the texts as one UTF-8 byte run
 (``chunk_texts.npy``) with each text's end (``chunk_text_ends.npy``) instead of in
 ``chunks.json``: a million texts had taken 3–4 s to parse as JSON. A load decodes each
-text strictly (no lone surrogate can pass) and refuses a NUL. Version 6 saves an HNSW
+text strictly (no lone surrogate can pass), refuses a NUL or a blank text, and then
+keeps the texts as ranges of the mapped bytes (``state.texts.ChunkTexts``), decoded
+again as they are read: no string per chunk on the heap. Version 6 saves an HNSW
 index in segments (``ann.faiss``, then ``ann.1.faiss`` ...; the manifest's ``ann`` lists
 their row counts), as updates leave it (``search.ann.segment_plan``). Indexes saved in
 format versions 1 (one flat folder) to 5 still load; the next save writes version 6.
@@ -97,7 +99,7 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +119,7 @@ from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_t
 from .state.derived import GraphMatrices, VectorSearch
 from .state.ingest import unit_texts
 from .state.saved import SavedGraph
+from .state.texts import ChunkTexts, as_chunk_texts
 from .text.hygiene import invalid_character
 from .text.tokens import count_tokens_batch
 
@@ -276,9 +279,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
                    "concept_sums": graph.sums}
         arrays.update({k: v for k, v in derived.items() if v is not None})
     matrix_index = _matrix_arrays(graph.matrices, arrays) if graph is not None else None
-    encoded = [text.encode("utf-8") for text in corpus.texts]
-    arrays["chunk_texts"] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    arrays["chunk_text_ends"] = np.cumsum([len(e) for e in encoded], dtype=np.int64)
+    texts = as_chunk_texts(corpus.texts)
+    arrays["chunk_text_ends"] = texts.ends()
     kinds = {**ARRAYS, **OPTIONAL_ARRAYS, **TOKEN_ARRAYS, **LEGACY_GRAPH_ARRAYS,
              **GRAPH_ARRAYS, **DERIVED_ARRAYS, **TEXT_ARRAYS}
     digests: dict[str, str] = {}
@@ -286,6 +288,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         dtype = kinds[key][0] if key in kinds else array.dtype  # matrices: checked types
         with _new_file(folder / f"{key}.npy", file_mode) as fh:
             np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
+    with _new_file(folder / "chunk_texts.npy", file_mode) as fh:
+        _save_bytes(fh, texts.byte_runs(), texts.nbytes)
     documents = {
         "chunks.json": {"ids": list(corpus.ids),
                         "metadata": [json.loads(m) for m in corpus.metadata]},
@@ -573,13 +577,13 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
         # the arrays' digests are taken on the other core while the JSON is parsed
         if version >= 5:
             digests.check([f"{name}.npy" for name in TEXT_ARRAYS])
-        ids, texts, metadata = _read_chunks(folder / "chunks.json", counts["chunks"],
-                                            require_sorted=version > 1,
-                                            texts_saved=version >= 5)
+        ids, texts, metadata, text_length = _read_chunks(
+            folder / "chunks.json", counts["chunks"], require_sorted=version > 1,
+            texts_saved=version >= 5)
         terms = _read_terms(folder / "terms.json", counts["terms"], require_sorted=version > 1)
         digests.check([f"{n}.npy" for n in kinds])
         stored = _stored_derived(folder, manifest, version, digests)
-        corpus = _read_arrays(folder, config, dim, ids, texts, metadata, terms,
+        corpus = _read_arrays(folder, config, dim, ids, texts, text_length, metadata, terms,
                               counts["sentences"], version, counts_saved, verify,
                               digests.later)
         if version == 1:  # older indexes kept insertion order: put them in canonical order
@@ -973,19 +977,21 @@ def _check_unique_sorted(file: Path, values: list[str], what: str, require_sorte
 _METADATA_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
-def _read_chunks(file: Path, count: int, require_sorted: bool,
-                 texts_saved: bool = False) -> tuple[list[str], list[str], list[str]]:
-    """Ids, texts and metadata (as JSON text); ``texts_saved``: the texts are read from
-    ``TEXT_ARRAYS`` beside ``file`` (version 5), not from it."""
+def _read_chunks(file: Path, count: int, require_sorted: bool, texts_saved: bool = False
+                 ) -> tuple[list[str], Sequence[str], list[str], np.ndarray]:
+    """Ids, texts, metadata (as JSON text) and the texts' lengths in characters;
+    ``texts_saved``: the texts are read from ``TEXT_ARRAYS`` beside ``file``
+    (version 5), not from it."""
     payload, escaped = _read_json(file)
     _rule(file, isinstance(payload, dict), "must be an object with ids, texts and metadata")
     ids = _check_strings(file, payload.get("ids"), "ids", count, escaped)
     _check_unique_sorted(file, ids, "ids", require_sorted)
+    texts: Sequence[str]
     if texts_saved:
-        texts = _check_strings(file.parent / "chunk_texts.npy",
-                               _read_texts(file.parent, count), "texts", count, escaped=False)
+        texts, lengths = _read_texts(file.parent, count)
     else:
         texts = _check_strings(file, payload.get("texts"), "texts", count, escaped)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
     metadata = payload.get("metadata")
     _rule(file, isinstance(metadata, list) and len(metadata) == count,
           f"metadata must be a list of {count} objects")
@@ -1004,15 +1010,24 @@ def _read_chunks(file: Path, count: int, require_sorted: bool,
             raise CorruptIndexError(f"{file}: metadata[{i}] holds NaN or infinity") from None
     if escaped:
         _check_characters(file, encoded, "metadata")
-    return ids, texts, encoded
+    return ids, texts, encoded, lengths
 
 
 NUL_SCAN_BLOCK = 1 << 26  # bytes of the texts searched for a NUL at a time
 
 
-def _read_texts(folder: Path, count: int) -> list[str]:
-    """The ``count`` texts of a version-5 save: strict UTF-8 runs of one mapped byte array
-    (so no lone surrogate), with no NUL, each ending where ``chunk_text_ends`` says."""
+# texts decoded (and checked) at a time on load, then dropped: the state reads them again
+# from the mapped bytes as they are used
+CHECK_TEXTS_BLOCK = 1 << 16
+
+
+def _read_texts(folder: Path, count: int) -> tuple[ChunkTexts, np.ndarray]:
+    """The ``count`` texts of a version-5 save, as byte ranges of the mapped
+    ``chunk_texts.npy``, and each text's length in characters.
+
+    Every text is decoded once here, a block at a time: strict UTF-8 (so no lone
+    surrogate), no NUL, not blank, each ending where ``chunk_text_ends`` says.
+    """
     blob_file, ends_file = folder / "chunk_texts.npy", folder / "chunk_text_ends.npy"
     ends = _read_npy(ends_file, np.int64, (count,))
     blob = _read_npy(blob_file, np.uint8, (None,), mapped=True)
@@ -1026,17 +1041,41 @@ def _read_texts(folder: Path, count: int) -> list[str]:
         if nul >= 0:
             which = int(np.searchsorted(ends, block + nul, side="right"))
             raise CorruptIndexError(f"{blob_file}: texts[{which}] contains a NUL character")
-    view, runs = blob.data, list(zip(starts.tolist(), ends.tolist(), strict=True))
-    try:  # a comprehension: 15 % faster than a loop that appends, at a million texts
-        return [str(view[start:end], "utf-8") for start, end in runs]
-    except UnicodeDecodeError:
-        for i, (start, end) in enumerate(runs):  # which text: decoded again, one by one
-            try:
-                str(view[start:end], "utf-8")
-            except UnicodeDecodeError as exc:
-                raise CorruptIndexError(f"{blob_file}: texts[{i}] is not UTF-8 "
-                                        f"({exc.reason} at byte {exc.start})") from None
-        raise
+    view = blob.data
+    lengths = np.empty(count, dtype=np.int64)
+    for first in range(0, count, CHECK_TEXTS_BLOCK):
+        runs = list(zip(starts[first:first + CHECK_TEXTS_BLOCK].tolist(),
+                        ends[first:first + CHECK_TEXTS_BLOCK].tolist(), strict=True))
+        try:  # a comprehension: 15 % faster than a loop that appends, at a million texts
+            texts = [str(view[start:end], "utf-8") for start, end in runs]
+        except UnicodeDecodeError:
+            for i, (start, end) in enumerate(runs):  # which text: decoded again, one by one
+                try:
+                    str(view[start:end], "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise CorruptIndexError(f"{blob_file}: texts[{first + i}] is not UTF-8 "
+                                            f"({exc.reason} at byte {exc.start})") from None
+            raise
+        if not all(map(str.strip, texts)):
+            blank = first + next(i for i, t in enumerate(texts) if not t.strip())
+            raise CorruptIndexError(f"{blob_file}: texts[{blank}] must be a non-blank string")
+        lengths[first:first + len(texts)] = np.fromiter(map(len, texts), dtype=np.int64,
+                                                        count=len(texts))
+    return ChunkTexts.of_bytes(blob, ends), lengths
+
+
+def _save_bytes(fh: Any, runs: Iterator[np.ndarray], total: int) -> None:
+    """An ``.npy`` of ``total`` bytes written run by run: the texts of a loaded index go
+    from their mapped run to the new file without a copy on the heap."""
+    np.lib.format.write_array_header_1_0(
+        fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.uint8)),
+             "fortran_order": False, "shape": (total,)})
+    written = 0
+    for run in runs:
+        fh.write(np.ascontiguousarray(run, dtype=np.uint8).data.cast("B"))
+        written += len(run)
+    if written != total:
+        raise ValueError(f"wrote {written} bytes of texts, expected {total}")
 
 
 def _read_terms(file: Path, count: int, require_sorted: bool) -> list[str]:
@@ -1112,7 +1151,8 @@ def _read_vectors(file: Path, shape: tuple[int, int], version: int,
 
 
 def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[str],
-                 texts: list[str], metadata: list[str], terms: list[str], n_sent: int,
+                 texts: Sequence[str], text_length: np.ndarray, metadata: list[str],
+                 terms: list[str], n_sent: int,
                  version: int, counts_saved: bool, verify: bool,
                  later: Later = _now) -> CorpusState:
     n, n_terms = len(ids), len(terms)
@@ -1127,7 +1167,6 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
           "must increase strictly: every chunk has at least one sentence")
 
     spans = _read_npy(path("sentence_spans"), np.int64, (n_sent, 2), mapped=True)
-    text_length = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
     chunk_of = np.repeat(np.arange(n), np.diff(offsets))
     starts, ends = spans[:, 0], spans[:, 1]
     _rule(path("sentence_spans"), bool(np.all((starts >= 0) & (starts < ends)
@@ -1171,9 +1210,10 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
         unit_vectors = _read_vectors(path("unit_vectors"), (n_units, dim), version, later)
 
     def recount() -> tuple[np.ndarray, np.ndarray]:
-        units = (count_tokens_batch(unit_texts(texts, spans, offsets, unit_starts))
+        decoded = list(texts)  # once: a unit's text is a slice of its chunk's
+        units = (count_tokens_batch(unit_texts(decoded, spans, offsets, unit_starts))
                  if len(unit_starts) else np.zeros(0, dtype=np.int64))
-        return count_tokens_batch(texts), units
+        return count_tokens_batch(decoded), units
 
     if counts_saved:
         tokens = _read_npy(path("tokens"), np.int64, (n,))
@@ -1192,7 +1232,8 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
         tokens, unit_tokens = recount()
     try:
         return CorpusState(
-            ids=tuple(ids), texts=tuple(texts), metadata=tuple(metadata),
+            ids=tuple(ids), texts=texts if isinstance(texts, ChunkTexts) else tuple(texts),
+            metadata=tuple(metadata),
             tokens=tokens,
             sentence_offsets=offsets, sentence_spans=spans, sentence_vectors=vectors,
             terms=tuple(terms), sentence_terms=matrix,

@@ -33,6 +33,7 @@ import scipy.sparse as sp
 
 from ..text.sentences import concatenated_ranges
 from .spill import VectorSpill, gather_rows
+from .texts import texts_joined, texts_taken
 
 VECTOR_DTYPE = np.float32
 
@@ -52,7 +53,7 @@ class CorpusState:
     """
 
     ids: tuple[str, ...]
-    texts: tuple[str, ...]
+    texts: Sequence[str]  # a tuple, or a loaded index's ``ChunkTexts`` (bytes, read lazily)
     metadata: tuple[str, ...]
     tokens: np.ndarray
     sentence_offsets: np.ndarray
@@ -227,7 +228,7 @@ def take(state: CorpusState, chunks: np.ndarray, spill: VectorSpill | None = Non
     picked = chunks.tolist()
     return CorpusState(
         ids=tuple(state.ids[i] for i in picked),
-        texts=tuple(state.texts[i] for i in picked),
+        texts=texts_taken(state.texts, chunks),
         metadata=tuple(state.metadata[i] for i in picked),
         tokens=state.tokens[chunks],
         sentence_offsets=new_offsets.astype(np.int64),
@@ -284,7 +285,7 @@ def merge_many(states: Sequence[CorpusState], spill: VectorSpill | None = None) 
                for name, group in vector_parts.items()}
     joined = CorpusState(
         ids=tuple(ids),
-        texts=tuple(t for s in parts for t in s.texts),
+        texts=texts_joined([s.texts for s in parts]),
         metadata=tuple(m for s in parts for m in s.metadata),
         tokens=np.concatenate([s.tokens for s in parts]),
         sentence_offsets=np.concatenate(

@@ -15,6 +15,7 @@ from benchmarks.faults import rehash
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
+from shared_core.state.texts import ChunkTexts
 from shared_core.store import (
     ARRAYS,
     DERIVED_ARRAYS,
@@ -259,6 +260,25 @@ def test_saving_over_an_index_replaces_it(saved: Path) -> None:
     assert read_manifest(saved)["chunks"] == 2
     leftovers = [p.name for p in saved.parent.iterdir() if p.name != saved.name]
     assert leftovers == []  # no temp or old directories left behind
+
+
+def test_a_loaded_index_reads_its_texts_from_the_mapped_file(saved: Path,
+                                                             tmp_path: Path) -> None:
+    # no string per chunk on the heap: the texts are ranges of chunk_texts.npy's bytes
+    loaded = load_index(saved, HashingEmbedder(DIM))
+    texts = loaded.state.corpus.texts
+    assert isinstance(texts, ChunkTexts) and texts.heap_bytes == 0
+    assert texts == tuple(TEXTS)
+    # an add between the saved ids and a delete: ranges of the file and of the heap
+    loaded.add(["Alan Turing broke codes. The codes were German."], ids=["t2a"])
+    loaded.delete(["t1"])
+    expected = [*TEXTS[:1], TEXTS[2], "Alan Turing broke codes. The codes were German.",
+                *TEXTS[3:]]
+    assert [loaded.get(i).text for i in loaded.chunk_ids] == expected
+    loaded.save(str(tmp_path / "again"))
+    again = load_index(tmp_path / "again", HashingEmbedder(DIM))
+    assert again.state.corpus.texts == tuple(expected)
+    assert snapshot(again) == snapshot(loaded)
 
 
 def test_files_hold_no_pickle(saved: Path, version: Path) -> None:
