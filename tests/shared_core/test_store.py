@@ -31,6 +31,7 @@ from shared_core.store import (
     read_manifest,
 )
 from tests.shared_core.fakes import STORED_COSINE_TOL
+from tests.shared_core.state.test_spill import mapped
 
 DIM = 64
 TEXTS = [
@@ -262,13 +263,17 @@ def test_saving_over_an_index_replaces_it(saved: Path) -> None:
     assert leftovers == []  # no temp or old directories left behind
 
 
-def test_a_loaded_index_reads_its_texts_from_the_mapped_file(saved: Path,
+def test_a_loaded_index_reads_its_texts_and_term_counts_from_the_mapped_files(saved: Path,
                                                              tmp_path: Path) -> None:
     # no string per chunk on the heap: the texts are ranges of chunk_texts.npy's bytes
     loaded = load_index(saved, HashingEmbedder(DIM))
     texts = loaded.state.corpus.texts
     assert isinstance(texts, ChunkTexts) and texts.heap_bytes == 0
     assert texts == tuple(TEXTS)
+    # so are the sentence-term counts: scipy would copy int64 indices that fit int32
+    terms = loaded.state.corpus.sentence_terms
+    assert all(mapped(a) for a in (terms.data, terms.indices, terms.indptr))
+    assert (terms != build().state.corpus.sentence_terms).nnz == 0
     # an add between the saved ids and a delete: ranges of the file and of the heap
     loaded.add(["Alan Turing broke codes. The codes were German."], ids=["t2a"])
     loaded.delete(["t1"])
