@@ -49,8 +49,10 @@ def timed(heap: HeapSampler, update: Any) -> dict[str, Any]:
     update()
     seconds = time.perf_counter() - start
     peak = heap.phase()  # counts the level it ends at, which is the heap after
+    # the level rounded as the phase's peak is (to 0.1 MB, then to 1): rounded once, a
+    # level of 460.51 MB read 461 against a peak of 460 (460.5, rounded half to even)
     return {"s": round(seconds, 2), "heap_peak_mb": round(peak["peak_mb"]),
-            "heap_peak_where": peak["where"], "heap_after_mb": round(heap.level_mb)}
+            "heap_peak_where": peak["where"], "heap_after_mb": round(round(heap.level_mb, 1))}
 
 
 def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim: int,
