@@ -166,7 +166,7 @@ def _compacted(runs: Sequence[np.ndarray], run: np.ndarray, start: np.ndarray,
                end: np.ndarray) -> ChunkTexts:
     """Texts over ``runs`` with the runs no text uses dropped, and the heap-held runs
     rewritten as one when most of their bytes are no text's any more."""
-    used = np.unique(run)
+    used = np.flatnonzero(np.bincount(run, minlength=len(runs)))  # 7 ms at 1 M; np.unique 20
     renumber = np.full(len(runs), -1, dtype=np.int32)
     renumber[used] = np.arange(len(used), dtype=np.int32)
     runs, run = [runs[i] for i in used.tolist()], renumber[run]
