@@ -119,6 +119,7 @@ from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_t
 from .state.derived import GraphMatrices, VectorSearch
 from .state.ingest import unit_texts
 from .state.saved import SavedGraph
+from .state.spill import csr_over
 from .state.texts import ChunkTexts, as_chunk_texts
 from .text.hygiene import invalid_character
 from .text.tokens import count_tokens_batch
@@ -751,17 +752,6 @@ def _read_entry_units(file: Path, index: type, nnz: int, units: int,
     return entry_unit
 
 
-def _mapped_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
-               shape: tuple[int, int]) -> sp.csr_matrix:
-    """A CSR matrix over the given (checked, canonical) arrays as they are. scipy's own
-    constructor would copy int64 indices that fit int32 onto the heap: 228 MB of a
-    loaded million-passage index's term counts."""
-    matrix = sp.csr_matrix(shape, dtype=data.dtype)
-    matrix.data, matrix.indices, matrix.indptr = data, indices, indptr
-    matrix.has_canonical_format = True
-    return matrix
-
-
 def _read_sparse(folder: Path, name: str, shape: tuple[int, int],
                  index: type, later: Later = _now) -> sp.csr_matrix | sp.csc_matrix:
     """One saved matrix, mapped: a canonical compressed structure (an indptr from 0 that
@@ -1203,7 +1193,7 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
     if version > 1:
         used = np.bincount(indices, minlength=n_terms) > 0
         _rule(folder / "terms.json", bool(used.all()), "lists a term that no sentence contains")
-    matrix = _mapped_csr(data, indices, indptr, (n_sent, n_terms))
+    matrix = csr_over(data, indices, indptr, (n_sent, n_terms))  # scipy would copy them
 
     unit_starts = _read_npy(path("unit_starts"), np.int64, (None,))
     wants_units = config.unit_tokens > 0 and n_sent > 0

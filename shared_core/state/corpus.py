@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..text.sentences import concatenated_ranges
-from .spill import VectorSpill, gather_rows
+from .spill import VectorSpill, gather_rows, spilled_csr
 from .texts import texts_joined, texts_taken
 
 VECTOR_DTYPE = np.float32
@@ -235,7 +235,7 @@ def take(state: CorpusState, chunks: np.ndarray, spill: VectorSpill | None = Non
         sentence_spans=state.sentence_spans[sentences],
         sentence_vectors=gathered("sentence_vectors", sentences),
         terms=terms,
-        sentence_terms=_canonical(terms_matrix),
+        sentence_terms=_canonical(terms_matrix, spill),
         unit_starts=np.asarray(unit_starts, dtype=np.int64),
         unit_tokens=np.asarray(unit_tokens, dtype=np.int64),
         unit_vectors=unit_vectors,
@@ -295,7 +295,9 @@ def merge_many(states: Sequence[CorpusState], spill: VectorSpill | None = None) 
         sentence_spans=np.concatenate([s.sentence_spans for s in parts]),
         sentence_vectors=vectors["sentence_vectors"],
         terms=terms,
-        sentence_terms=_canonical(sp.csr_matrix(matrix, dtype=np.int32)),
+        # spilled here only if no take follows, which would spill its own copy
+        sentence_terms=_canonical(sp.csr_matrix(matrix, dtype=np.int32),
+                                  spill if order is None else None),
         unit_starts=np.concatenate([base + s.unit_starts for base, s in zip(sentence_base, parts,
                                                                              strict=False)]),
         unit_tokens=np.concatenate([s.unit_tokens for s in parts]),
@@ -385,8 +387,10 @@ def term_union(parts: Sequence[CorpusState]) -> tuple[tuple[str, ...], list[np.n
     return terms, places
 
 
-def _canonical(matrix: sp.csr_matrix) -> sp.csr_matrix:
-    """int32 counts with sorted, unique column indices in every row, int64 index arrays."""
+def _canonical(matrix: sp.csr_matrix, spill: VectorSpill | None = None) -> sp.csr_matrix:
+    """int32 counts with sorted, unique column indices in every row, int64 index arrays;
+    in a spill file when large enough for ``spill`` (then read-only, like a loaded
+    index's mapped counts)."""
     out = sp.csr_matrix(  # copies: the input's arrays may belong to a published state
         (np.array(matrix.data, dtype=np.int32), np.array(matrix.indices, dtype=np.int64),
          np.array(matrix.indptr, dtype=np.int64)), shape=matrix.shape)
@@ -394,4 +398,4 @@ def _canonical(matrix: sp.csr_matrix) -> sp.csr_matrix:
     # scipy may narrow index arrays to int32; keep one dtype so saved files are stable
     out.indices = np.asarray(out.indices, dtype=np.int64)
     out.indptr = np.asarray(out.indptr, dtype=np.int64)
-    return out
+    return spilled_csr(out, spill)

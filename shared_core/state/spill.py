@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import IO
 
 import numpy as np
+import scipy.sparse as sp
 
 # arrays of rows below this many bytes stay on the heap (tests, small corpora)
 SPILL_MIN_BYTES = 256 * 2**20
@@ -150,6 +151,26 @@ def spilled_arrays(arrays: Sequence[np.ndarray], spill: VectorSpill | None,
         mapped = _mapped(file, starts[-1])
     return [mapped[start:start + size].view(a.dtype).reshape(a.shape)
             for a, start, size in zip(arrays, starts[:-1], sizes, strict=True)]
+
+
+def spilled_csr(matrix: sp.csr_matrix, spill: VectorSpill | None) -> sp.csr_matrix:
+    """``matrix`` over arrays in one spill file, when they are large enough to spill
+    (an updated million-passage index's sentence-term counts: 0.66 GB); else itself."""
+    data, indices, indptr = spilled_arrays([matrix.data, matrix.indices, matrix.indptr], spill)
+    if data is matrix.data:
+        return matrix
+    return csr_over(data, indices, indptr, (int(matrix.shape[0]), int(matrix.shape[1])))
+
+
+def csr_over(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+             shape: tuple[int, int]) -> sp.csr_matrix:
+    """A canonical CSR matrix over the given arrays as they are. scipy's constructor
+    copies int64 indices that fit int32 into new arrays: the heap again, for arrays
+    mapped to keep them off it."""
+    matrix = sp.csr_matrix(shape, dtype=data.dtype)
+    matrix.data, matrix.indices, matrix.indptr = data, indices, indptr
+    matrix.has_canonical_format = True
+    return matrix
 
 
 def _mapped(file: IO[bytes], nbytes: int) -> np.ndarray:

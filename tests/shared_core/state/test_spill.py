@@ -128,6 +128,12 @@ def assert_graph_arrays_mapped(index: ConceptGraphIndex, expected: bool) -> None
     assert [mapped(a) for a in arrays] == [expected] * len(arrays)
 
 
+def assert_term_counts_mapped(index: ConceptGraphIndex, expected: bool) -> None:
+    """The sentence-term counts: mapped from a spill file, or on the heap."""
+    terms = index.state.corpus.sentence_terms
+    assert [mapped(a) for a in (terms.data, terms.indices, terms.indptr)] == [expected] * 3
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_a_spilled_index_is_the_heap_index_through_adds_and_deletes(name: str,
                                                                     tmp_path: Path) -> None:
@@ -143,6 +149,8 @@ def test_a_spilled_index_is_the_heap_index_through_adds_and_deletes(name: str,
     assert mapped(corpus.sentence_vectors)
     assert corpus.unit_vectors is None or mapped(corpus.unit_vectors)
     assert not mapped(heap.state.corpus.sentence_vectors)
+    assert_term_counts_mapped(spilled, True)
+    assert_term_counts_mapped(heap, False)
     assert_graph_arrays_mapped(spilled, True)
     assert_graph_arrays_mapped(heap, False)
     assert np.array_equal(corpus.sentence_vectors, heap.state.corpus.sentence_vectors)
@@ -152,6 +160,7 @@ def test_a_spilled_index_is_the_heap_index_through_adds_and_deletes(name: str,
         index.add(POOL[::-1][7:], ids=ids_for(POOL[::-1][7:]))
         index.delete(ids_for(POOL[1:3]))
     assert mapped(spilled.state.corpus.sentence_vectors)
+    assert_term_counts_mapped(spilled, True)  # the delete's take spilled its own
     assert_graph_arrays_mapped(spilled, True)  # a refresh spills what it makes too
     assert_same_index(spilled, heap)
     spilled.save(str(tmp_path / "saved"))
