@@ -671,12 +671,20 @@ def test_a_save_from_before_the_walk_postings_were_kept_builds_them(tmp_path: Pa
     assert _retrieved(loaded) == _retrieved(index)  # the first query builds them
     assert not _mapped(walk.links_csc.indices)
     # listed in part: refused, naming the files that go together
+    _refused_when_listed_in_part(index, tmp_path, "walk_entry_unit.npy",
+                                 r"all or none of walk_postings_indptr\.npy")
+
+
+def _refused_when_listed_in_part(index: ConceptGraphIndex, tmp_path: Path, unlisted: str,
+                                 match: str) -> None:
+    """A fresh save of ``index`` whose manifest leaves out ``unlisted`` is refused with
+    ``match``: files that go together are listed all or none."""
     index.save(str(tmp_path / "other"))
     other = index_folder(tmp_path / "other")
     partial = json.loads((other / "manifest.json").read_text())
-    del partial["files"]["walk_entry_unit.npy"]
+    del partial["files"][unlisted]
     (other / "manifest.json").write_text(json.dumps(partial))
-    with pytest.raises(CorruptIndexError, match=r"all or none of walk_postings_indptr\.npy"):
+    with pytest.raises(CorruptIndexError, match=match):
         ConceptGraphIndex.load(str(tmp_path / "other"), HashingEmbedder(DIM))
 
 
@@ -761,13 +769,8 @@ def test_a_save_from_before_the_concept_postings_were_kept_transposes_the_links(
     loaded.save(str(tmp_path / "again"))  # and the next save keeps them
     assert {f"{file}.npy" for file in _POSTINGS_FILES} <= set(
         read_manifest(tmp_path / "again")["files"])
-    index.save(str(tmp_path / "other"))
-    other = index_folder(tmp_path / "other")
-    partial = json.loads((other / "manifest.json").read_text())
-    del partial["files"]["concept_postings_data.npy"]
-    (other / "manifest.json").write_text(json.dumps(partial))
-    with pytest.raises(CorruptIndexError, match=r"all or none of concept_postings_indptr\.npy"):
-        ConceptGraphIndex.load(str(tmp_path / "other"), HashingEmbedder(DIM))
+    _refused_when_listed_in_part(index, tmp_path, "concept_postings_data.npy",
+                                 r"all or none of concept_postings_indptr\.npy")
 
 
 def test_concept_postings_that_break_a_rule_are_refused(tmp_path: Path) -> None:
