@@ -68,6 +68,9 @@ def nbytes(value: Any, seen: set[Any]) -> int:
         return sum(nbytes(getattr(value, f.name), seen) for f in dataclasses.fields(value))
     if hasattr(value, "__dict__"):
         return sum(nbytes(x, seen) for x in vars(value).values())
+    if hasattr(value, "__slots__"):  # e.g. rows left in place, texts as byte ranges
+        return sum(nbytes(getattr(value, a), seen) for a in value.__slots__
+                   if hasattr(value, a))
     return sys.getsizeof(value)
 
 

@@ -943,6 +943,7 @@ class _Shards:
 
     def _keep(self, part: CorpusState) -> None:
         if self._logs is not None:  # the log alone holds the rows until results()
+            assert isinstance(part.sentence_vectors, np.ndarray), "a batch's rows are one array"
             self._logs[0].append(part.sentence_vectors)
             units = None
             if part.unit_vectors is not None:

@@ -118,6 +118,7 @@ from .search.ann import HnswSegments, HnswVectorIndex, segment_file
 from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_terms
 from .state.derived import GraphMatrices, VectorSearch
 from .state.ingest import unit_texts
+from .state.rows import Rows, VectorRows
 from .state.saved import SavedGraph
 from .state.spill import csr_over
 from .state.texts import ChunkTexts, as_chunk_texts
@@ -259,7 +260,6 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     arrays: dict[str, np.ndarray] = {
         "sentence_spans": corpus.sentence_spans,
         "sentence_offsets": corpus.sentence_offsets,
-        "sentence_embeddings": corpus.sentence_vectors,
         "sentence_terms_data": terms.data,
         "sentence_terms_indices": terms.indices,
         "sentence_terms_indptr": terms.indptr,
@@ -291,6 +291,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
             np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
     with _new_file(folder / "chunk_texts.npy", file_mode) as fh:
         _save_bytes(fh, texts.byte_runs(), texts.nbytes)
+    with _new_file(folder / "sentence_embeddings.npy", file_mode) as fh:
+        _save_rows(fh, corpus.sentence_vectors)
     documents = {
         "chunks.json": {"ids": list(corpus.ids),
                         "metadata": [json.loads(m) for m in corpus.metadata]},
@@ -1068,15 +1070,29 @@ def _read_texts(folder: Path, count: int) -> tuple[ChunkTexts, np.ndarray]:
 def _save_bytes(fh: Any, runs: Iterator[np.ndarray], total: int) -> None:
     """An ``.npy`` of ``total`` bytes written run by run: the texts of a loaded index go
     from their mapped run to the new file without a copy on the heap."""
+    _save_blocks(fh, runs, np.dtype(np.uint8), (total,), "bytes of texts")
+
+
+def _save_rows(fh: Any, vectors: Rows) -> None:
+    """The sentence vectors as float32 ``.npy``, block by block when they are rows left
+    in place (``state.rows``): never gathered whole on the heap."""
+    blocks = vectors.blocks() if isinstance(vectors, VectorRows) else iter([vectors])
+    _save_blocks(fh, blocks, np.dtype(VECTOR_DTYPE), tuple(vectors.shape), "sentence vectors")
+
+
+def _save_blocks(fh: Any, blocks: Iterator[np.ndarray], dtype: np.dtype, shape: tuple[int, ...],
+                 what: str) -> None:
+    """An ``.npy`` of ``shape`` written a block of its leading axis at a time."""
     np.lib.format.write_array_header_1_0(
-        fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.uint8)),
-             "fortran_order": False, "shape": (total,)})
+        fh, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+             "shape": shape})
     written = 0
-    for run in runs:
-        fh.write(np.ascontiguousarray(run, dtype=np.uint8).data.cast("B"))
-        written += len(run)
-    if written != total:
-        raise ValueError(f"wrote {written} bytes of texts, expected {total}")
+    for block in blocks:
+        if block.size:  # a memoryview of an empty block cannot be cast
+            fh.write(np.ascontiguousarray(block, dtype=dtype).data.cast("B"))
+        written += len(block)
+    if written != shape[0]:
+        raise ValueError(f"wrote {written} {what}, expected {shape[0]}")
 
 
 def _read_terms(file: Path, count: int, require_sorted: bool) -> list[str]:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..text.hygiene import invalid_character
+
+if TYPE_CHECKING:  # the state package imports this module
+    from ..state.rows import Rows
 
 # Texts per embed() call when the core embeds a corpus: one constant, so the index and the
 # baselines hand a model the same batches.
@@ -131,7 +134,7 @@ except ImportError:  # pragma: no cover - a scipy without it takes the public pa
     _csc_matvecs = None
 
 
-def sparse_times_vectors(weights: sp.spmatrix, vectors: np.ndarray) -> np.ndarray:
+def sparse_times_vectors(weights: sp.spmatrix, vectors: Rows) -> np.ndarray:
     """``weights @ vectors`` in float64, converting ``vectors`` a block of rows at a time.
 
     ``vectors`` may be float16 or memory-mapped: no float32 or float64 copy of the
@@ -155,7 +158,7 @@ def sparse_times_vectors(weights: sp.spmatrix, vectors: np.ndarray) -> np.ndarra
     return out
 
 
-def fixed_point_product(weights: sp.spmatrix, vectors: np.ndarray) -> np.ndarray:
+def fixed_point_product(weights: sp.spmatrix, vectors: Rows) -> np.ndarray:
     """``weights @ fixed_point(vectors)`` in int64: integer weights times each row in fixed
     point (:func:`fixed_point`), exact, so the same in any order or any split of the rows.
 
@@ -183,16 +186,21 @@ def fixed_point(vectors: np.ndarray, out: np.ndarray | None = None) -> np.ndarra
     return out
 
 
-def _add_product(columns: sp.csc_matrix, vectors: np.ndarray, start: int, stop: int,
+def _add_product(columns: sp.csc_matrix, vectors: Rows, start: int, stop: int,
                  into: np.ndarray,
                  convert: Callable[[np.ndarray, np.ndarray], object] | None = None) -> None:
     """``into += columns[:, start:stop] @ convert(vectors[start:stop])``, the rows taken in
-    order; ``convert(rows, out)`` writes rows in ``into``'s type (a plain copy by default)."""
+    order; ``convert(rows, out)`` writes rows in ``into``'s type (a plain copy by default).
+
+    A block of rows that no weight reads is skipped, not read: it would add nothing
+    (a refresh's product over the new units or the changed concepts only)."""
     dim = vectors.shape[1]
     buffer = np.empty((min(ROW_BLOCK, stop - start), dim), dtype=into.dtype)
     flat = into.reshape(-1)  # a view: the kernel writes through it
     for low in range(start, stop, ROW_BLOCK):
         high = min(low + ROW_BLOCK, stop)
+        if columns.indptr[low] == columns.indptr[high]:
+            continue
         rows = buffer[:high - low]
         if convert is None:
             np.copyto(rows, vectors[low:high])

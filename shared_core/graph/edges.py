@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..embeddings.base import FIXED_POINT_BITS, fixed_point_product
 from .entries import column_entry_counts, compressed_entries
+
+if TYPE_CHECKING:  # the state package imports this module
+    from ..state.rows import Rows
 
 # Pairs whose cosines are taken at a time. The gathered rows stay in cache: blocks of
 # 2^18 pairs (800 MB of gathered rows) ran 3.6x slower here (benchmarks/RESULTS.md).
@@ -56,7 +60,7 @@ def concept_vectors(
     return vectors_of_sums(sums), counts
 
 
-def concept_sums(sentence_concepts: sp.csr_matrix, sentence_embeddings: np.ndarray
+def concept_sums(sentence_concepts: sp.csr_matrix, sentence_embeddings: Rows
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Each concept's summed sentence vector, in fixed point (int64), and |S_w|.
 

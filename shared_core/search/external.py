@@ -41,6 +41,7 @@ from .vector_index import scan_scores
 
 if TYPE_CHECKING:  # the state package imports this module
     from ..state.corpus import CorpusState
+    from ..state.rows import Rows
 
 DIGEST_CHARS = 12  # hex characters of a chunk text's BLAKE2b digest in its keys
 _KEY = re.compile(rf"^(?P<chunk>.+)#(?P<digest>[0-9a-f]{{{DIGEST_CHARS}}})"
@@ -212,7 +213,7 @@ class StoredRows:
 
     corpus: CorpusState
     kind: str
-    vectors: np.ndarray
+    vectors: Rows
     first: np.ndarray
     count: np.ndarray
 

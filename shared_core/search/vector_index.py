@@ -11,9 +11,12 @@ products of unit vectors, i.e. cosines.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:  # the state package imports this module
+    from ..state.rows import Rows
 
 SCAN_BLOCK = 65_536  # rows per block of an exact scan: bounded float32 temporaries
 TOP_K_SAMPLE = 4096  # values read to guess a floor the k best reach (top_k_indices)
@@ -30,7 +33,7 @@ class VectorIndex(Protocol):
         ...
 
 
-def scan_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+def scan_scores(matrix: Rows, query: np.ndarray) -> np.ndarray:
     """``matrix @ query`` as float32, a block at a time whatever ``matrix``'s dtype.
 
     A float16 (or memory-mapped) matrix is converted one block at a time, so the

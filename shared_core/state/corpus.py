@@ -26,12 +26,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..text.sentences import concatenated_ranges
+from .rows import Rows, VectorRows, rows_gathered, rows_joined
 from .spill import VectorSpill, gather_rows, spilled_csr
 from .texts import texts_joined, texts_taken
 
@@ -58,7 +59,7 @@ class CorpusState:
     tokens: np.ndarray
     sentence_offsets: np.ndarray
     sentence_spans: np.ndarray
-    sentence_vectors: np.ndarray
+    sentence_vectors: Rows  # an array, or rows left where an update found them (``rows``)
     terms: tuple[str, ...]
     sentence_terms: sp.csr_matrix
     unit_starts: np.ndarray
@@ -100,8 +101,10 @@ class CorpusState:
     def _arrays(self) -> list[np.ndarray]:
         matrix = self.sentence_terms
         arrays = [self.tokens, self.sentence_offsets, self.sentence_spans,
-                  self.sentence_vectors, matrix.data, matrix.indices, matrix.indptr,
-                  self.unit_starts, self.unit_tokens]
+                  matrix.data, matrix.indices, matrix.indptr, self.unit_starts,
+                  self.unit_tokens]
+        if not isinstance(self.sentence_vectors, VectorRows):  # read-only by construction
+            arrays.append(self.sentence_vectors)
         return arrays if self.unit_vectors is None else [*arrays, self.unit_vectors]
 
     def __len__(self) -> int:
@@ -182,12 +185,13 @@ def _id_order(ids: Sequence[str]) -> np.ndarray | None:
 
 
 def take(state: CorpusState, chunks: np.ndarray, spill: VectorSpill | None = None, *,
-         vector_parts: Mapping[str, Sequence[np.ndarray]] | None = None) -> CorpusState:
+         vector_parts: Mapping[str, Sequence[Rows]] | None = None) -> CorpusState:
     """The chunks at the given positions, in that order; terms no one uses are dropped.
 
     Sentence, unit and term arrays are gathered with index arithmetic, never a
-    loop over sentences or units. The gathered vectors go where ``spill`` puts
-    arrays of their size. ``vector_parts`` (for :func:`merge_many`): where the
+    loop over sentences or units. Sentence vectors stay where they are (only their
+    numbers are gathered, :mod:`.rows`); unit vectors are gathered where ``spill``
+    puts arrays of their size. ``vector_parts`` (for :func:`merge_many`): where the
     vector fields' rows really are, as parts whose concatenation the state's own
     (placeholder) field stands for.
     """
@@ -195,7 +199,9 @@ def take(state: CorpusState, chunks: np.ndarray, spill: VectorSpill | None = Non
 
     def gathered(name: str, rows: np.ndarray) -> np.ndarray:
         vectors = getattr(state, name)
-        return gather_rows(parts.get(name, [vectors]), rows, vectors.shape[1], spill)
+        held = parts.get(name, [vectors])
+        assert all(isinstance(p, np.ndarray) for p in held), "unit vectors are arrays"
+        return gather_rows(cast(Sequence[np.ndarray], held), rows, vectors.shape[1], spill)
 
     chunks = np.asarray(chunks, dtype=np.int64)
     offsets = state.sentence_offsets
@@ -225,6 +231,9 @@ def take(state: CorpusState, chunks: np.ndarray, spill: VectorSpill | None = Non
             (terms_matrix.data, remap[terms_matrix.indices], terms_matrix.indptr),
             shape=(len(sentences), len(live)))
         terms = tuple(terms[i] for i in live.tolist())
+    # sentence vectors are left where they are (``rows``): an update gathers their numbers
+    sentence_vectors = rows_gathered(parts.get("sentence_vectors", [state.sentence_vectors]),
+                                     sentences, spill)
     picked = chunks.tolist()
     return CorpusState(
         ids=tuple(state.ids[i] for i in picked),
@@ -233,7 +242,7 @@ def take(state: CorpusState, chunks: np.ndarray, spill: VectorSpill | None = Non
         tokens=state.tokens[chunks],
         sentence_offsets=new_offsets.astype(np.int64),
         sentence_spans=state.sentence_spans[sentences],
-        sentence_vectors=gathered("sentence_vectors", sentences),
+        sentence_vectors=sentence_vectors,
         terms=terms,
         sentence_terms=_canonical(terms_matrix, spill),
         unit_starts=np.asarray(unit_starts, dtype=np.int64),
@@ -277,12 +286,16 @@ def merge_many(states: Sequence[CorpusState], spill: VectorSpill | None = None) 
     matrix = sp.vstack([_placed(s.sentence_terms, where, len(terms))
                         for s, where in zip(parts, places, strict=True)], format="csr")
     order = _id_order(ids)
-    vector_parts = {"sentence_vectors": [s.sentence_vectors for s in parts]}
+    sentence_parts = [s.sentence_vectors for s in parts]
+    vector_parts: dict[str, Sequence[Rows]] = {"sentence_vectors": sentence_parts}
+    unit_vectors: np.ndarray | None = None
+    unit_parts = [s.unit_vectors for s in parts if s.unit_vectors is not None]
     if first.unit_vectors is not None:  # then every part has them (checked above)
-        vector_parts["unit_vectors"] = [s.unit_vectors for s in parts if s.unit_vectors is not None]
-    vectors = {name: rows_placeholder(sum(len(p) for p in group), first.dim)
-               if order is not None else _concatenated(group, first.dim, spill)
-               for name, group in vector_parts.items()}
+        vector_parts["unit_vectors"] = unit_parts
+        unit_vectors = (rows_placeholder(sum(len(p) for p in unit_parts), first.dim)
+                        if order is not None else _concatenated(unit_parts, first.dim, spill))
+    sentence_vectors = (rows_placeholder(sum(len(p) for p in sentence_parts), first.dim)
+                        if order is not None else rows_joined(sentence_parts, spill))
     joined = CorpusState(
         ids=tuple(ids),
         texts=texts_joined([s.texts for s in parts]),
@@ -293,7 +306,7 @@ def merge_many(states: Sequence[CorpusState], spill: VectorSpill | None = None) 
                                                                        strict=False))]
         ).astype(np.int64),
         sentence_spans=np.concatenate([s.sentence_spans for s in parts]),
-        sentence_vectors=vectors["sentence_vectors"],
+        sentence_vectors=sentence_vectors,
         terms=terms,
         # spilled here only if no take follows, which would spill its own copy
         sentence_terms=_canonical(sp.csr_matrix(matrix, dtype=np.int32),
@@ -301,7 +314,7 @@ def merge_many(states: Sequence[CorpusState], spill: VectorSpill | None = None) 
         unit_starts=np.concatenate([base + s.unit_starts for base, s in zip(sentence_base, parts,
                                                                              strict=False)]),
         unit_tokens=np.concatenate([s.unit_tokens for s in parts]),
-        unit_vectors=vectors.get("unit_vectors"),
+        unit_vectors=unit_vectors,
         tokens_read=any(s.tokens_read for s in parts),
     )
     if order is None:

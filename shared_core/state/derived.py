@@ -38,6 +38,7 @@ from ..search.vector_index import VectorIndex
 from ..search.walk import WalkGraph
 from ..text.sentences import segment_matrix
 from .corpus import CorpusState
+from .rows import Rows, contiguous_rows
 from .spill import VectorSpill, spilled_arrays
 
 # vector_index="auto": below this many vectors, an exact scan. Measured on an idle
@@ -123,7 +124,7 @@ class DerivedGraph:
         return self.adjacency.nnz // 2
 
 
-def segment_means(offsets: np.ndarray, sentence_vectors: np.ndarray,
+def segment_means(offsets: np.ndarray, sentence_vectors: Rows,
                   only: np.ndarray | None = None) -> np.ndarray:
     """Unit-norm mean of each segment's sentence vectors (chunks or units), float32.
 
@@ -474,11 +475,12 @@ def vector_search_index(config: ConceptGraphConfig, corpus: CorpusState,
     return built_search(rows, spill)
 
 
-def built_search(rows: np.ndarray, spill: VectorSpill | None) -> VectorSearch:
+def built_search(rows: Rows, spill: VectorSpill | None) -> VectorSearch:
     """A new HNSW index over every row of ``rows``, in order (through ``spill``)."""
     from ..search.ann import HnswSegments
 
-    return spilled_search(VectorSearch(HnswSegments.build(rows), np.arange(len(rows))), spill)
+    built = HnswSegments.build(contiguous_rows(rows, spill))  # faiss reads one array
+    return spilled_search(VectorSearch(built, np.arange(len(rows))), spill)
 
 
 def spilled_search(search: VectorSearch, spill: VectorSpill | None) -> VectorSearch:

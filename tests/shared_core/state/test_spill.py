@@ -13,12 +13,16 @@ from hypothesis import strategies as st
 from benchmarks.faults import FailOnCall
 from shared_core.embeddings import EMBED_BATCH, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
+from shared_core.state.rows import VectorRows
 from shared_core.state.spill import VectorSpill, gather_rows, spilled_arrays
 from tests.shared_core.test_index_state import CONFIGS, DIM, POOL, assert_same_index, ids_for
 
 
-def mapped(array: np.ndarray) -> bool:
-    """Whether ``array`` views a memory-mapped file (directly or through its bases)."""
+def mapped(array: np.ndarray | VectorRows) -> bool:
+    """Whether ``array`` views a memory-mapped file (directly or through its bases); rows
+    left in place (``VectorRows``): whether every array they sit in does."""
+    if isinstance(array, VectorRows):
+        return all(mapped(run) for run in array.runs)
     while array is not None:
         if isinstance(array, np.memmap):
             return True
