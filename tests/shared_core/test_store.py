@@ -15,6 +15,7 @@ from benchmarks.faults import rehash
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
+from shared_core.state.rows import VectorRows
 from shared_core.state.texts import ChunkTexts
 from shared_core.store import (
     ARRAYS,
@@ -283,6 +284,36 @@ def test_a_loaded_index_reads_its_texts_and_term_counts_from_the_mapped_files(sa
     loaded.save(str(tmp_path / "again"))
     again = load_index(tmp_path / "again", HashingEmbedder(DIM))
     assert again.state.corpus.texts == tuple(expected)
+    assert snapshot(again) == snapshot(loaded)
+
+
+def test_updates_leave_the_saved_vectors_in_their_file(saved: Path, tmp_path: Path) -> None:
+    loaded = load_index(saved, HashingEmbedder(DIM))
+    file_rows = loaded.state.corpus.sentence_vectors
+    assert isinstance(file_rows, np.memmap)
+    added = "Alan Turing broke codes. The codes were German."
+    loaded.add([added], ids=["t2a"])  # its sentences fall between the saved ones
+    rows = loaded.state.corpus.sentence_vectors
+    assert isinstance(rows, VectorRows) and rows.runs[0] is file_rows  # not rewritten
+    loaded.delete(["t2a"])  # the file's rows in order again: the mapped array itself
+    assert loaded.state.corpus.sentence_vectors is file_rows
+    loaded.add([added], ids=["t2a"])
+    loaded.delete(["t1"])
+    rows = loaded.state.corpus.sentence_vectors
+    assert isinstance(rows, VectorRows) and rows.runs[0] is file_rows
+    # the same rows, graph and retrieval as an index built from these chunks
+    kept = [0, 2, 3, 4]
+    fresh = ConceptGraphIndex.from_texts(
+        [TEXTS[0], TEXTS[2], added, *TEXTS[3:]], ids=["t0", "t2", "t2a", "t3", "t4"],
+        embedder=HashingEmbedder(DIM),
+        metadatas=[{"n": i, "name": f"doc {i}", "ü": "ñ"} for i in kept[:2]] + [{}] + [
+            {"n": i, "name": f"doc {i}", "ü": "ñ"} for i in kept[2:]], config=CFG)
+    assert np.array_equal(np.asarray(rows), fresh.state.corpus.sentence_vectors)
+    assert snapshot(loaded) == snapshot(fresh)
+    # a save writes the rows in order, block by block
+    loaded.save(str(tmp_path / "again"))
+    again = load_index(tmp_path / "again", HashingEmbedder(DIM))
+    assert np.array_equal(again.state.corpus.sentence_vectors, np.asarray(rows))
     assert snapshot(again) == snapshot(loaded)
 
 
