@@ -12,10 +12,12 @@ mutate a state; :func:`merge` and :func:`take` build a new one, and every array
 of a published state is read-only.
 
 Embeddings are held as float32 (``VECTOR_DTYPE``), and a saved index maps them
-from disk as they are. float16 would halve them, but numpy converts float16 with
-no vector instructions: a full scan then took 25 times as long as the float32
-product (``benchmarks/RESULTS.md``, Scale). The compact copy for search is the
-HNSW index's own 8-bit one, rescored exactly from these.
+from disk as they are. An update leaves the sentence vectors in the arrays they sit
+in and gathers only their numbers (:mod:`.rows`), so a state's are one array in
+order or rows of a few arrays, read alike. float16 would halve them, but numpy
+converts float16 with no vector instructions: a full scan then took 25 times as long
+as the float32 product (``benchmarks/RESULTS.md``, Scale). The compact copy for
+search is the HNSW index's own 8-bit one, rescored exactly from these.
 """
 
 from __future__ import annotations
