@@ -263,9 +263,11 @@ def merge_many(states: Sequence[CorpusState], spill: VectorSpill | None = None) 
     """States over disjoint chunk ids as one, in canonical order, copying each array once.
 
     A streamed build collects one state per batch and merges them at the end, so
-    the cost is one concatenation, not one per batch. The vectors are gathered
-    from the parts straight into their canonical order, where ``spill`` puts an
-    array of their size: never concatenated first, so a merge holds them once.
+    the cost is one concatenation, not one per batch. The vectors are never
+    concatenated first, so a merge holds them once. A build's many batches are
+    gathered straight into their canonical order, where ``spill`` puts an array of
+    their size; an update's sentence vectors stay in the arrays they sit in, and
+    only their numbers are gathered (:func:`.rows.rows_gathered`).
     """
     if not states:
         raise ValueError("merge_many needs at least one state")
