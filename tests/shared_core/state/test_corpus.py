@@ -67,3 +67,34 @@ def test_merged_counts_are_every_part_s_counts_under_the_sorted_union(parts: lis
     for pos, cid in enumerate(merged.ids):
         got = {merged.terms[j]: int(c) for j, c in enumerate(dense[pos]) if c}
         assert got == expected[cid]
+    if len(states) > 1:  # one part is returned as it was given
+        assert_canonical(merged.sentence_terms)
+
+
+def assert_canonical(matrix: sp.csr_matrix) -> None:
+    """int32 counts, int64 index arrays, every row's columns strictly increasing: checked
+    from the arrays, not from scipy's flag."""
+    assert matrix.data.dtype == np.int32
+    assert matrix.indices.dtype == np.int64 and matrix.indptr.dtype == np.int64
+    row = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    same_row = row[1:] == row[:-1]
+    assert bool((np.diff(matrix.indices)[same_row] > 0).all())
+
+
+def test_a_part_with_unsorted_columns_is_made_canonical_in_the_merge() -> None:
+    big = state("x", [{"b": 1, "d": 2}, {"f": 1}])
+    small = state("y", [{"a": 1, "d": 1, "g": 3}])
+    # the same counts with each row's columns out of order (as a caller's matrix may be)
+    shuffled = sp.csr_matrix((np.array([3, 1, 1], np.int32), np.array([2, 0, 1]),
+                              np.array([0, 3])), shape=(1, 3))
+    assert not shuffled.has_canonical_format
+    odd = CorpusState(**{**{f: getattr(small, f) for f in (
+        "ids", "texts", "metadata", "tokens", "sentence_offsets", "sentence_spans",
+        "sentence_vectors", "terms", "unit_starts", "unit_tokens", "unit_vectors")},
+        "sentence_terms": shuffled})
+    for parts in ([big, small], [big, odd]):
+        merged = merge_many(parts)
+        assert merged.terms == ("a", "b", "d", "f", "g")
+        assert merged.sentence_terms.toarray().tolist() == [[0, 1, 2, 0, 0], [0, 0, 0, 1, 0],
+                                                            [1, 0, 1, 0, 3]]
+        assert_canonical(merged.sentence_terms)
