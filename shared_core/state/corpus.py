@@ -199,11 +199,10 @@ def take(state: CorpusState, chunks: np.ndarray, spill: VectorSpill | None = Non
     """
     parts = dict(vector_parts or {})
 
-    def gathered(name: str, rows: np.ndarray) -> np.ndarray:
-        vectors = getattr(state, name)
-        held = parts.get(name, [vectors])
+    def gathered_units(rows: np.ndarray) -> np.ndarray:
+        held = parts.get("unit_vectors", [state.unit_vectors])
         assert all(isinstance(p, np.ndarray) for p in held), "unit vectors are arrays"
-        return gather_rows(cast(Sequence[np.ndarray], held), rows, vectors.shape[1], spill)
+        return gather_rows(cast(Sequence[np.ndarray], held), rows, state.dim, spill)
 
     chunks = np.asarray(chunks, dtype=np.int64)
     offsets = state.sentence_offsets
@@ -220,9 +219,9 @@ def take(state: CorpusState, chunks: np.ndarray, spill: VectorSpill | None = Non
         unit_starts = new_sentence[state.unit_starts[units]]
         unit_tokens = state.unit_tokens[units]
         if unit_vectors is not None:
-            unit_vectors = gathered("unit_vectors", units)
+            unit_vectors = gathered_units(units)
     elif unit_vectors is not None:
-        unit_vectors = gathered("unit_vectors", chunks)
+        unit_vectors = gathered_units(chunks)
     terms_matrix = sp.csr_matrix(state.sentence_terms[sentences])
     live = np.flatnonzero(np.bincount(terms_matrix.indices, minlength=len(state.terms)))
     terms = state.terms
