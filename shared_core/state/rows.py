@@ -144,6 +144,12 @@ def rows_gathered(parts: Sequence[Rows], positions: np.ndarray,
     """Rows ``positions`` of the parts' concatenation. They stay where they are while
     one array holds most of them (an update's: the save's rows and the new ones);
     rows spread over many arrays (a build's batches) are gathered into one."""
+    if not parts:
+        raise ValueError("rows_gathered needs at least one part")
+    positions = np.asarray(positions, dtype=np.int64)
+    arrays = [part for part in parts if isinstance(part, np.ndarray)]
+    if len(arrays) == len(parts):  # a position of plain arrays' concatenation is its row
+        return _compacted(arrays, positions, spill)
     runs: list[np.ndarray] = []
     indices: list[np.ndarray] = []
     base = 0
@@ -152,10 +158,7 @@ def rows_gathered(parts: Sequence[Rows], positions: np.ndarray,
         indices.append(part_index + base)
         runs.extend(part_runs)
         base += sum(len(r) for r in part_runs)
-    if not runs:
-        raise ValueError("rows_gathered needs at least one part")
-    index = np.concatenate(indices)[np.asarray(positions, dtype=np.int64)]
-    return _compacted(runs, index, spill)
+    return _compacted(runs, np.concatenate(indices)[positions], spill)
 
 
 def contiguous_rows(vectors: Rows, spill: VectorSpill | None) -> np.ndarray:
