@@ -155,8 +155,10 @@ GRAPH_ARRAYS = {"graph_pair_source": (np.int32, 1), "graph_pair_target": (np.int
 DERIVED_ARRAYS = {"concept_terms": (np.int64, 1), "concept_vectors": (np.float32, 2),
                   "graph_pair_edge": (np.bool_, 1), "graph_pair_margin": (np.float32, 1),
                   # the concept vectors' fixed-point sums (since the seventeenth round),
-                  # which a refresh updates by the changed sentences alone
-                  "concept_sums": (np.int64, 2)}
+                  # which a refresh updates by the changed sentences alone: since the
+                  # twenty-first, only those of the concepts listed in summed_concepts
+                  # (before, every concept's)
+                  "concept_sums": (np.int64, 2), "summed_concepts": (np.int64, 1)}
 # the graph's sparse matrices (saves since the scale issue's eleventh round), each as
 # <name>_indptr.npy, <name>_indices.npy (one integer type, the manifest's "matrices" index)
 # and <name>_data.npy: mapped on load instead of derived again. name -> (data dtype, axis
@@ -277,7 +279,7 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
                           strict=True))
         derived = {"concept_terms": graph.concept_terms, "concept_vectors": graph.vectors,
                    "graph_pair_edge": graph.edge, "graph_pair_margin": graph.margin,
-                   "concept_sums": graph.sums}
+                   "concept_sums": graph.sums, "summed_concepts": graph.summed}
         arrays.update({k: v for k, v in derived.items() if v is not None})
     matrix_index = _matrix_arrays(graph.matrices, arrays) if graph is not None else None
     texts = as_chunk_texts(corpus.texts)
@@ -679,7 +681,7 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
     rank = _read_npy(folder / f"{names[3]}.npy", np.float64, (concepts,))
     shapes: dict[str, tuple[int | None, ...]] = {
         "concept_terms": (concepts,), "concept_vectors": (concepts, dim),
-        "concept_sums": (concepts, dim),
+        "concept_sums": (None, dim), "summed_concepts": (None,),
         "graph_pair_edge": pairs, "graph_pair_margin": pairs}
     if not strong:
         stored = stored - {"graph_pair_edge", "graph_pair_margin"}
@@ -691,6 +693,7 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
     return SavedGraph(source, target, count, rank, strong=strong,
                       concept_terms=read.get("concept_terms"),
                       vectors=read.get("concept_vectors"), sums=read.get("concept_sums"),
+                      summed=read.get("summed_concepts"),
                       edge=read.get("graph_pair_edge"), margin=read.get("graph_pair_margin"),
                       matrices=matrices)
 

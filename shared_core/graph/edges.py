@@ -44,6 +44,8 @@ RECHECK_BLOCK = 1 << 20
 COOCCURRENCE_BLOCK = 1 << 24
 # Concept sums turned into vectors at a time (float64 temporaries of 25 MB at 384 dimensions).
 SUM_BLOCK = 1 << 13
+# sentence rows a sum over a few concepts gathers at a time (24 MB of float32 at 384)
+GATHER_BLOCK = 1 << 14
 
 
 def concept_vectors(
@@ -73,7 +75,17 @@ def concept_sums(sentence_concepts: sp.csr_matrix, sentence_embeddings: Rows
     # kept row-major: its transpose is the column-major (concepts x sentences) matrix the
     # product wants, without a conversion
     incidence = presence(sentence_concepts, dtype=np.int64)
-    return fixed_point_product(incidence.T, sentence_embeddings), sentence_counts(incidence)
+    counts = sentence_counts(incidence)
+    rows = np.flatnonzero(np.diff(incidence.indptr))
+    if 2 * len(rows) >= incidence.shape[0]:
+        return fixed_point_product(incidence.T, sentence_embeddings), counts
+    # a few concepts' sentences (a refresh's): only their rows are read, gathered a block
+    # at a time (the sums are exact, so any split gives the same bits)
+    sums = np.zeros((incidence.shape[1], sentence_embeddings.shape[1]), dtype=np.int64)
+    for start in range(0, len(rows), GATHER_BLOCK):
+        block = rows[start:start + GATHER_BLOCK]
+        sums += fixed_point_product(incidence[block].T, sentence_embeddings[block])
+    return sums, counts
 
 
 def vectors_of_sums(sums: np.ndarray) -> np.ndarray:

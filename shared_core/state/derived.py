@@ -45,11 +45,14 @@ from .spill import VectorSpill, spilled_arrays
 # machine (benchmarks/RESULTS.md, scale issue, fifth round): query p50 exact / HNSW
 # 17.3 / 26.6 ms at 44 K sentence rows, 30.3 / 30.8 at 89 K, 43.9 / 37.8 at 133 K
 ANN_MIN_ROWS = 100_000
-# keeps_sums: sentences a concept from which a graph keeps its concepts' sums. Measured
-# (scale corpora, hashing embedder, benchmarks/RESULTS.md): at 10 K passages (1.0 a
-# concept) sums made a 1 % add 1.5 s against 1.0 s; at 100 K (6.8) 12.4 s against 14.4 s;
-# at 1 M (68) 84-88 s against 97 s. The crossover lies between; 4 is not finer than that.
-SUMS_MIN_SENTENCES_PER_CONCEPT = 4
+# summed_concepts: a graph keeps the fixed-point sum of each concept in at least this many
+# sentences, so that a refresh adds the changed sentences to it rather than reading every
+# sentence of the concept again. A sum is 8 bytes a dimension, as much as two float32
+# sentence rows: a concept in fewer sentences is summed again, when it changes, from
+# those. At 10 K passages (benchmarks/results/NOTES.md, scale issue, twenty-first round)
+# the 8,593 concepts in 8 or more sentences hold 83 % of the sentence-concept links
+# and their sums take 26 MB; the concepts a 1 % add changed outside them had 2,772 links.
+SUMS_MIN_SENTENCES = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,10 +100,12 @@ class DerivedGraph:
     unit_tokens_unconfirmed: np.ndarray | None = None
     gathered_units: GatheredUnits = field(default_factory=GatheredUnits, repr=False)
     edge_list: ConceptEdges | None = None
-    # each concept's summed sentence vector in fixed point (graph.edges.concept_sums),
-    # which a refresh updates by the changed sentences alone; None in a graph loaded from
-    # a save made before they were kept (its first refresh sums every sentence)
+    # the fixed-point summed sentence vectors (graph.edges.concept_sums) of the concepts
+    # ``summed_concepts`` (sorted; :func:`summed_concepts`), one row each, which a refresh
+    # updates by the changed sentences alone; None where no concept's sum is kept (or in a
+    # graph loaded from a save made before they were: its first refresh sums what it needs)
     concept_sums: np.ndarray | None = None
+    summed_concepts: np.ndarray | None = None
 
     @cached_property
     def edges(self) -> ConceptEdges:
@@ -210,29 +215,29 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
     search = vector_search_index(config, corpus, unit_vectors, ann, vector_store, spill)
     found = link_concepts(corpus, config)
     all_sums, sentence_counts = concept_sums(found.sentence_concepts, corpus.sentence_vectors)
-    vectors, sums = vectors_of_sums(all_sums), None
-    if keeps_sums(len(corpus.sentence_spans), len(vectors)):
-        vectors, sums = spilled_arrays([vectors, all_sums], spill)
+    vectors, summed = vectors_of_sums(all_sums), summed_concepts(sentence_counts)
+    sums = None
+    if summed is not None:
+        vectors, sums = spilled_arrays([vectors, all_sums[summed]], spill)
     del all_sums
     pairs = spilled_pairs(strong_pairs(found.links, vectors, config.theta_co, config.theta_sem),
                            spill)
     links_csc = found.links.tocsc()
     adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
     return assemble_graph(corpus, config, found, vectors, sentence_counts, adj, pairs,
-                          unit_vectors, search, links_csc=links_csc, spill=spill, sums=sums)
+                          unit_vectors, search, links_csc=links_csc, spill=spill, sums=sums,
+                          summed=summed)
 
 
-def keeps_sums(sentences: int, concepts: int) -> bool:
-    """Whether a graph keeps its concepts' fixed-point sums for the next refresh.
+def summed_concepts(sentence_counts: np.ndarray) -> np.ndarray | None:
+    """The concepts whose fixed-point sums a graph keeps for the next refresh (sorted),
+    or None for none: those in at least ``SUMS_MIN_SENTENCES`` sentences.
 
-    They are 8 bytes a dimension a concept, twice the float32 sentence vectors'
-    4 a sentence: kept only where the sentences outnumber the concepts
-    ``SUMS_MIN_SENTENCES_PER_CONCEPT`` times, where they cost less to update than
-    the changed concepts' sentences cost to read again (at a million passages, 68
-    sentences a concept). Below that a refresh sums the changed concepts from their
-    sentences; both give the same bits.
+    Both a derivation and a refresh keep exactly these, so an updated graph holds the
+    same sums as one derived from its chunks.
     """
-    return concepts > 0 and sentences >= SUMS_MIN_SENTENCES_PER_CONCEPT * concepts
+    summed = np.flatnonzero(np.asarray(sentence_counts) >= SUMS_MIN_SENTENCES)
+    return summed if len(summed) else None
 
 
 def edge_adjacency(pairs: StrongPairs, chunk_count: np.ndarray,
@@ -353,14 +358,18 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
                    saved: GraphMatrices | None = None,
                    edge_list: ConceptEdges | None = None,
                    spill: VectorSpill | None = None,
-                   sums: np.ndarray | None = None) -> DerivedGraph:
+                   sums: np.ndarray | None = None,
+                   summed: np.ndarray | None = None) -> DerivedGraph:
     """The graph from its concepts, vectors and the edges' Dice-weighted adjacency:
     PageRank (unless given, e.g. a checked saved one), unit views. ``links_csc``:
     ``found.links`` column-major, when the caller has it already; ``saved``: the
     units' links and BM25 weights read from a save; ``edge_list``: the edges of a
     graph without ``pairs`` (see :class:`DerivedGraph`); ``spill``: where the walk
     keeps what its first query builds (:class:`~shared_core.search.walk.WalkGraph`);
-    ``sums``: the concepts' fixed-point sums the vectors are made from (None: not known)."""
+    ``sums``: the fixed-point sums the vectors of the concepts ``summed`` are made from
+    (None: none kept)."""
+    if (sums is None) != (summed is None):
+        raise ValueError("kept concept sums and the concepts they belong to go together")
     cfg = config
     links, concept_terms = found.links, found.concept_terms
     rank_adj = rank_adjacency(adj, cfg.pagerank_weighted)
@@ -407,6 +416,7 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         if corpus.tokens_read else None,
         edge_list=edge_list if pairs is None else None,
         concept_sums=sums,
+        summed_concepts=summed,
     )
 
 

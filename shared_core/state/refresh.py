@@ -56,11 +56,11 @@ from .derived import (
     built_search,
     derive_graph,
     edge_adjacency,
-    keeps_sums,
     link_concepts,
     segment_means,
     spilled_pairs,
     spilled_search,
+    summed_concepts,
     unit_vectors_of,
     uses_ann,
     vector_search_index,
@@ -136,7 +136,7 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
               else vector_search_index(config, after, unit_vectors, None, vector_store))
     found = link_concepts(after, config)
     concepts = _concept_changes(graph, after, found, moves)
-    vectors, counts, sums, drift = _refreshed_vectors(graph, before, after, found, concepts,
+    vectors, counts, kept, drift = _refreshed_vectors(graph, before, after, found, concepts,
                                                       moves, spill)
     links_csc = found.links.tocsc()
     pairs, _ = refreshed_pairs(graph.pairs, concepts, _link_changes(found.links, concepts),
@@ -144,7 +144,9 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
                                spill)
     adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
     return assemble_graph(after, config, found, vectors, counts, adj, pairs, unit_vectors,
-                          search, links_csc=links_csc, spill=spill, sums=sums)
+                          search, links_csc=links_csc, spill=spill,
+                          sums=None if kept is None else kept.rows,
+                          summed=None if kept is None else kept.concepts)
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,57 +223,87 @@ def _link_changes(links: sp.csr_matrix, concepts: ConceptChanges
             sp.csr_matrix(sp.vstack([removed, gone])))
 
 
+@dataclass(frozen=True, eq=False)
+class KeptSums:
+    """The fixed-point sums a graph keeps (rows) and the concepts they belong to (sorted)."""
+
+    rows: np.ndarray
+    concepts: np.ndarray
+
+
 def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusState,
                        found: ConceptLinks, concepts: ConceptChanges, moves: ChunkMoves,
                        spill: VectorSpill | None
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """Concept vectors, sentence counts and fixed-point sums (None where not kept:
-    :func:`~shared_core.state.derived.keeps_sums`) after the update, and drift.
+                       ) -> tuple[np.ndarray, np.ndarray, KeptSums | None, np.ndarray]:
+    """Concept vectors, sentence counts and kept fixed-point sums after the update (None
+    where none is kept: :func:`~shared_core.state.derived.summed_concepts`), and drift.
 
-    With the old sums, the new ones are those plus the changed sentences' rows
-    (:func:`_sum_change`): reading only the changed sentences rather than every
-    sentence of every changed concept (most of them, at a million passages, for a
-    1 % add). Without them, the changed concepts are summed from their sentences.
-    Sums are exact either way, so the changed concepts' vectors are a derivation's
-    to the bit. ``drift`` is how far each concept's vector moved, |v_new - v_old|
-    in float64: 0 for unchanged concepts, infinite for new ones (no old vector).
+    A concept whose sum was kept gets the old sum plus the changed sentences' rows
+    (:func:`_sum_change`): only the changed sentences are read, not every sentence
+    of every changed concept (at 10 K passages, a 1 % add changes concepts in 99 % of
+    the sentences). A changed concept without a kept sum, and an unchanged one that
+    must now keep its sum, is summed from its own sentences. Sums are exact either
+    way, so the changed concepts' vectors are a derivation's to the bit. ``drift`` is
+    how far each concept's vector moved, |v_new - v_old| in float64: 0 for unchanged
+    concepts, infinite for new ones (no old vector).
     """
-    n = len(concepts.old)
+    n, dim = len(concepts.old), after.dim
+    new = concepts.old < 0
     was = np.maximum(concepts.old, 0)  # new concepts' rows are overwritten below
-    keep = keeps_sums(len(after.sentence_spans), n)
-    sums: np.ndarray | None = None
-    if graph.concept_sums is not None and len(graph.concepts):
+    counts = (np.asarray(graph.sentence_counts[was]) if len(graph.concepts)
+              else np.zeros(n, dtype=np.int64))
+    counts[new] = 0
+    old_row = np.full(n, -1, dtype=np.int64)  # each concept's row of the old sums
+    if graph.concept_sums is not None and graph.summed_concepts is not None:
+        row_of_old = np.full(len(graph.concepts), -1, dtype=np.int64)
+        row_of_old[graph.summed_concepts] = np.arange(len(graph.summed_concepts))
+        old_row = np.where(new, -1, row_of_old[was])
         touched, sum_change, count_change = _sum_change(graph, before, after, found,
                                                         concepts, moves)
-        sums = np.asarray(graph.concept_sums[was])
-        counts = np.asarray(graph.sentence_counts[was])
-        sums[concepts.old < 0], counts[concepts.old < 0] = 0, 0
-        sums[touched] += sum_change
         counts[touched] += count_change
         changed = np.union1d(concepts.changed, touched)
-        changed_sums = sums[changed]
-    elif keep or not len(graph.concepts):  # summed whole once (an older save's graph)
-        sums, counts = concept_sums(found.sentence_concepts, after.sentence_vectors)
-        changed = np.arange(n)
-        changed_sums = sums
+        # known before the change: a kept sum, or a new concept's (0: all its sentences
+        # are in changed chunks, so the change holds its whole sum)
+        based = (old_row >= 0) | new
     else:
-        counts = np.asarray(graph.sentence_counts[was])
+        touched = np.zeros(0, dtype=np.int64)
+        sum_change = np.zeros((0, dim), dtype=np.int64)
         changed = concepts.changed
-        changed_sums, counts[changed] = concept_sums(found.sentence_concepts[:, changed],
-                                                     after.sentence_vectors)
+        counts[changed] = column_entry_counts(found.sentence_concepts[:, changed])
+        based = np.zeros(n, dtype=bool)
+    summed = summed_concepts(counts)
+    needed = np.zeros(n, dtype=bool)
+    needed[changed] = True
+    if summed is not None:
+        needed[summed[~based[summed]]] = True  # kept now, and not before
+    fresh = np.flatnonzero(needed)  # the sums computed here, sorted
+    fresh_sums = np.zeros((len(fresh), dim), dtype=np.int64)
+    from_rows = ~based[fresh]
+    fresh_sums[from_rows], _ = concept_sums(found.sentence_concepts[:, fresh[from_rows]],
+                                            after.sentence_vectors)
+    carried = fresh[~from_rows & (old_row[fresh] >= 0)]
+    fresh_sums[np.searchsorted(fresh, carried)] = np.asarray(
+        graph.concept_sums[old_row[carried]]) if len(carried) else 0
+    moved_sums = touched[based[touched]]
+    fresh_sums[np.searchsorted(fresh, moved_sums)] += sum_change[based[touched]]
     vectors = (np.asarray(graph.vectors[was]) if len(graph.concepts)
-               else np.zeros((n, after.dim), dtype=np.float32))
-    changed_vectors = vectors_of_sums(changed_sums)
+               else np.zeros((n, dim), dtype=np.float32))
+    changed_vectors = vectors_of_sums(fresh_sums[np.searchsorted(fresh, changed)])
     # the carried rows are the old vectors (a new concept's row is a stand-in: its drift is inf)
     moved = np.linalg.norm(changed_vectors.astype(np.float64)
                            - vectors[changed].astype(np.float64), axis=1)
     vectors[changed] = changed_vectors
     drift = np.zeros(n, dtype=np.float64)
     drift[changed] = np.where(concepts.old[changed] >= 0, moved, np.inf)
-    if sums is None or not keep:
+    if summed is None:
         return vectors, counts, None, drift
+    sums = np.empty((len(summed), dim), dtype=np.int64)
+    computed = needed[summed]
+    sums[computed] = fresh_sums[np.searchsorted(fresh, summed[computed])]
+    kept = summed[~computed]  # unchanged and kept before: their old rows
+    sums[~computed] = np.asarray(graph.concept_sums[old_row[kept]]) if len(kept) else 0
     vectors, sums = spilled_arrays([vectors, sums], spill)
-    return vectors, counts, sums, drift
+    return vectors, counts, KeptSums(sums, summed), drift
 
 
 def _sum_change(graph: DerivedGraph, before: CorpusState, after: CorpusState,
@@ -280,29 +312,41 @@ def _sum_change(graph: DerivedGraph, before: CorpusState, after: CorpusState,
     """The concepts whose sentences changed, and what changed of their sums and counts.
 
     A sentence's concept links change only where its chunk's did (``changed_rows``,
-    added chunks among them) or its chunk was deleted: the new links of the first
-    are added, the old links (renumbered) of both subtracted, each times the
-    sentence's vector in fixed point.
+    added chunks among them) or its chunk was deleted. A kept chunk holds the same
+    sentences as before (a chunk moves whole: :func:`chunk_moves`), so its sentences'
+    old links (renumbered) are taken from their new ones row by row and only the links
+    that differ count, plus or minus the sentence's vector in fixed point; an added
+    chunk's links all add theirs, a deleted chunk's all take theirs away. Re-extraction
+    changes a few links of many chunks: at 10 K passages a 1 % add re-reads the
+    sentences of 2,000 chunks, whose links name 10,000 concepts, of which 3,000 changed.
     """
     old_links = graph.walk.links_csr if graph.walk is not None else None
     assert old_links is not None, "a graph with sums keeps its sentence links"
+    n = len(concepts.old)
     changed_chunks = concepts.changed_rows
     old_chunk = np.full(len(after), -1, dtype=np.int64)
     kept = np.flatnonzero(moves.chunk >= 0)
     old_chunk[moves.chunk[kept]] = kept
-    carried_chunks = old_chunk[changed_chunks]
-    carried_chunks = carried_chunks[carried_chunks >= 0]
-    removed_chunks = np.concatenate([carried_chunks, np.flatnonzero(moves.chunk < 0)])
-    new_rows = _sentence_rows(after, changed_chunks)
-    old_rows = _sentence_rows(before, np.sort(removed_chunks))
-    added = presence(found.sentence_concepts[new_rows], dtype=np.int64)
-    removed = _renumbered_links(presence(old_links[old_rows], dtype=np.int64),
-                                concepts.new_of_old, len(concepts.old))
-    touched = np.union1d(added.indices, removed.indices)
-    sum_change = fixed_point_product(added[:, touched].T, after.sentence_vectors[new_rows])
-    sum_change -= fixed_point_product(removed[:, touched].T, before.sentence_vectors[old_rows])
-    count_change = (column_entry_counts(added[:, touched])
-                    - column_entry_counts(removed[:, touched]))
+    was = old_chunk[changed_chunks]
+    carried_rows = _sentence_rows(after, changed_chunks[was >= 0])
+    carried_before = _sentence_rows(before, was[was >= 0])  # ascending: chunks keep their order
+    assert np.array_equal(moves.sentence[carried_before], carried_rows), "a kept chunk moves whole"
+    added_rows = _sentence_rows(after, changed_chunks[was < 0])
+    deleted_rows = _sentence_rows(before, np.flatnonzero(moves.chunk < 0))
+    net = sp.csr_matrix(presence(found.sentence_concepts[carried_rows], dtype=np.int64)
+                        - _renumbered_links(presence(old_links[carried_before], dtype=np.int64),
+                                            concepts.new_of_old, n))
+    net.eliminate_zeros()
+    added = presence(found.sentence_concepts[added_rows], dtype=np.int64)
+    removed = _renumbered_links(presence(old_links[deleted_rows], dtype=np.int64),
+                                concepts.new_of_old, n)
+    touched = np.union1d(np.union1d(net.indices, added.indices), removed.indices)
+    net, added, removed = net[:, touched], added[:, touched], removed[:, touched]
+    sum_change = fixed_point_product(net.T, after.sentence_vectors[carried_rows])
+    sum_change += fixed_point_product(added.T, after.sentence_vectors[added_rows])
+    sum_change -= fixed_point_product(removed.T, before.sentence_vectors[deleted_rows])
+    count_change = (np.asarray(net.sum(axis=0), dtype=np.int64).ravel()
+                    + column_entry_counts(added) - column_entry_counts(removed))
     return touched, sum_change, count_change
 
 

@@ -33,11 +33,14 @@ from the pairs' edges, after two checks that need no building (it holds each edg
 the saved pairs twice, and the saved PageRank is its fixed point). The edge list is not
 made at all until something asks for it.
 
-Saves since the seventeenth round keep, where the graph keeps them
-(:func:`~shared_core.state.derived.keeps_sums`), the concept vectors' exact fixed-point
-sums, which a refresh updates by the changed sentences: a load checks that they give
-the saved vectors to the bit, ``verify=True`` sums the sentences again. Saves without
-them load as before; their first refresh sums what it needs from the sentences.
+Saves since the seventeenth round keep, where the graph keeps them, the concept vectors'
+exact fixed-point sums, which a refresh updates by the changed sentences: a load checks
+that they give the saved vectors to the bit, ``verify=True`` sums the sentences again.
+Until the twentieth round a graph kept every concept's sum or none; since the
+twenty-first it keeps those of the concepts in enough sentences
+(:func:`~shared_core.state.derived.summed_concepts`) and the save lists them. Older
+saves' sums are every concept's; saves without sums load as before, and the first
+refresh sums what it needs from the sentences.
 
 Saves from before strong pairs were kept hold only the edges; they still load,
 each edge's cosine checked against ``theta_sem``, but such a graph has no strong
@@ -77,10 +80,10 @@ from .derived import (
     VectorSearch,
     assemble_graph,
     edge_adjacency,
-    keeps_sums,
     link_concepts,
     rank_adjacency,
     sentence_units,
+    summed_concepts,
     unit_vectors_of,
     unit_views,
     vector_search_index,
@@ -117,7 +120,8 @@ class SavedGraph:
     edge: np.ndarray | None = None
     margin: np.ndarray | None = None
     matrices: GraphMatrices | None = None
-    sums: np.ndarray | None = None  # the vectors' fixed-point sums (None: not kept)
+    sums: np.ndarray | None = None  # fixed-point sums of the concepts ``summed`` (None: none)
+    summed: np.ndarray | None = None  # sorted; None with sums: every concept (older saves)
 
 
 def saved_parts(graph: DerivedGraph, walk: bool = False) -> SavedGraph:
@@ -128,12 +132,13 @@ def saved_parts(graph: DerivedGraph, walk: bool = False) -> SavedGraph:
         edges = graph.edges
         return SavedGraph(edges.source, edges.target, edges.cooccurrence, graph.rank,
                           strong=False, concept_terms=graph.concept_terms,
-                          vectors=graph.vectors, matrices=matrices, sums=graph.concept_sums)
+                          vectors=graph.vectors, matrices=matrices, sums=graph.concept_sums,
+                          summed=graph.summed_concepts)
     pairs = graph.pairs
     return SavedGraph(pairs.source, pairs.target, pairs.count, graph.rank,
                       concept_terms=graph.concept_terms, vectors=graph.vectors,
                       edge=pairs.edge, margin=pairs.margin, matrices=matrices,
-                      sums=graph.concept_sums)
+                      sums=graph.concept_sums, summed=graph.summed_concepts)
 
 
 def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedGraph,
@@ -169,20 +174,22 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
         _check_sentence_counts(corpus, config, found.concept_terms, counts)
     if matrices is not None and matrices.walk_postings is not None:
         _check_walk_postings(matrices, counts, corpus.unit_offsets(), verify)
-    sums = saved.sums
+    sums, summed = saved.sums, _summed_of(saved, n)
     if saved.vectors is None or verify:
         derived_sums, _ = concept_sums(found.sentence_concepts, corpus.sentence_vectors)
         vectors = vectors_of_sums(derived_sums)
         if saved.vectors is not None and not np.array_equal(saved.vectors, vectors):
             raise ValueError("the saved concept vectors are not the means of their sentences")
-        if sums is not None and not np.array_equal(sums, derived_sums):
+        if sums is not None and not np.array_equal(sums, derived_sums[summed]):
             raise ValueError("the saved concept sums are not the sums of their sentences")
-        if sums is not None or keeps_sums(len(corpus.sentence_spans), len(vectors)):
-            sums = derived_sums
+        if sums is None:
+            summed = summed_concepts(counts)
+        sums = None if summed is None else derived_sums[summed]
     else:
         vectors = _checked_vectors(saved.vectors, counts, corpus.dim)
         if sums is not None:
-            _check_sums(sums, vectors)
+            assert summed is not None
+            _check_sums(sums, vectors, summed)
     src, dst, co = saved.source, saved.target, saved.cooccurrence
     what = "pair" if saved.strong else "edge"
     if not len(src) == len(dst) == len(co):
@@ -223,7 +230,7 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
     return assemble_graph(corpus, config, found, vectors, counts, adj, pairs, unit_vectors,
                           search, rank=rank, links_csc=links_csc,
                           saved=matrices if found.chunk_terms is None else None,
-                          edge_list=edge_list, spill=spill, sums=sums)
+                          edge_list=edge_list, spill=spill, sums=sums, summed=summed)
 
 
 def _check_sentence_counts(corpus: CorpusState, config: ConceptGraphConfig,
@@ -335,16 +342,35 @@ def _checked_vectors(vectors: np.ndarray, counts: np.ndarray, dim: int) -> np.nd
     return vectors
 
 
-def _check_sums(sums: np.ndarray, vectors: np.ndarray) -> None:
-    """Saved fixed-point sums that give the saved vectors, to the bit (a block of concepts
-    at a time: a mapped file is never copied whole). Which sentences they sum rests on
-    the checksum, like the vectors; ``verify`` sums the sentences again."""
-    if sums.shape != vectors.shape or sums.dtype != np.int64:
-        raise ValueError(f"the saved concept sums must be {vectors.shape[0]} x "
+def _summed_of(saved: SavedGraph, concepts: int) -> np.ndarray | None:
+    """The concepts whose sums the save holds: its list, checked (sorted, distinct, in
+    range, one a row of sums), or every concept in a save from before sums were kept
+    for some concepts only (the eighteenth to twentieth rounds). None without sums."""
+    if saved.sums is None:
+        if saved.summed is not None:
+            raise ValueError("the save lists summed concepts but holds no concept sums")
+        return None
+    if saved.summed is None:
+        return np.arange(concepts, dtype=np.int64)
+    summed = np.asarray(saved.summed)
+    if not (summed.ndim == 1 and len(summed) == len(saved.sums)
+            and np.all((summed >= 0) & (summed < concepts)) and np.all(np.diff(summed) > 0)):
+        raise ValueError(f"the saved summed concepts must be sorted, distinct concepts of the "
+                         f"{concepts}, one for each of the {len(saved.sums)} saved sums")
+    return summed
+
+
+def _check_sums(sums: np.ndarray, vectors: np.ndarray, summed: np.ndarray) -> None:
+    """Saved fixed-point sums that give the saved vectors of the concepts ``summed``, to
+    the bit (a block of concepts at a time: a mapped file is never copied whole). Which
+    sentences they sum rests on the checksum, like the vectors; ``verify`` sums the
+    sentences again."""
+    if sums.shape != (len(summed), vectors.shape[1]) or sums.dtype != np.int64:
+        raise ValueError(f"the saved concept sums must be {len(summed)} x "
                          f"{vectors.shape[1]} int64, got {sums.shape} {sums.dtype}")
     for start in range(0, len(sums), SUM_BLOCK):
         block = slice(start, start + SUM_BLOCK)
-        if not np.array_equal(vectors_of_sums(sums[block]), vectors[block]):
+        if not np.array_equal(vectors_of_sums(sums[block]), vectors[summed[block]]):
             raise ValueError("the saved concept sums do not give the saved concept vectors")
 
 

@@ -34,17 +34,30 @@ def corpus_of(positions: list[int], config: ConceptGraphConfig) -> CorpusState:
     return index.state.corpus
 
 
-def assert_equal_graphs(refreshed: DerivedGraph, derived: DerivedGraph) -> None:
-    """Every derived array the same bit for bit (PageRank: within 1e-12)."""
+def assert_equal_graphs(refreshed: DerivedGraph, derived: DerivedGraph,
+                        older_sums: bool = False) -> None:
+    """Every derived array the same bit for bit (PageRank: within 1e-12). ``older_sums``:
+    ``refreshed`` may keep every concept's sum or none, as saves before the per-concept
+    rule did."""
     assert refreshed.concepts == derived.concepts
     for name in ("concept_terms", "vectors", "sentence_counts", "unit_offsets", "unit_tokens",
                  "unit_chunk", "unit_linked_concepts", "unit_idf", "concept_chunk_counts"):
         np.testing.assert_array_equal(getattr(refreshed, name), getattr(derived, name), name)
-    # the exact sums a refresh updates, kept by both or (a graph from an older save, or
-    # one refreshed from it) by the derivation alone
-    assert refreshed.concept_sums is None or derived.concept_sums is not None
-    if refreshed.concept_sums is not None:
-        np.testing.assert_array_equal(refreshed.concept_sums, derived.concept_sums)
+    # the exact sums a refresh updates: the same concepts' as a derivation keeps
+    # (summed_concepts), or, in a graph loaded from a save made before that rule and not
+    # refreshed since, every concept's or none
+    a, b = refreshed.summed_concepts, derived.summed_concepts
+    if older_sums and a is not None and len(a) == len(refreshed.concepts):
+        a = None if b is None else b
+        sums = None if b is None else np.asarray(refreshed.concept_sums)[b]
+    elif older_sums and a is None:
+        a, sums = b, derived.concept_sums
+    else:
+        sums = refreshed.concept_sums
+    assert (a is None) == (b is None) and (sums is None) == (a is None)
+    if a is not None:
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(sums, derived.concept_sums)
     for name in ("source", "target", "cooccurrence", "dice"):
         np.testing.assert_array_equal(getattr(refreshed.edges, name),
                                       getattr(derived.edges, name), f"edges.{name}")
@@ -97,7 +110,7 @@ STEP = st.tuples(st.lists(st.integers(0, len(CHUNKS) - 1), max_size=4, unique=Tr
     held=st.lists(st.integers(0, len(CHUNKS) - 1), min_size=4, max_size=30, unique=True),
     steps=st.lists(STEP, min_size=1, max_size=4),
     key_block=st.sampled_from([2, edges_module.KEY_BLOCK]),
-    sums_rule=st.sampled_from([0, derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT]),
+    sums_rule=st.sampled_from([0, 2, derived_module.SUMS_MIN_SENTENCES, 10**9]),
 )
 def test_a_sequence_of_refreshes_equals_a_full_derivation(
         name: str, thresholds: tuple[int, float], held: list[int],
@@ -105,18 +118,19 @@ def test_a_sequence_of_refreshes_equals_a_full_derivation(
     """Property: after every step of any sequence of small adds and deletes, each refreshed
     from the previous refresh (so margins shrink across steps and get re-certified), every
     derived array equals a fresh derivation's; the pairs' keys looked up a block of two at a
-    time or all in one; the concept vectors updated through kept sums (rule 0: always
-    kept) or summed from the changed concepts' sentences (these corpora are too small for
-    the default rule to keep sums)."""
+    time or all in one; the concept vectors updated through kept sums or summed from the
+    changed concepts' sentences: every concept's sum kept (rule 0), those of concepts in
+    two sentences or more (concepts cross the line both ways), the default rule (few or
+    none of them on these corpora), or none."""
     default_block, default_rule = (edges_module.KEY_BLOCK,
-                                   derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT)
+                                   derived_module.SUMS_MIN_SENTENCES)
     edges_module.KEY_BLOCK = key_block
-    derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT = sums_rule
+    derived_module.SUMS_MIN_SENTENCES = sums_rule
     try:
         _refresh_steps(name, thresholds, held, steps)
     finally:
         edges_module.KEY_BLOCK = default_block
-        derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT = default_rule
+        derived_module.SUMS_MIN_SENTENCES = default_rule
 
 
 def _refresh_steps(name: str, thresholds: tuple[int, float], held: list[int],

@@ -15,16 +15,17 @@ import scipy.sparse as sp
 from benchmarks.faults import rehash, swap_concept_vectors
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.graph import edges as edges_module
+from shared_core.graph.edges import concept_sums
 from shared_core.state import DerivedGraph, derive_graph
 from shared_core.state import derived as derived_module
 from shared_core.state import saved as saved_module
+from shared_core.state.derived import link_concepts
 from shared_core.state.saved import SavedGraph
 from shared_core.store import MATRIX_PARTS, CorruptIndexError, index_folder, read_manifest
 from tests.shared_core.state.test_refresh import CHUNKS, assert_equal_graphs
 from tests.shared_core.test_index_state import CONFIGS
 
 DIM = 64
-DEFAULT_SUMS_RULE = derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT  # before any fixture
 
 
 @pytest.fixture(autouse=True)
@@ -32,10 +33,10 @@ def _sums_kept() -> Iterator[None]:
     """These corpora are too small for the default rule to keep the concepts' sums: keep
     them always, so every save here holds them (``test_a_small_corpus_keeps_no_sums``
     checks the default). Set by hand: tests undo their own monkeypatches midway."""
-    default = derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT
-    derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT = 0
+    default = derived_module.SUMS_MIN_SENTENCES
+    derived_module.SUMS_MIN_SENTENCES = 0
     yield
-    derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT = default
+    derived_module.SUMS_MIN_SENTENCES = default
 
 
 def saved_index(tmp_path: Path, name: str = "default") -> tuple[ConceptGraphIndex, Path]:
@@ -301,8 +302,8 @@ def test_an_index_saved_without_a_graph_derives_it(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------ concepts, vectors, decisions as read
-_DERIVED_FILES = ("concept_terms", "concept_vectors", "concept_sums", "graph_pair_edge",
-                  "graph_pair_margin")
+_DERIVED_FILES = ("concept_terms", "concept_vectors", "concept_sums", "summed_concepts",
+                  "graph_pair_edge", "graph_pair_margin")
 
 
 def _refuse(name: str) -> object:
@@ -551,6 +552,10 @@ def test_verify_refuses_saved_values_that_obey_the_rules_but_differ(
     ("concept_sums", lambda a: a * 3, "do not give the saved concept vectors"),
     ("concept_sums", lambda a: a[::-1].copy(), "do not give the saved concept vectors"),
     ("concept_sums", lambda a: a[:, 1:].copy(), "shape"),
+    ("concept_sums", lambda a: a[1:].copy(), "one for each of the"),
+    ("summed_concepts", lambda a: a[::-1].copy(), "sorted, distinct concepts"),
+    ("summed_concepts", lambda a: a + 1, "sorted, distinct concepts"),
+    ("summed_concepts", lambda a: np.roll(a, 1), "sorted, distinct concepts"),
 ])
 def test_saved_values_that_break_a_rule_are_refused(
         tmp_path: Path, name: str, change: object, message: str) -> None:
@@ -836,7 +841,7 @@ def test_sums_that_still_give_the_vectors_rest_on_the_checksum_and_verify_refuse
 def test_a_save_from_before_the_sums_were_kept_loads_and_its_refresh_sums_once(
         tmp_path: Path) -> None:
     index, folder = saved_index(tmp_path)
-    _as_saved_without(folder, ["concept_sums"])
+    _as_saved_without(folder, ["concept_sums", "summed_concepts"])
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     assert loaded.state.graph.concept_sums is None
     np.testing.assert_array_equal(loaded.state.graph.vectors, index.state.graph.vectors)
@@ -851,22 +856,67 @@ def test_a_save_from_before_the_sums_were_kept_loads_and_its_refresh_sums_once(
     assert "concept_sums.npy" in read_manifest(tmp_path / "again")["files"]
 
 
-def test_a_small_corpus_keeps_no_sums_and_refreshes_the_same(
+def test_a_graph_with_no_concept_in_enough_sentences_keeps_no_sums(
         tmp_path: Path) -> None:
-    """Sums take 8 bytes a dimension a concept: under the default rule a corpus with few
-    sentences a concept keeps none, saves none, and a refresh sums the changed concepts
-    from their sentences instead, to the same bits."""
-    rule = DEFAULT_SUMS_RULE
+    """A sum takes 8 bytes a dimension: a concept in fewer than ``SUMS_MIN_SENTENCES``
+    sentences keeps none. With the rule past every concept's count the graph keeps and
+    saves none, and a refresh sums the changed concepts from their sentences instead,
+    to the same bits."""
+    rule = 100  # past any concept of these chunks (13 sentences at most), before and after
     # by hand, not monkeypatch: its undo runs after ``_sums_kept`` restores the default,
     # and would leave the rule at 0 for every later test module
-    derived_module.SUMS_MIN_SENTENCES_PER_CONCEPT = rule
+    derived_module.SUMS_MIN_SENTENCES = rule
     index, _ = saved_index(tmp_path)
     graph, corpus = index.state.graph, index.state.corpus
-    assert len(corpus.sentence_spans) < rule * len(graph.concepts)
-    assert graph.concept_sums is None
+    assert len(corpus.sentence_spans) and int(graph.sentence_counts.max()) < rule
+    assert graph.concept_sums is None and graph.summed_concepts is None
     assert "concept_sums.npy" not in read_manifest(tmp_path / "idx")["files"]
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), verify=True)
     assert loaded.state.graph.concept_sums is None
     loaded.add([CHUNKS[25]], ids=["c25"])
     assert loaded.state.graph.concept_sums is None
     assert_equal_graphs(loaded.state.graph, derive_graph(loaded.state.corpus, loaded.config))
+
+
+def test_sums_are_kept_for_the_concepts_in_enough_sentences(tmp_path: Path) -> None:
+    """Rule 5 on this corpus keeps some concepts' sums and not others: exactly those in
+    five sentences or more, each the exact fixed-point sum of its sentences. The save
+    lists them, a load maps them, and a refresh (concepts crossing the line both ways)
+    gives the derivation's."""
+    derived_module.SUMS_MIN_SENTENCES = 5  # by hand: see the test above
+    index, _ = saved_index(tmp_path)
+    graph, corpus = index.state.graph, index.state.corpus
+    counts = graph.sentence_counts
+    summed = graph.summed_concepts
+    assert summed is not None and 0 < len(summed) < len(graph.concepts)
+    np.testing.assert_array_equal(summed, np.flatnonzero(counts >= 5))
+    every, _ = concept_sums(link_concepts(corpus, index.config).sentence_concepts,
+                            corpus.sentence_vectors)
+    np.testing.assert_array_equal(graph.concept_sums, every[summed])
+    assert "summed_concepts.npy" in read_manifest(tmp_path / "idx")["files"]
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert _mapped(loaded.state.graph.concept_sums)
+    np.testing.assert_array_equal(loaded.state.graph.summed_concepts, summed)
+    loaded.add([CHUNKS[25], CHUNKS[26]], ids=["c25", "c26"])
+    loaded.delete(["c03", "c07"])
+    after = loaded.state.graph
+    assert not np.array_equal(after.summed_concepts, summed)  # the kept set moved
+    assert_equal_graphs(after, derive_graph(loaded.state.corpus, loaded.config))
+
+
+def test_a_save_that_kept_every_concepts_sum_loads_and_refreshes_to_the_rule(
+        tmp_path: Path) -> None:
+    """Saves of the seventeenth to twentieth rounds kept every concept's sum and listed
+    none: they load as every concept's, and a refresh keeps those of the rule."""
+    index, folder = saved_index(tmp_path)  # rule 0: every concept's sum
+    _as_saved_without(folder, ["summed_concepts"])
+    derived_module.SUMS_MIN_SENTENCES = 5  # by hand: see the tests above
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    graph = loaded.state.graph
+    np.testing.assert_array_equal(graph.summed_concepts, np.arange(len(graph.concepts)))
+    np.testing.assert_array_equal(graph.concept_sums, index.state.graph.concept_sums)
+    loaded.add([CHUNKS[25]], ids=["c25"])
+    refreshed = loaded.state.graph
+    assert refreshed.summed_concepts is not None
+    assert len(refreshed.summed_concepts) < len(refreshed.concepts)
+    assert_equal_graphs(refreshed, derive_graph(loaded.state.corpus, loaded.config))
