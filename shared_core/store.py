@@ -259,7 +259,7 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
                    model_id: str, file_mode: int, ann: VectorSearch | None,
                    graph: SavedGraph | None, store_generation: str | None = None) -> None:
     terms = corpus.sentence_terms
-    arrays: dict[str, np.ndarray] = {
+    arrays: dict[str, Rows] = {
         "sentence_spans": corpus.sentence_spans,
         "sentence_offsets": corpus.sentence_offsets,
         "sentence_terms_data": terms.data,
@@ -290,7 +290,10 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     for key, array in arrays.items():
         dtype = kinds[key][0] if key in kinds else array.dtype  # matrices: checked types
         with _new_file(folder / f"{key}.npy", file_mode) as fh:
-            np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
+            if isinstance(array, VectorRows):  # a refreshed graph's concept vectors
+                _save_rows(fh, array, key)
+            else:
+                np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
     with _new_file(folder / "chunk_texts.npy", file_mode) as fh:
         _save_bytes(fh, texts.byte_runs(), texts.nbytes)
     with _new_file(folder / "sentence_embeddings.npy", file_mode) as fh:
@@ -341,7 +344,7 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
 
 
 def _matrix_arrays(matrices: GraphMatrices | None,
-                   arrays: dict[str, np.ndarray]) -> str | None:
+                   arrays: dict[str, Rows]) -> str | None:
     """Add the graph's matrices' parts to ``arrays``; the name of their one index type."""
     if matrices is None:
         return None
@@ -1076,11 +1079,11 @@ def _save_bytes(fh: Any, runs: Iterator[np.ndarray], total: int) -> None:
     _save_blocks(fh, runs, np.dtype(np.uint8), (total,), "bytes of texts")
 
 
-def _save_rows(fh: Any, vectors: Rows) -> None:
-    """The sentence vectors as float32 ``.npy``, block by block when they are rows left
-    in place (``state.rows``): never gathered whole on the heap."""
+def _save_rows(fh: Any, vectors: Rows, what: str = "sentence vectors") -> None:
+    """Vectors (sentences', concepts') as float32 ``.npy``, block by block when they are
+    rows left in place (``state.rows``): never gathered whole on the heap."""
     blocks = vectors.blocks() if isinstance(vectors, VectorRows) else iter([vectors])
-    _save_blocks(fh, blocks, np.dtype(VECTOR_DTYPE), tuple(vectors.shape), "sentence vectors")
+    _save_blocks(fh, blocks, np.dtype(VECTOR_DTYPE), tuple(vectors.shape), what)
 
 
 def _save_blocks(fh: Any, blocks: Iterator[np.ndarray], dtype: np.dtype, shape: tuple[int, ...],

@@ -233,7 +233,7 @@ class StrongPairs:
 
 
 def strong_pairs_of(source: np.ndarray, target: np.ndarray, count: np.ndarray,
-                    vectors: np.ndarray, theta_sem: float) -> StrongPairs:
+                    vectors: Rows, theta_sem: float) -> StrongPairs:
     """Pairs given in (source, target) order, with their cosine decisions computed exactly."""
     edge, margin = cosine_decisions(vectors, source, target, theta_sem)
     return StrongPairs(source.astype(np.int32, copy=False), target.astype(np.int32, copy=False),
@@ -320,7 +320,7 @@ def chunk_counts(chunk_links: sp.spmatrix) -> np.ndarray:
     return column_entry_counts(chunk_links).astype(np.float64)
 
 
-def pair_cosines(vectors: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+def pair_cosines(vectors: Rows, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """cos(vectors[src[i]], vectors[dst[i]]) for every i, float32.
 
     Each value depends on its pair alone, never on the batch it was computed in,
@@ -333,7 +333,7 @@ def pair_cosines(vectors: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.nd
     return cos
 
 
-def cosine_decisions(vectors: np.ndarray, src: np.ndarray, dst: np.ndarray,
+def cosine_decisions(vectors: Rows, src: np.ndarray, dst: np.ndarray,
                      theta_sem: float) -> tuple[np.ndarray, np.ndarray]:
     """Each pair's decision ``cos >= theta_sem`` (exactly as a derivation compares) and margin.
 
@@ -390,7 +390,7 @@ def recertified(margin: np.ndarray, drift: np.ndarray,
     return holds, _toward_zero(np.copysign(room, margin, out=room))
 
 
-def rechecked(pairs: StrongPairs, vectors: np.ndarray, drift: np.ndarray,
+def rechecked(pairs: StrongPairs, vectors: Rows, drift: np.ndarray,
               theta_sem: float, in_place: bool = False) -> tuple[StrongPairs, np.ndarray]:
     """``pairs`` with their cosine decisions brought up to date, and which were recomputed.
 

@@ -77,7 +77,9 @@ class DerivedGraph:
     concept_terms: np.ndarray
     links: sp.csr_matrix
     links_csc: sp.csc_matrix
-    vectors: np.ndarray
+    # a derivation's one array; a refresh leaves the unchanged concepts' rows where they
+    # are (state.rows.VectorRows), as a corpus's sentence vectors
+    vectors: Rows
     sentence_counts: np.ndarray
     pairs: StrongPairs | None
     adjacency: sp.csr_matrix
@@ -351,7 +353,7 @@ def unit_views(corpus: CorpusState, found: ConceptLinks, saved: GraphMatrices | 
 
 
 def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: ConceptLinks,
-                   vectors: np.ndarray, sentence_counts: np.ndarray, adj: sp.csr_matrix,
+                   vectors: Rows, sentence_counts: np.ndarray, adj: sp.csr_matrix,
                    pairs: StrongPairs | None, unit_vectors: np.ndarray | None,
                    search: VectorSearch | None, rank: np.ndarray | None = None,
                    links_csc: sp.csc_matrix | None = None,

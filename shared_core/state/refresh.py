@@ -65,6 +65,7 @@ from .derived import (
     uses_ann,
     vector_search_index,
 )
+from .rows import Rows, rows_gathered
 from .spill import VectorSpill, spilled_arrays
 
 # Past this share of dead rows, an approximate index is rebuilt rather than appended to.
@@ -234,7 +235,7 @@ class KeptSums:
 def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusState,
                        found: ConceptLinks, concepts: ConceptChanges, moves: ChunkMoves,
                        spill: VectorSpill | None
-                       ) -> tuple[np.ndarray, np.ndarray, KeptSums | None, np.ndarray]:
+                       ) -> tuple[Rows, np.ndarray, KeptSums | None, np.ndarray]:
     """Concept vectors, sentence counts and kept fixed-point sums after the update (None
     where none is kept: :func:`~shared_core.state.derived.summed_concepts`), and drift.
 
@@ -254,6 +255,8 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
               else np.zeros(n, dtype=np.int64))
     counts[new] = 0
     old_row = np.full(n, -1, dtype=np.int64)  # each concept's row of the old sums
+    old_sums = (graph.concept_sums if graph.concept_sums is not None
+                else np.zeros((0, dim), dtype=np.int64))
     if graph.concept_sums is not None and graph.summed_concepts is not None:
         row_of_old = np.full(len(graph.concepts), -1, dtype=np.int64)
         row_of_old[graph.summed_concepts] = np.arange(len(graph.summed_concepts))
@@ -282,27 +285,30 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
     fresh_sums[from_rows], _ = concept_sums(found.sentence_concepts[:, fresh[from_rows]],
                                             after.sentence_vectors)
     carried = fresh[~from_rows & (old_row[fresh] >= 0)]
-    fresh_sums[np.searchsorted(fresh, carried)] = np.asarray(
-        graph.concept_sums[old_row[carried]]) if len(carried) else 0
+    fresh_sums[np.searchsorted(fresh, carried)] = old_sums[old_row[carried]]
     moved_sums = touched[based[touched]]
     fresh_sums[np.searchsorted(fresh, moved_sums)] += sum_change[based[touched]]
-    vectors = (np.asarray(graph.vectors[was]) if len(graph.concepts)
-               else np.zeros((n, dim), dtype=np.float32))
     changed_vectors = vectors_of_sums(fresh_sums[np.searchsorted(fresh, changed)])
-    # the carried rows are the old vectors (a new concept's row is a stand-in: its drift is inf)
-    moved = np.linalg.norm(changed_vectors.astype(np.float64)
-                           - vectors[changed].astype(np.float64), axis=1)
-    vectors[changed] = changed_vectors
     drift = np.zeros(n, dtype=np.float64)
-    drift[changed] = np.where(concepts.old[changed] >= 0, moved, np.inf)
+    drift[changed] = np.inf  # a new concept has no old vector
+    old_changed = changed[concepts.old[changed] >= 0]
+    if len(old_changed):
+        drift[old_changed] = np.linalg.norm(
+            changed_vectors[np.searchsorted(changed, old_changed)].astype(np.float64)
+            - graph.vectors[was[old_changed]].astype(np.float64), axis=1)
+    # the unchanged concepts' rows stay where they are (a state's rows are never written
+    # again: the old vectors may be a mapped save), the changed ones' in a small array
+    position = was.copy()
+    position[changed] = len(graph.vectors) + np.arange(len(changed))
+    vectors = rows_gathered([graph.vectors, changed_vectors], position, spill)
     if summed is None:
         return vectors, counts, None, drift
     sums = np.empty((len(summed), dim), dtype=np.int64)
     computed = needed[summed]
     sums[computed] = fresh_sums[np.searchsorted(fresh, summed[computed])]
     kept = summed[~computed]  # unchanged and kept before: their old rows
-    sums[~computed] = np.asarray(graph.concept_sums[old_row[kept]]) if len(kept) else 0
-    vectors, sums = spilled_arrays([vectors, sums], spill)
+    sums[~computed] = old_sums[old_row[kept]]
+    (sums,) = spilled_arrays([sums], spill)
     return vectors, counts, KeptSums(sums, summed), drift
 
 
@@ -379,7 +385,7 @@ class PairWork:
 def refreshed_pairs(pairs: StrongPairs, concepts: ConceptChanges,
                     changes: tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix],
                     links_csc: sp.csc_matrix, old_chunk_counts: np.ndarray,
-                    vectors: np.ndarray, drift: np.ndarray,
+                    vectors: Rows, drift: np.ndarray,
                     config: ConceptGraphConfig,
                     spill: VectorSpill | None = None) -> tuple[StrongPairs, PairWork]:
     """The strong pairs after an update, from the old ones and the changed chunks' links.

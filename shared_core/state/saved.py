@@ -88,6 +88,7 @@ from .derived import (
     unit_views,
     vector_search_index,
 )
+from .rows import Rows
 from .spill import VectorSpill
 
 # L1 distance a saved PageRank may move in one more power step, per concept: ten times
@@ -116,7 +117,7 @@ class SavedGraph:
     rank: np.ndarray
     strong: bool = True
     concept_terms: np.ndarray | None = None
-    vectors: np.ndarray | None = None
+    vectors: Rows | None = None  # a refreshed graph's may be rows left in place
     edge: np.ndarray | None = None
     margin: np.ndarray | None = None
     matrices: GraphMatrices | None = None
@@ -186,7 +187,7 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
             summed = summed_concepts(counts)
         sums = None if summed is None else derived_sums[summed]
     else:
-        vectors = _checked_vectors(saved.vectors, counts, corpus.dim)
+        vectors = _checked_vectors(np.asarray(saved.vectors), counts, corpus.dim)  # as read
         if sums is not None:
             assert summed is not None
             _check_sums(sums, vectors, summed)

@@ -32,6 +32,9 @@ import scipy.sparse as sp
 SPILL_MIN_BYTES = 256 * 2**20
 # output rows gathered per step: bounds the index arrays a gather holds
 GATHER_BLOCK = 1 << 16
+# up to this many parts a gather reads all rows from the part most come from, and fixes up
+# the others' (rows left in place: a save and an update's rows); past it, part by part
+FEW_PARTS = 4
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,18 @@ def _gather_block(parts: Sequence[np.ndarray], bases: np.ndarray, rows: np.ndarr
     which = np.searchsorted(bases, rows, side="right") - 1
     if which[0] == which[-1] and (which == which[0]).all():
         part = int(which[0])
-        out[:] = parts[part][rows - bases[part]]
+        np.take(parts[part], rows - bases[part], axis=0, out=out, mode="clip")
+        return
+    if len(parts) <= FEW_PARTS:  # rows left in place: the part most come from, then the rest
+        counts = np.bincount(which, minlength=len(parts))
+        major = int(np.argmax(counts))
+        elsewhere = which != major
+        np.take(parts[major], np.where(elsewhere, 0, rows - bases[major]), axis=0, out=out,
+                mode="clip")  # unbuffered; the rows are in range by construction
+        for part in np.flatnonzero(counts).tolist():
+            if part != major:
+                sel = np.flatnonzero(which == part)
+                out[sel] = parts[part][rows[sel] - bases[part]]
         return
     order = np.argsort(which, kind="stable")
     edges = np.searchsorted(which[order], np.arange(len(parts) + 1))
