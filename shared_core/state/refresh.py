@@ -9,11 +9,14 @@ changed) contribute, and a pair not strong before is counted exactly only when
 that change could lift it over ``theta_co``. A strong pair's cosine decision is
 kept while its concepts' vectors moved too little to cross ``theta_sem``
 (:func:`~shared_core.graph.edges.recertified`), and recomputed otherwise. Only
-concepts whose chunk column changed get new vectors, from their sums: each
-concept's summed sentence vector is kept in fixed point
-(:func:`~shared_core.graph.edges.concept_sums`), exact integers, so the changed
+concepts whose chunk column changed get new vectors, from their sums: the summed
+sentence vector of each concept in enough sentences is kept in fixed point
+(:func:`~shared_core.graph.edges.concept_sums`,
+:func:`~shared_core.state.derived.summed_concepts`), exact integers, so the changed
 sentences' rows are added to (and the removed ones taken from) the old sums,
-rather than every sentence of every changed concept read again. Concept
+rather than every sentence of every changed concept read again; a changed concept
+in a few sentences is summed from those. The unchanged concepts' vectors stay
+where they are (:class:`~shared_core.state.rows.VectorRows`). Concept
 extraction itself is recomputed whole, because one new chunk moves every idf; it
 is a few sparse passes.
 
@@ -250,7 +253,7 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
     """
     n, dim = len(concepts.old), after.dim
     new = concepts.old < 0
-    was = np.maximum(concepts.old, 0)  # new concepts' rows are overwritten below
+    was = np.maximum(concepts.old, 0)  # a new concept (always changed) gets its own row below
     counts = (np.asarray(graph.sentence_counts[was]) if len(graph.concepts)
               else np.zeros(n, dtype=np.int64))
     counts[new] = 0
@@ -308,7 +311,10 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
     sums[computed] = fresh_sums[np.searchsorted(fresh, summed[computed])]
     kept = summed[~computed]  # unchanged and kept before: their old rows
     sums[~computed] = old_sums[old_row[kept]]
-    (sums,) = spilled_arrays([sums], spill)
+    # spilled where a derivation spills them, by the size of the vectors and sums together
+    together = (replace(spill, min_bytes=0)
+                if spill is not None and spill.spills(sums.nbytes + vectors.nbytes) else None)
+    (sums,) = spilled_arrays([sums], together)
     return vectors, counts, KeptSums(sums, summed), drift
 
 

@@ -50,6 +50,7 @@ pairs, so its first refresh derives the graph whole.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -187,7 +188,7 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
             summed = summed_concepts(counts)
         sums = None if summed is None else derived_sums[summed]
     else:
-        vectors = _checked_vectors(np.asarray(saved.vectors), counts, corpus.dim)  # as read
+        vectors = _checked_vectors(cast(np.ndarray, saved.vectors), counts, corpus.dim)  # read
         if sums is not None:
             assert summed is not None
             _check_sums(sums, vectors, summed)

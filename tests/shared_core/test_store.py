@@ -291,10 +291,16 @@ def test_updates_leave_the_saved_vectors_in_their_file(saved: Path, tmp_path: Pa
     loaded = load_index(saved, HashingEmbedder(DIM))
     file_rows = loaded.state.corpus.sentence_vectors
     assert isinstance(file_rows, np.memmap)
+    concept_file = loaded.state.graph.vectors
+    assert isinstance(concept_file, np.memmap)
     added = "Alan Turing broke codes. The codes were German."
     loaded.add([added], ids=["t2a"])  # its sentences fall between the saved ones
     rows = loaded.state.corpus.sentence_vectors
     assert isinstance(rows, VectorRows) and rows.runs[0] is file_rows  # not rewritten
+    # so are the unchanged concepts' vectors: the changed ones sit in a small array
+    concepts = loaded.state.graph.vectors
+    assert isinstance(concepts, VectorRows) and concepts.runs[0] is concept_file
+    assert len(concepts.runs) == 2 and len(concepts.runs[1]) < len(concepts)
     loaded.delete(["t2a"])  # the file's rows in order again: the mapped array itself
     assert loaded.state.corpus.sentence_vectors is file_rows
     loaded.add([added], ids=["t2a"])
@@ -309,11 +315,14 @@ def test_updates_leave_the_saved_vectors_in_their_file(saved: Path, tmp_path: Pa
         metadatas=[{"n": i, "name": f"doc {i}", "ü": "ñ"} for i in kept[:2]] + [{}] + [
             {"n": i, "name": f"doc {i}", "ü": "ñ"} for i in kept[2:]], config=CFG)
     assert np.array_equal(np.asarray(rows), fresh.state.corpus.sentence_vectors)
+    assert isinstance(loaded.state.graph.vectors, VectorRows)
+    assert np.array_equal(np.asarray(loaded.state.graph.vectors), fresh.state.graph.vectors)
     assert snapshot(loaded) == snapshot(fresh)
     # a save writes the rows in order, block by block
     loaded.save(str(tmp_path / "again"))
     again = load_index(tmp_path / "again", HashingEmbedder(DIM))
     assert np.array_equal(again.state.corpus.sentence_vectors, np.asarray(rows))
+    assert np.array_equal(again.state.graph.vectors, fresh.state.graph.vectors)
     assert snapshot(again) == snapshot(loaded)
 
 

@@ -369,6 +369,39 @@ def test_concept_sums_do_not_depend_on_sentence_order_or_split(seed: int, rows: 
     np.testing.assert_array_equal(first + rest, whole)
 
 
+class _RowsRead:
+    """Sentence vectors that record which rows were read (by index or slice)."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows, self.shape, self.read = rows, rows.shape, np.zeros(len(rows), dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, key: object) -> np.ndarray:
+        self.read[np.arange(len(self.rows))[key]] = True  # type: ignore[index]
+        return self.rows[key]  # type: ignore[index]
+
+
+def test_a_few_concepts_sums_read_only_their_sentences(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh sums its changed concepts from their own sentences: the sums of a few
+    columns read only the rows those columns hold (two at a time here), and equal the
+    same columns of every concept's sums."""
+    monkeypatch.setattr(edges_module, "GATHER_BLOCK", 2)
+    rng = np.random.default_rng(3)
+    incidence = sp.csr_matrix((rng.random((40, 12)) < 0.3).astype(np.float32))
+    emb = rng.normal(size=(40, 6)).astype(np.float32)
+    whole, counts = concept_sums(incidence, emb)
+    few = np.array([7])
+    holding = np.flatnonzero(np.diff(incidence[:, few].tocsr().indptr))
+    assert 2 < len(holding) < 20  # under half the sentences (the gathered path), in blocks
+    recorder = _RowsRead(emb)
+    sums, few_counts = concept_sums(incidence[:, few], recorder)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(sums, whole[few])
+    np.testing.assert_array_equal(few_counts, counts[few])
+    np.testing.assert_array_equal(np.flatnonzero(recorder.read), holding)
+
+
 def test_concept_vectors_of_random_incidence_match_manual_means() -> None:
     rng = np.random.default_rng(7)
     incidence = (rng.random((30, 6)) < 0.3).astype(np.int32)
