@@ -71,6 +71,11 @@ from .derived import (
 from .rows import Rows, rows_gathered
 from .spill import VectorSpill, spilled_arrays
 
+# Past this share of dead rows, a refreshed graph's concept vectors are gathered into one
+# array: a query multiplies every row held. At 1 M passages a 1 % add changes 48,465 of
+# 65,465 concepts, and the product over both arrays took 4.4-5.4 ms against 1.8 ms for
+# one (benchmarks/results/NOTES.md, twenty-first round); at 10 K it changes 7 % of them.
+CONCEPT_MAX_DEAD_SHARE = 0.25
 # Past this share of dead rows, an approximate index is rebuilt rather than appended to.
 MAX_DEAD_ROWS = 0.2
 # Past this share of changed chunks, a full derivation is as cheap as a refresh.
@@ -300,10 +305,12 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
             changed_vectors[np.searchsorted(changed, old_changed)].astype(np.float64)
             - graph.vectors[was[old_changed]].astype(np.float64), axis=1)
     # the unchanged concepts' rows stay where they are (a state's rows are never written
-    # again: the old vectors may be a mapped save), the changed ones' in a small array
+    # again: the old vectors may be a mapped save), the changed ones' in a small array;
+    # every query scans all the rows held, so once a quarter are dead they are gathered
     position = was.copy()
     position[changed] = len(graph.vectors) + np.arange(len(changed))
-    vectors = rows_gathered([graph.vectors, changed_vectors], position, spill)
+    vectors = rows_gathered([graph.vectors, changed_vectors], position, spill,
+                            CONCEPT_MAX_DEAD_SHARE)
     if summed is None:
         return vectors, counts, None, drift
     sums = np.empty((len(summed), dim), dtype=np.int64)

@@ -142,16 +142,17 @@ def rows_joined(parts: Sequence[Rows], spill: VectorSpill | None) -> Rows:
 
 
 def rows_gathered(parts: Sequence[Rows], positions: np.ndarray,
-                  spill: VectorSpill | None) -> Rows:
+                  spill: VectorSpill | None, max_dead_share: float = MAX_DEAD_SHARE) -> Rows:
     """Rows ``positions`` of the parts' concatenation. They stay where they are while
     one array holds most of them (an update's: the save's rows and the new ones);
-    rows spread over many arrays (a build's batches) are gathered into one."""
+    rows spread over many arrays (a build's batches) are gathered into one, and so
+    are all once more than ``max_dead_share`` of the rows held are no position's."""
     if not parts:
         raise ValueError("rows_gathered needs at least one part")
     positions = np.asarray(positions, dtype=np.int64)
     arrays = [part for part in parts if isinstance(part, np.ndarray)]
     if len(arrays) == len(parts):  # a position of plain arrays' concatenation is its row
-        return _compacted(arrays, positions, spill)
+        return _compacted(arrays, positions, spill, max_dead_share)
     runs: list[np.ndarray] = []
     indices: list[np.ndarray] = []
     base = 0
@@ -160,7 +161,7 @@ def rows_gathered(parts: Sequence[Rows], positions: np.ndarray,
         indices.append(part_index + base)
         runs.extend(part_runs)
         base += sum(len(r) for r in part_runs)
-    return _compacted(runs, np.concatenate(indices)[positions], spill)
+    return _compacted(runs, np.concatenate(indices)[positions], spill, max_dead_share)
 
 
 def contiguous_rows(vectors: Rows, spill: VectorSpill | None) -> np.ndarray:
@@ -176,7 +177,7 @@ def _runs_of(vectors: Rows) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
 
 
 def _compacted(runs: Sequence[np.ndarray], index: np.ndarray,
-               spill: VectorSpill | None) -> Rows:
+               spill: VectorSpill | None, max_dead_share: float = MAX_DEAD_SHARE) -> Rows:
     """Rows ``index`` of the runs, with the runs no row uses dropped. Everything is
     gathered into one array once most rows held are dead, or when there are more than
     ``MAX_ROW_RUNS`` runs and none holds most rows; with more runs and one that does,
@@ -198,7 +199,7 @@ def _compacted(runs: Sequence[np.ndarray], index: np.ndarray,
     if not len(index):
         return np.zeros((0, dim), dtype=np.float32)
     held = int(bases[-1])
-    if held - len(index) > MAX_DEAD_SHARE * held:
+    if held - len(index) > max_dead_share * held:
         return gather_rows(runs, index, dim, spill)
     if len(runs) > MAX_ROW_RUNS:
         largest = int(np.argmax(np.bincount(run_of, minlength=len(runs))))

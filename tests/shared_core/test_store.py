@@ -15,6 +15,7 @@ from benchmarks.faults import rehash
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import FunctionEmbedder, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
+from shared_core.state import refresh as refresh_module
 from shared_core.state.rows import VectorRows
 from shared_core.state.texts import ChunkTexts
 from shared_core.store import (
@@ -287,7 +288,14 @@ def test_a_loaded_index_reads_its_texts_and_term_counts_from_the_mapped_files(sa
     assert snapshot(again) == snapshot(loaded)
 
 
-def test_updates_leave_the_saved_vectors_in_their_file(saved: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("concept_dead_share", [1.0, 0.0])
+def test_updates_leave_the_saved_vectors_in_their_file(
+        saved: Path, tmp_path: Path, concept_dead_share: float,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sentence vectors stay in the save's file. So do the unchanged concepts' vectors
+    until ``CONCEPT_MAX_DEAD_SHARE`` of the rows held are dead (``test_rows.py`` checks
+    the rule): with 1.0 never gathered, with 0.0 as soon as one row is dead."""
+    monkeypatch.setattr(refresh_module, "CONCEPT_MAX_DEAD_SHARE", concept_dead_share)
     loaded = load_index(saved, HashingEmbedder(DIM))
     file_rows = loaded.state.corpus.sentence_vectors
     assert isinstance(file_rows, np.memmap)
@@ -297,12 +305,14 @@ def test_updates_leave_the_saved_vectors_in_their_file(saved: Path, tmp_path: Pa
     loaded.add([added], ids=["t2a"])  # its sentences fall between the saved ones
     rows = loaded.state.corpus.sentence_vectors
     assert isinstance(rows, VectorRows) and rows.runs[0] is file_rows  # not rewritten
-    # so are the unchanged concepts' vectors: the changed ones sit in a small array
+    # the add brings new concepts and changes no old one's vector: none of the file's
+    # concept rows is dead, and the new ones sit in a small array
     concepts = loaded.state.graph.vectors
     assert isinstance(concepts, VectorRows) and concepts.runs[0] is concept_file
     assert len(concepts.runs) == 2 and len(concepts.runs[1]) < len(concepts)
     loaded.delete(["t2a"])  # the file's rows in order again: the mapped array itself
     assert loaded.state.corpus.sentence_vectors is file_rows
+    assert loaded.state.graph.vectors is concept_file
     loaded.add([added], ids=["t2a"])
     loaded.delete(["t1"])
     rows = loaded.state.corpus.sentence_vectors
@@ -315,7 +325,8 @@ def test_updates_leave_the_saved_vectors_in_their_file(saved: Path, tmp_path: Pa
         metadatas=[{"n": i, "name": f"doc {i}", "ü": "ñ"} for i in kept[:2]] + [{}] + [
             {"n": i, "name": f"doc {i}", "ü": "ñ"} for i in kept[2:]], config=CFG)
     assert np.array_equal(np.asarray(rows), fresh.state.corpus.sentence_vectors)
-    assert isinstance(loaded.state.graph.vectors, VectorRows)
+    # deleting t1 left concept rows of the file dead
+    assert isinstance(loaded.state.graph.vectors, VectorRows) == (concept_dead_share == 1.0)
     assert np.array_equal(np.asarray(loaded.state.graph.vectors), fresh.state.graph.vectors)
     assert snapshot(loaded) == snapshot(fresh)
     # a save writes the rows in order, block by block

@@ -102,6 +102,23 @@ def test_once_most_rows_held_are_dead_they_are_gathered_into_one(tmp_path: Path)
     assert isinstance(six, VectorRows) and six.runs[0] is base
 
 
+def test_a_stricter_dead_share_gathers_sooner(tmp_path: Path) -> None:
+    """A refresh's concept vectors (every query scans every row held) are gathered once a
+    quarter of the rows held are dead; the default waits for half."""
+    base = saved(tmp_path, block(0, 10))
+    changed = block(100, 4)
+    three = np.array([10, 1, 11, 3, 4, 5, 12, 7, 8, 9])  # rows 0, 2, 6 replaced: 3 of 13 dead
+    kept = rows_gathered([base, changed[:3]], three, None, max_dead_share=0.25)
+    assert isinstance(kept, VectorRows) and kept.runs[0] is base
+    four = np.array([10, 1, 11, 3, 4, 5, 12, 7, 13, 9])  # and row 8: 4 of 14 dead
+    gathered = rows_gathered([base, changed], four, None, max_dead_share=0.25)
+    assert isinstance(gathered, np.ndarray) and not mapped(gathered)
+    whole = np.concatenate([block(0, 10), changed])
+    assert np.array_equal(gathered, whole[four])
+    assert np.array_equal(np.asarray(kept), whole[three])
+    assert isinstance(rows_gathered([base, changed], four, None), VectorRows)
+
+
 def test_contiguous_rows_are_one_array_through_the_spill(tmp_path: Path) -> None:
     base = block(0, 4)
     assert contiguous_rows(base, None) is base
