@@ -304,12 +304,16 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
         drift[old_changed] = np.linalg.norm(
             changed_vectors[np.searchsorted(changed, old_changed)].astype(np.float64)
             - graph.vectors[was[old_changed]].astype(np.float64), axis=1)
+    # what is written below is spilled where a derivation spills it: by the size of the
+    # vectors (float32) and the kept sums (int64) together
+    held = n * dim * 4 + (0 if summed is None else len(summed) * dim * 8)
+    together = replace(spill, min_bytes=0) if spill is not None and spill.spills(held) else None
     # the unchanged concepts' rows stay where they are (a state's rows are never written
     # again: the old vectors may be a mapped save), the changed ones' in a small array;
     # every query scans all the rows held, so once a quarter are dead they are gathered
     position = was.copy()
     position[changed] = len(graph.vectors) + np.arange(len(changed))
-    vectors = rows_gathered([graph.vectors, changed_vectors], position, spill,
+    vectors = rows_gathered([graph.vectors, changed_vectors], position, together,
                             CONCEPT_MAX_DEAD_SHARE)
     if summed is None:
         return vectors, counts, None, drift
@@ -318,9 +322,6 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
     sums[computed] = fresh_sums[np.searchsorted(fresh, summed[computed])]
     kept = summed[~computed]  # unchanged and kept before: their old rows
     sums[~computed] = old_sums[old_row[kept]]
-    # spilled where a derivation spills them, by the size of the vectors and sums together
-    together = (replace(spill, min_bytes=0)
-                if spill is not None and spill.spills(sums.nbytes + vectors.nbytes) else None)
     (sums,) = spilled_arrays([sums], together)
     return vectors, counts, KeptSums(sums, summed), drift
 

@@ -214,3 +214,29 @@ def test_a_refresh_merges_pairs_into_spill_files_by_their_size_together(tmp_path
         assert [mapped(getattr(merged, f)) for f in ("source", "target", "count", "edge",
                                                      "margin")] == [spilled] * 5
     assert os.listdir(tmp_path) == []
+
+
+def test_a_refresh_spills_the_concept_vectors_and_sums_by_their_size_together(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a derivation does: with every concept's sum kept (rule 0), n concepts take
+    n x DIM x (4 + 8) bytes of vectors and sums. A threshold one byte under that spills
+    both (each alone is under it); one byte over keeps both on the heap. Every dead row
+    gathers the vectors into one array (dead share 0), which is then what spills."""
+    from shared_core.state import derived as derived_module
+    from shared_core.state import refresh as refresh_module
+
+    monkeypatch.setattr(derived_module, "SUMS_MIN_SENTENCES", 0)
+    monkeypatch.setattr(refresh_module, "CONCEPT_MAX_DEAD_SHARE", 0.0)
+    texts, ids = POOL, [f"c{i:02d}" for i in range(len(POOL))]
+    after = ConceptGraphIndex.from_texts(texts[:-1], ids=ids[:-1], embedder=HashingEmbedder(DIM),
+                                         vector_spill=None)
+    held = len(after.state.graph.concepts) * DIM * (4 + 8)
+    for min_bytes, spilled in ((held - 1, True), (held + 1, False)):
+        index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=HashingEmbedder(DIM),
+                                             vector_spill=VectorSpill(tmp_path, min_bytes))
+        index.delete([ids[-1]])
+        graph = index.state.graph
+        assert isinstance(graph.vectors, np.ndarray) and graph.concept_sums is not None
+        assert mapped(graph.vectors) == spilled and mapped(graph.concept_sums) == spilled
+        np.testing.assert_array_equal(graph.vectors, after.state.graph.vectors)
+        np.testing.assert_array_equal(graph.concept_sums, after.state.graph.concept_sums)
