@@ -31,7 +31,8 @@ saved graph's co-occurrence counts (``graph_pair_*.npy``) and, in saves since th
 scale issue's sixth round, which terms are concepts, the concept vectors and each
 strong pair's cosine decision and margin (``DERIVED_ARRAYS``; since the seventeenth
 round also the concept vectors' exact fixed-point sums, which must give the saved
-vectors). Their values rest on
+vectors, and since the twenty-first the list of the concepts whose sums are kept).
+Their values rest on
 their checksums, after the rules that need no re-derivation (sorted in-range
 terms, unit-length vectors, margins with their decision's sign;
 ``state/saved.py``). A wrong value there changes rankings, never a budget or an

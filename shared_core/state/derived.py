@@ -219,8 +219,9 @@ def derive_graph(corpus: CorpusState, config: ConceptGraphConfig,
     all_sums, sentence_counts = concept_sums(found.sentence_concepts, corpus.sentence_vectors)
     vectors, summed = vectors_of_sums(all_sums), summed_concepts(sentence_counts)
     sums = None
-    if summed is not None:
-        vectors, sums = spilled_arrays([vectors, all_sums[summed]], spill)
+    if summed is not None:  # every concept's: the array itself, not a copy
+        kept = all_sums if len(summed) == len(all_sums) else all_sums[summed]
+        vectors, sums = spilled_arrays([vectors, kept], spill)
     del all_sums
     pairs = spilled_pairs(strong_pairs(found.links, vectors, config.theta_co, config.theta_sem),
                            spill)

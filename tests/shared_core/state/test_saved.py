@@ -920,3 +920,10 @@ def test_a_save_that_kept_every_concepts_sum_loads_and_refreshes_to_the_rule(
     assert refreshed.summed_concepts is not None
     assert len(refreshed.summed_concepts) < len(refreshed.concepts)
     assert_equal_graphs(refreshed, derive_graph(loaded.state.corpus, loaded.config))
+
+
+def test_a_save_listing_summed_concepts_without_their_sums_is_refused(tmp_path: Path) -> None:
+    _, folder = saved_index(tmp_path)
+    _as_saved_without(folder, ["concept_sums"])
+    with pytest.raises(CorruptIndexError, match="lists summed concepts but holds no concept sums"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
