@@ -17,24 +17,91 @@ def pagerank(
     start: np.ndarray | None = None,
     symmetric: bool = False,
 ) -> np.ndarray:
-    """PageRank by power iteration on a weighted graph (networkx's definition).
+    """PageRank on a weighted graph (networkx's definition), to ``n * tol`` in L1.
 
     Dangling nodes (no edges) spread their mass uniformly; scores sum to 1.
-    ``start`` warm-starts the iteration (e.g. the rank before a small update):
-    the fixed point is the same, within the tolerance, in fewer iterations.
+    ``start`` warm-starts the solver (e.g. the rank before a small update): the
+    fixed point is the same, within the tolerance, in fewer iterations.
     ``symmetric``: ``adj`` equals its transpose (an undirected graph, as the
-    concept graph is), so a step is ``A (x / out-weight)``, one product with
-    ``adj`` itself, and no transition matrix is built.
+    concept graph is). PageRank is then a symmetric positive definite system,
+    solved by conjugate gradients (:func:`symmetric_pagerank`) in about half the
+    products of power iteration. Otherwise it is power iteration.
     """
     n = adj.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.float64)
     if symmetric:
-        inv, dangling = _inverse_out_weights(adj)
-        step = spla.LinearOperator((n, n), matvec=lambda x: adj @ (x * inv), dtype=np.float64)
-        return power_iteration(step, dangling, None, damping, n * tol, max_iter, start)[0]
+        return symmetric_pagerank(adj, damping, n * tol, max_iter, start)[0]
     transition, dangling = _transition(adj)
     return power_iteration(transition, dangling, None, damping, n * tol, max_iter, start)[0]
+
+
+def symmetric_pagerank(
+    adj: sp.csr_matrix,
+    damping: float,
+    tol: float,
+    max_iter: int,
+    start: np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:
+    """PageRank of an undirected graph by conjugate gradients; scores and iterations.
+
+    With A symmetric and D its out-weights, PageRank solves
+    ``x = d·(A D⁻¹ x + s/n) + (1-d)/n``, s the dangling nodes' mass. Its solution is
+    ``c·z`` for ``z = d·A D⁻¹ z + 1/n`` (``c`` makes it sum to 1), and ``z = D^½ y``
+    turns that into ``(I - d·D^-½ A D^-½) y = D^-½ / n``: symmetric, with eigenvalues
+    in [1-d, 1+d], so conjugate gradients contract the error by
+    (√κ-1)/(√κ+1) = 0.56 a step at d = 0.85 (κ = (1+d)/(1-d)), where power iteration
+    contracts it by d = 0.85. Isolated nodes have ``z = 1/n``.
+
+    The stop is power iteration's: the L1 distance one power step would move the
+    result, which here is ``c·|D^½ r|₁`` for the system's residual r, below ``tol``.
+    The residual is recomputed from the solution before stopping, so rounding in the
+    recurrence cannot end it early. A negative weight (not a PageRank graph) raises.
+    """
+    n = adj.shape[0]
+    if adj.nnz and float(adj.data.min()) < 0:
+        raise ValueError("PageRank needs non-negative edge weights")
+    out_weight = np.asarray(adj.sum(axis=1)).ravel()
+    dangling = out_weight == 0
+    root = np.sqrt(out_weight)  # D^1/2 (0 for dangling nodes)
+    inverse_root = np.divide(1.0, root, out=np.zeros(n), where=~dangling)  # D^-1/2
+
+    def system(y: np.ndarray) -> np.ndarray:  # (I - d D^-1/2 A D^-1/2) y
+        return y - damping * (inverse_root * (adj @ (inverse_root * y)))
+
+    # z is 1/n at the isolated nodes whatever y is, so the scale c is fixed
+    scale = (1 - damping) / (1 - damping * float(dangling.sum()) / n)
+
+    def moves(residual: np.ndarray) -> float:  # L1 of one power step from c·z
+        return scale * float(np.abs(root * residual).sum())
+
+    target = inverse_root / n
+    if start is None:
+        y = np.zeros(n)
+    else:
+        if start.shape != (n,) or not np.all(start >= 0) or start.sum() <= 0:
+            raise ValueError("start must be a non-negative vector with one entry per node")
+        y = inverse_root * (np.asarray(start, dtype=np.float64) / start.sum()) / scale
+    iterations = 0
+    while True:  # a restart only if the recurrence's residual drifted from the true one
+        residual = target - system(y)
+        moved = moves(residual)
+        if moved < tol or moved == 0.0 or iterations >= max_iter:
+            rank = scale * (root * y)
+            rank[dangling] = scale / n
+            return rank / rank.sum(), iterations
+        direction = residual.copy()
+        squared = float(residual @ residual)
+        while iterations < max_iter and squared > 0.0:
+            iterations += 1
+            product = system(direction)
+            step = squared / float(direction @ product)
+            y += step * direction
+            residual -= step * product
+            if moves(residual) < tol:
+                break
+            squared, previous = float(residual @ residual), squared
+            direction = residual + (squared / previous) * direction
 
 
 def pagerank_residual(adj: sp.csr_matrix, rank: np.ndarray, damping: float = 0.85) -> float:
