@@ -290,11 +290,19 @@ def reference_lines(table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def _newest_coverage_first(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Results by dataset and protocol, the latest run first within each: a cell's
+    coverage comes from its newest measurement (a ``--methods ""`` run measures only
+    coverage, after a change to selection)."""
+    return sorted(results, key=lambda r: (_dataset_key(r["dataset"]),
+                                          _protocol_key(r["protocol"]),
+                                          -float(r.get("started_unix") or 0.0)))
+
+
 def coverage_lines(results: list[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     seen: set[tuple[str, str, int]] = set()
-    for r in sorted(results, key=lambda r: (_dataset_key(r["dataset"]),
-                                            _protocol_key(r["protocol"]))):
+    for r in _newest_coverage_first(results):
         cov = r.get("core_coverage")
         if not cov:
             continue
@@ -371,8 +379,7 @@ def plot(results: list[dict[str, Any]], table: dict[str, dict[str, dict[str, Any
         plt.close(fig)
         files.append(name)
     done: set[tuple[str, str]] = set()
-    for r in sorted(results, key=lambda r: (_dataset_key(r["dataset"]),
-                                            _protocol_key(r["protocol"]))):
+    for r in _newest_coverage_first(results):
         cov = r.get("core_coverage")
         level = "passage" if r["protocol"] == "passage" else "chunk1200"
         if not cov or (r["dataset"], level) in done:
