@@ -494,19 +494,19 @@ def _random_undirected(seed: int, n: int, density: float, isolated: int) -> sp.c
        damping=st.floats(0.05, 0.95), tol=st.sampled_from([1e-6, 1e-10, 1e-13]))
 def test_conjugate_gradients_stop_where_power_iteration_would(
         seed: int, n: int, density: float, isolated: int, damping: float, tol: float) -> None:
-    """The CG rank moves less than n·tol (L1) in one power step, the stop power
-    iteration uses, and so lies within n·tol/(1-d) of the fixed point, as power
-    iteration's does; a tight power iteration is the reference."""
+    """CG stops where power iteration does: once one power step would move its rank
+    less than n·tol (L1), so it lies within n·tol/(1-d) of the fixed point. Both then
+    scale the rank to sum to 1, which moves it by at most that again, and adds at most
+    the same to the step (a tight power iteration is the reference)."""
     adj = _random_undirected(seed, n, density, min(isolated, n))
     rank, _ = symmetric_pagerank(adj, damping, n * tol, 10_000)
     assert rank.sum() == pytest.approx(1.0) and np.all(rank > 0)
-    # the rank returned is normalised after the stop; that moves the step by rounding only
-    assert pagerank_residual(adj, rank, damping) < n * tol + 1e-14
+    assert pagerank_residual(adj, rank, damping) < 2.01 * n * tol + 1e-14
     weight = np.asarray(adj.sum(axis=1)).ravel()
     inverse = np.divide(1.0, weight, out=np.zeros(n), where=weight > 0)
     transition = sp.csr_matrix(sp.diags(inverse) @ adj).T.tocsr()
     reference, _ = power_iteration(transition, weight == 0, None, damping, 1e-15, 100_000)
-    assert np.abs(rank - reference).sum() <= n * tol / (1 - damping) + 1e-12
+    assert np.abs(rank - reference).sum() <= 2 * n * tol / (1 - damping) + 1e-12
 
 
 def _power_steps(adj: sp.csr_matrix, tol: float) -> tuple[np.ndarray, int]:
