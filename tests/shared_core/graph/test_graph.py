@@ -488,6 +488,16 @@ def _random_undirected(seed: int, n: int, density: float, isolated: int) -> sp.c
     return sp.csr_matrix(upper + upper.T)
 
 
+def _power_steps(adj: sp.csr_matrix, tol: float, damping: float = 0.85,
+                 max_iter: int = 1000) -> tuple[np.ndarray, int]:
+    """Power iteration on ``adj``'s transition matrix: the rank and its steps."""
+    n = adj.shape[0]
+    weight = np.asarray(adj.sum(axis=1)).ravel()
+    inverse = np.divide(1.0, weight, out=np.zeros(n), where=weight > 0)
+    transition = sp.csr_matrix(sp.diags(inverse) @ adj).T.tocsr()
+    return power_iteration(transition, weight == 0, None, damping, tol, max_iter)
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60),
        density=st.floats(0.0, 0.6), isolated=st.integers(0, 5),
@@ -502,19 +512,8 @@ def test_conjugate_gradients_stop_where_power_iteration_would(
     rank, _ = symmetric_pagerank(adj, damping, n * tol, 10_000)
     assert rank.sum() == pytest.approx(1.0) and np.all(rank > 0)
     assert pagerank_residual(adj, rank, damping) < 2.01 * n * tol + 1e-14
-    weight = np.asarray(adj.sum(axis=1)).ravel()
-    inverse = np.divide(1.0, weight, out=np.zeros(n), where=weight > 0)
-    transition = sp.csr_matrix(sp.diags(inverse) @ adj).T.tocsr()
-    reference, _ = power_iteration(transition, weight == 0, None, damping, 1e-15, 100_000)
+    reference, _ = _power_steps(adj, 1e-15, damping, 100_000)
     assert np.abs(rank - reference).sum() <= 2 * n * tol / (1 - damping) + 1e-12
-
-
-def _power_steps(adj: sp.csr_matrix, tol: float) -> tuple[np.ndarray, int]:
-    n = adj.shape[0]
-    weight = np.asarray(adj.sum(axis=1)).ravel()
-    inverse = np.divide(1.0, weight, out=np.zeros(n), where=weight > 0)
-    transition = sp.csr_matrix(sp.diags(inverse) @ adj).T.tocsr()
-    return power_iteration(transition, weight == 0, None, 0.85, tol, 1000)
 
 
 def test_conjugate_gradients_take_fewer_products_than_power_iteration() -> None:
