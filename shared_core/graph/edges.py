@@ -28,8 +28,11 @@ if TYPE_CHECKING:  # the state package imports this module
     from ..state.rows import Rows
 
 # Pairs whose cosines are taken at a time. The gathered rows stay in cache: blocks of
-# 2^18 pairs (800 MB of gathered rows) ran 3.6x slower here (benchmarks/RESULTS.md).
-PAIR_BLOCK = 2048
+# 2^18 pairs (800 MB of gathered rows) ran 3.6x slower here (benchmarks/RESULTS.md), and
+# 256 pairs (0.4 MB a side, within L2) ran 1.6x faster than 2048 (NOTES.md, 23rd round).
+PAIR_BLOCK = 256
+# The most bytes :func:`pair_cosines` gathers the pairs' distinct ends into (float32).
+PAIR_ENDS_BYTES = 1 << 27
 # Slack of a cosine certificate per vector dimension, in units of float32's unit roundoff
 # u = 2^-24 (see :func:`certificate_slack`).
 SLACK_ROUNDOFFS_PER_DIM = 8
@@ -327,10 +330,33 @@ def pair_cosines(vectors: Rows, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     so a refresh or a load that recomputes some pairs gets the same bits.
     """
     cos = np.zeros(len(src), dtype=np.float32)
+    rows, src, dst = _pair_ends(vectors, np.asarray(src), np.asarray(dst))
     for start in range(0, len(src), PAIR_BLOCK):
         s = slice(start, start + PAIR_BLOCK)
-        cos[s] = np.einsum("ij,ij->i", vectors[src[s]], vectors[dst[s]])
+        cos[s] = np.einsum("ij,ij->i", rows[src[s]], rows[dst[s]])
     return cos
+
+
+def _pair_ends(vectors: Rows, src: np.ndarray, dst: np.ndarray
+               ) -> tuple[np.ndarray | Rows, np.ndarray, np.ndarray]:
+    """The rows the pairs read, and the pairs' ends as positions in them.
+
+    Vectors held in several runs (:class:`~shared_core.state.rows.VectorRows`) are
+    gathered once, the distinct ends only, when those fit ``PAIR_ENDS_BYTES``: a
+    block's gathers then read one plain array instead of resolving each row's run
+    again (a refresh's 228 K pairs: 0.15 s of its cosines' 0.2 s at 10 K passages).
+    The rows are the same bits, so each cosine is too.
+    """
+    if isinstance(vectors, np.ndarray) or not len(src):
+        return vectors, src, dst
+    used = np.zeros(len(vectors), dtype=bool)
+    used[src] = True
+    used[dst] = True
+    ends = np.flatnonzero(used)
+    if len(ends) * vectors.shape[1] * 4 > PAIR_ENDS_BYTES:
+        return vectors, src, dst
+    position = np.cumsum(used, dtype=np.int64) - 1
+    return np.asarray(vectors[ends], dtype=np.float32), position[src], position[dst]
 
 
 def cosine_decisions(vectors: Rows, src: np.ndarray, dst: np.ndarray,

@@ -115,6 +115,36 @@ def test_edge_arrays_weights_and_order() -> None:
                                [cos[p] for p in pairs], atol=1e-6)
 
 
+@pytest.mark.parametrize("ends_bytes", [1 << 27, 0])
+@pytest.mark.parametrize("block", [1, 3, 256])
+def test_pair_cosines_are_the_same_bits_from_any_layout_and_block(
+        ends_bytes: int, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows held in several runs (gathered once into their distinct ends, or, past
+    ``PAIR_ENDS_BYTES``, read run by run) and in one array give the same float32
+    cosines, bit for bit, whatever the block: a refresh and a derivation must agree."""
+    from shared_core.state.rows import VectorRows
+
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((40, 16)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    order = rng.permutation(40)  # rows out of order across three runs
+    runs = [rows[order[:10]], rows[order[10:25]], rows[order[25:]]]
+    held = VectorRows(runs, np.argsort(order))
+    np.testing.assert_array_equal(np.asarray(held), rows)
+    src, dst = rng.integers(0, 40, 300), rng.integers(0, 40, 300)
+    src[:5] = dst[:5] = 39  # a concept paired with itself reads one row twice
+    expected = np.array([np.float32(np.einsum("i,i->", rows[a], rows[b]))
+                         for a, b in zip(src.tolist(), dst.tolist(), strict=True)])
+    np.testing.assert_allclose(expected[:5], 1.0, atol=1e-6)
+    reference = pair_cosines(rows, src, dst)  # the default block, one array
+    np.testing.assert_allclose(reference, expected, atol=1e-6)
+    monkeypatch.setattr(edges_module, "PAIR_BLOCK", block)
+    monkeypatch.setattr(edges_module, "PAIR_ENDS_BYTES", ends_bytes)
+    np.testing.assert_array_equal(pair_cosines(rows, src, dst), reference)
+    np.testing.assert_array_equal(pair_cosines(held, src, dst), reference)
+    assert pair_cosines(held, src[:0], dst[:0]).shape == (0,)
+
+
 def test_strong_pairs_keep_every_pair_passing_theta_co_with_its_decision() -> None:
     """Co >= 2: AB, AC, AD, BC; theta_sem .6 cuts AB (.5) and AC (0), keeps AD, BC (.866)."""
     pairs = strong_pairs(LINKS, VECTORS, 2, 0.6)
