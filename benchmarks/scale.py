@@ -3,6 +3,7 @@
     python -m benchmarks.scale --sizes 10000 100000 --out benchmarks/results/scale.json
     python -m benchmarks.scale --plot benchmarks/results/scale.json --plot-out scale.png
     python -m benchmarks.scale --backend milvus-lite --sizes 10000 100000
+    python -m benchmarks.scale --backend milvus-lite-terms --sizes 10000 100000
     python -m benchmarks.scale --sizes 1000000 --save /tmp/q   # /tmp/q/idx1000000, nothing measured
 
 ``--save DIR`` only builds each size's corpus and saves the index to ``DIR/idx<size>``:
@@ -11,7 +12,9 @@ the saved indexes ``benchmarks.query_cost`` and ``benchmarks.update_cost`` measu
 ``--backend`` puts the vectors in an outside store (Milvus Lite in a temporary
 folder, or Chroma's embedded client through the LangChain wrapper) instead of the
 in-process exact scan or HNSW; the store's own share of each query is reported,
-and the context is compared with the local exact search's.
+and the context is compared with the local exact search's. ``milvus-lite-terms``
+also keeps each row's term postings in Milvus, which then finds the units of the
+concept-evidence view as well as the nearest vectors.
 
 Corpora are synthetic but made of real text: the sentences of ``../shared/data``'s
 corpora, shuffled and recombined into passages of 3–6 sentences with unique ids,
@@ -168,6 +171,26 @@ class TimedStore:
         finally:
             self.search_seconds += time.perf_counter() - start
 
+    # a store that keeps term postings (``TermPostingsBackend``): its term searches are
+    # the engine's share of a query too
+    @property
+    def keeps_terms(self) -> bool:
+        from shared_core.search.external import keeps_terms
+
+        return keeps_terms(self.store)
+
+    def upsert_with_terms(self, keys: Any, vectors: Any, texts: Any, metadatas: Any,
+                          terms: Any) -> None:
+        self.store.upsert_with_terms(keys, vectors, texts, metadatas, terms)
+
+    def search_terms(self, weights: Any, k: int) -> list[str]:
+        start = time.perf_counter()
+        try:
+            found: list[str] = self.store.search_terms(weights, k)
+            return found
+        finally:
+            self.search_seconds += time.perf_counter() - start
+
 
 def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "AUTOINDEX") -> Any:
     """The outside vector store ``--backend`` names, in ``folder``; None for ``local``.
@@ -176,11 +199,12 @@ def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "A
     index's model, so the wrapper's same-model check passes)."""
     if backend == "local":
         return None
-    if backend == "milvus-lite":
+    if backend in ("milvus-lite", "milvus-lite-terms"):
         from shared_core.search.milvus import MilvusVectorStore
 
         return TimedStore(MilvusVectorStore(str(folder / "milvus.db"), "conceptgraph",
-                                            index_type=milvus_index))
+                                            index_type=milvus_index,
+                                            term_postings=backend == "milvus-lite-terms"))
     if backend == "chroma":
         import chromadb
         from langchain_chroma import Chroma
@@ -536,7 +560,7 @@ def plot_costs(rows: Sequence[dict[str, Any]], out: Path) -> None:
     plt.close(fig)
 
 
-BACKENDS = ("local", "milvus-lite", "chroma")
+BACKENDS = ("local", "milvus-lite", "milvus-lite-terms", "chroma")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -547,8 +571,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--minilm-sample", type=int, default=2000)
     parser.add_argument("--vector-index", default="auto", choices=("auto", "exact", "hnsw"))
     parser.add_argument("--backend", default="local", choices=BACKENDS,
-                        help="where the vectors live: this process (local), Milvus Lite, or "
-                             "Chroma's embedded client")
+                        help="where the vectors live: this process (local), Milvus Lite "
+                             "(milvus-lite-terms: with the rows' term postings, which find "
+                             "the evidence view's units), or Chroma's embedded client")
     parser.add_argument("--milvus-index", default="AUTOINDEX",
                         help="the Milvus index type (AUTOINDEX, FLAT, HNSW, ...)")
     parser.add_argument("--lean", action="store_true",
@@ -626,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                    *((("walk_postings", " ".join(map(str, args.walk_postings))),)
                      if args.walk_postings else ()),
                    *((("no_spill", ""),) if not args.spill else ()),
-                   *((("milvus_index", args.milvus_index),) if args.backend == "milvus-lite"
+                   *((("milvus_index", args.milvus_index),) if args.backend.startswith("milvus")
                      else ()))),
               "minilm_sentences_per_s": None if rate is None else round(rate, 1),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, "

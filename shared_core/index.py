@@ -29,8 +29,21 @@ from .config import KNOB_GROUPS, CjkSegmenter, ConceptGraphConfig, SelectBy
 from .embeddings.base import Embedder, check_texts, embed_query
 from .fusion import ContextItem
 from .search.ann import HnswSegments
-from .search.candidates import CandidateSimilarity, GatheredUnits, UnitSimilarity
-from .search.external import Reconciled, StoredRows, VectorStoreBackend, changed_rows, reconcile
+from .search.candidates import (
+    ROWS_PER_UNIT_SEARCHED,
+    CandidateSimilarity,
+    GatheredUnits,
+    UnitSimilarity,
+)
+from .search.external import (
+    EngineVectorIndex,
+    Reconciled,
+    StoredRows,
+    VectorStoreBackend,
+    changed_rows,
+    keeps_terms,
+    reconcile,
+)
 from .search.fused import fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
 from .search.vector_index import scan_scores
@@ -716,7 +729,8 @@ class ConceptGraphIndex:
             "embedding_dim": self._embedder.dim,
             "vector_index": ("exact" if graph.ann is None else
                              "hnsw" if isinstance(graph.ann, HnswSegments) else
-                             f"store:{type(state.vector_store).__name__}"),
+                             f"store:{type(state.vector_store).__name__}"
+                             + ("+terms" if keeps_terms(state.vector_store) else "")),
             "warnings": warnings,
         }
 
@@ -1106,6 +1120,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             walk_seeds=query_concepts if walks_from_terms else None,
             walk_hops=walk_hops,
             walk_postings=None if graph.ann is None else cfg.walk_postings,  # candidates only
+            evidence_units=_engine_evidence_units(graph, cfg.candidates),
         )
     else:
         hits, trace = local_search(
@@ -1216,6 +1231,27 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
         return scores if unit_vectors is not None else np.maximum.reduceat(scores, first)
 
     return score
+
+
+def _engine_evidence_units(graph: DerivedGraph, candidates: int
+                           ) -> Callable[[np.ndarray], np.ndarray] | None:
+    """Where the vector engine keeps term postings: the units it finds for a query's
+    concept values (their terms, weighted by the values), ``ROWS_PER_UNIT_SEARCHED``
+    rows asked per unit wanted, as for its vector search. None otherwise."""
+    engine = graph.ann
+    if not isinstance(engine, EngineVectorIndex) or not engine.keeps_terms:
+        return None
+    row_unit = graph.ann_row_unit
+
+    def found(concept_value: np.ndarray) -> np.ndarray:
+        used = np.flatnonzero(concept_value > 0)
+        weights = dict(zip(graph.concept_terms[used].tolist(), concept_value[used].tolist(),
+                           strict=True))
+        rows = engine.search_terms(weights, ROWS_PER_UNIT_SEARCHED * candidates)
+        units = rows if row_unit is None else row_unit[rows]
+        return np.unique(units[units >= 0])
+
+    return found
 
 
 def _all_unit_similarity(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray) -> np.ndarray:

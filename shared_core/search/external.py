@@ -32,11 +32,12 @@ import secrets
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import numpy as np
+import scipy.sparse as sp
 
-from ..text.sentences import concatenated_ranges
+from ..text.sentences import concatenated_ranges, segment_matrix
 from .vector_index import scan_scores
 
 if TYPE_CHECKING:  # the state package imports this module
@@ -86,6 +87,53 @@ class VectorStoreBackend(Protocol):
     def search(self, query: np.ndarray, k: int) -> list[str]:
         """The keys of the (up to) ``k`` rows closest to ``query``, best first."""
         ...
+
+
+# Sparse dimensions a term hashes to (1 .. 2^31 - 1), and the one a row without terms
+# holds: an engine refuses an empty sparse row (Milvus does), and no query asks for it.
+TERM_DIMENSIONS = (1 << 31) - 1
+NO_TERMS = 0
+
+
+def term_dimension(term: str) -> int:
+    """The sparse dimension ``term``'s postings live under in an engine: the same in every
+    process and index (a hash of the term's text, not its position, which moves with
+    every update). Two terms may share one; that only adds rows to what a search finds,
+    which the index scores again exactly."""
+    digest = hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest()
+    return int.from_bytes(digest, "little") % TERM_DIMENSIONS + 1
+
+
+@runtime_checkable
+class TermPostingsBackend(Protocol):
+    """A store that also keeps each row's term counts, as a sparse vector over
+    :func:`term_dimension`, and finds the rows with the largest weighted sum of them:
+    the concept and word postings in the engine (issue #17).
+
+    The counts are the text's own (no corpus statistics), so a row never has to be
+    written again when other chunks change the vocabulary; a query brings the weights.
+    """
+
+    @property
+    def keeps_terms(self) -> bool:
+        """Whether this store's rows carry their terms (a collection made with them)."""
+        ...
+
+    def upsert_with_terms(self, keys: Sequence[str], vectors: np.ndarray,
+                          texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]],
+                          terms: Sequence[Mapping[int, float]]) -> None:
+        """:meth:`VectorStoreBackend.upsert`, each row with its term counts."""
+        ...
+
+    def search_terms(self, weights: Mapping[int, float], k: int) -> list[str]:
+        """The keys of the (up to) ``k`` rows of largest ``sum(weights[d] * count[d])``,
+        best first; rows sharing no dimension with ``weights`` are never returned."""
+        ...
+
+
+def keeps_terms(store: object) -> bool:
+    """Whether ``store`` keeps its rows' term postings (:class:`TermPostingsBackend`)."""
+    return isinstance(store, TermPostingsBackend) and bool(store.keeps_terms)
 
 
 # metadata field holding a row's key in stores whose ids must be UUIDs (Qdrant)
@@ -271,17 +319,55 @@ class StoredRows:
             out.extend({**scalar, "chunk_id": cid, "part": p} for p in range(int(self.count[c])))
         return out
 
+    def term_counts(self, rows: np.ndarray) -> sp.csr_matrix:
+        """(rows x the corpus's terms) counts of each row's text: its sentence's, or the
+        sum of its unit's sentences'."""
+        terms = self.corpus.sentence_terms
+        if self.kind == "s":
+            return sp.csr_matrix(terms[rows])
+        offsets = self.corpus.unit_offsets()
+        first, end = offsets[rows], offsets[rows + 1]
+        sentences = concatenated_ranges(first, end)
+        within = np.concatenate([[0], np.cumsum(end - first)]).astype(np.int64)
+        return sp.csr_matrix(segment_matrix(within, len(sentences)) @ terms[sentences])
+
+    def terms_of(self, rows: np.ndarray) -> list[dict[int, float]]:
+        """Each row's term counts by :func:`term_dimension` (counts of terms sharing a
+        dimension added; ``{NO_TERMS: 1.0}`` for a row without terms)."""
+        counts = self.term_counts(rows)
+        used = np.unique(counts.indices)
+        names = self.corpus.terms
+        dimension = dict(zip(used.tolist(), (term_dimension(names[t]) for t in used.tolist()),
+                             strict=True))
+        out: list[dict[int, float]] = []
+        for r in range(counts.shape[0]):
+            entries = slice(counts.indptr[r], counts.indptr[r + 1])
+            row: dict[int, float] = {}
+            for t, count in zip(counts.indices[entries].tolist(),
+                                counts.data[entries].tolist(), strict=True):
+                d = dimension[t]
+                row[d] = row.get(d, 0.0) + float(count)
+            out.append(row or {NO_TERMS: 1.0})
+        return out
+
     def write(self, store: VectorStoreBackend, chunks: Sequence[int],
               batch_rows: int = 4096) -> int:
-        """Upsert every row of these chunks, ``batch_rows`` at a time; returns rows written."""
+        """Upsert every row of these chunks, ``batch_rows`` at a time (with their terms
+        where the store keeps them); returns rows written."""
         keys = self.keys_of(chunks)
         rows = self.rows_of(chunks)
         metadatas = self.metadatas_of(chunks)
+        with_terms = keeps_terms(store)
         for start in range(0, len(keys), batch_rows):
             part = slice(start, start + batch_rows)
             picked = rows[part]
-            store.upsert(keys[part], np.asarray(self.vectors[picked], dtype=np.float32),
-                         self.texts_of(picked), metadatas[part])
+            vectors = np.asarray(self.vectors[picked], dtype=np.float32)
+            if with_terms:
+                cast(TermPostingsBackend, store).upsert_with_terms(
+                    keys[part], vectors, self.texts_of(picked), metadatas[part],
+                    self.terms_of(picked))
+            else:
+                store.upsert(keys[part], vectors, self.texts_of(picked), metadatas[part])
         return len(keys)
 
 
@@ -304,9 +390,35 @@ class EngineVectorIndex:
         k = min(k, len(self))
         if k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        picked = self._rows_of(self.store.search(query, k))
+        return picked, scan_scores(self.rows.vectors[picked], query)
+
+    @property
+    def keeps_terms(self) -> bool:
+        """Whether the engine also holds the rows' term postings (:func:`keeps_terms`)."""
+        return keeps_terms(self.store)
+
+    def search_terms(self, weights: Mapping[int, float], k: int) -> np.ndarray:
+        """The rows (of this state) the engine finds for term ``weights`` (term
+        positions in this corpus -> weight), best first, up to ``k``."""
+        k = min(k, len(self))
+        by_dimension: dict[int, float] = {}
+        names = self.rows.corpus.terms
+        for term, weight in weights.items():
+            if weight > 0:
+                d = term_dimension(names[term])
+                by_dimension[d] = by_dimension.get(d, 0.0) + float(weight)
+        if k <= 0 or not by_dimension:
+            return np.zeros(0, dtype=np.int64)
+        store = cast(TermPostingsBackend, self.store)
+        return self._rows_of(store.search_terms(by_dimension, k))
+
+    def _rows_of(self, keys: Iterable[str]) -> np.ndarray:
+        """The rows of this state the engine's keys name, in their order; a key of a chunk
+        this state does not hold (a writer's newer rows, or a crash's) is skipped."""
         position, rows = self.rows.corpus.position, self.rows
         found: list[int] = []
-        for key in self.store.search(query, k):
+        for key in keys:
             parsed = parse_key(key)
             if parsed is None:
                 continue
@@ -315,8 +427,7 @@ class EngineVectorIndex:
             if c is None or kind != rows.kind or part >= rows.count[c]:
                 continue
             found.append(int(rows.first[c]) + part)
-        picked = np.asarray(found, dtype=np.int64)
-        return picked, scan_scores(rows.vectors[picked], query)
+        return np.asarray(found, dtype=np.int64)
 
 
 @dataclass(frozen=True)

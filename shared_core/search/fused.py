@@ -19,6 +19,8 @@ measurements that made this the default ranking.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -29,6 +31,7 @@ from ..graph.pagerank import bfs_hops
 from ..select.scores import rank_by_score
 from .candidates import (
     PositiveView,
+    RescoredView,
     ScannedSimilarity,
     UnitSimilarity,
     UnitView,
@@ -110,6 +113,7 @@ def fused_search(
     walk_hops: int = 0,
     walk_width: int = 200,
     walk_postings: int | None = None,
+    evidence_units: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[list[Hit], SearchTrace]:
     """Fill the budget with units in fused order; each hit names its strongest concept.
 
@@ -130,6 +134,10 @@ def fused_search(
     context is the one a full ranking gives. A pool unit's rank in a view where it
     is not among the best is exact when few units remain, estimated from an even
     sample of them otherwise (``search.candidates.ranks_beyond``).
+
+    ``evidence_units`` finds the units with evidence elsewhere, given every concept's
+    value (an engine's term postings: ``search.external.TermPostingsBackend``); the
+    units it finds are then scored exactly here (:func:`found_evidence_view`).
     """
     if usable is None:  # an index passes it precomputed: it does not change per query
         usable = np.flatnonzero(np.bincount(unit_links.indices,
@@ -140,7 +148,9 @@ def fused_search(
                                       decay=decay, exact=exact, usable=usable)
     concept_value = weights * idf
     links_csc = sp.csc_matrix(unit_links) if unit_links_csc is None else unit_links_csc
-    views: list[UnitView] = [evidence_view(links_csc, concept_value, unit_links)]
+    views: list[UnitView] = [
+        evidence_view(links_csc, concept_value, unit_links) if evidence_units is None
+        else found_evidence_view(evidence_units(concept_value), unit_links, concept_value)]
     if isinstance(lexical, PositiveView):
         views.append(lexical)
     elif lexical is not None:
@@ -246,6 +256,24 @@ def evidence_view(links_csc: sp.csc_matrix, concept_value: np.ndarray,
         links = links_csc if links_csr is None else links_csr
         return PositiveView.of_scores(np.asarray(links @ concept_value, dtype=np.float64).ravel())
     return postings_view(links_csc, used, concept_value[used])
+
+
+def found_evidence_view(found: np.ndarray, unit_links: sp.csr_matrix,
+                        concept_value: np.ndarray) -> RescoredView:
+    """The evidence view over units found elsewhere (an engine's postings): each scored
+    exactly from its own row of ``unit_links``, the same sum in the same order as
+    :func:`evidence_view`'s, and ranked beyond the found ones from an even sample."""
+    links = sp.csr_matrix(unit_links)
+
+    def exact(units: np.ndarray) -> np.ndarray:
+        if not len(units):
+            return np.zeros(0, dtype=np.float64)
+        return np.asarray(links[units] @ concept_value, dtype=np.float64).ravel()
+
+    units = np.unique(np.asarray(found, dtype=np.int64))
+    scores = exact(units)
+    positive = scores > 0
+    return RescoredView(PositiveView(units[positive], scores[positive]), exact, links.shape[0])
 
 
 def strongest_concept(unit_links: sp.csr_matrix, units: np.ndarray,

@@ -165,6 +165,32 @@ def test_evidence_sums_are_the_row_sums_in_concept_order(valued_share: float) ->
         assert np.array_equal(got.values, expected[with_evidence])
 
 
+def test_evidence_found_elsewhere_is_scored_and_ranked_as_the_full_view() -> None:
+    """Units an engine found are scored from their own rows, to the bit; found them all,
+    the view's best list and every rank equal the full view's; a unit not found is
+    missing from the best list but still ranked from its own exact score."""
+    from shared_core.search.fused import evidence_view, found_evidence_view
+
+    rng = np.random.default_rng(11)
+    links = sp.random(300, 120, density=0.08, format="csr", random_state=9, dtype=np.float32)
+    value = rng.random(120) * (rng.random(120) < 0.3)
+    full = evidence_view(links.tocsc(), value, links)
+    # found: every unit with evidence, out of order, twice, with some without evidence
+    without = np.setdiff1d(np.arange(300), full.units)[:5]
+    found = found_evidence_view(np.concatenate([full.units[::-1], full.units, without]),
+                                links, value)
+    assert np.array_equal(found.scores_of(full.units), full.values)
+    assert np.array_equal(found.scores_of(without), np.zeros(5))
+    top = full.top(20)
+    assert found.top(20).tolist() == top.tolist()
+    pool = np.arange(300)
+    assert np.array_equal(found.ranks(pool, top)[top], np.arange(1, 21, dtype=np.float64))
+    # the best unit not found: the best list starts with the second, ranks stay exact
+    missed = found_evidence_view(full.units[full.units != top[0]], links, value)
+    assert missed.top(19).tolist() == top[1:].tolist()
+    assert missed.scores_of(top[:1]).tolist() == full.scores_of(top[:1]).tolist()
+
+
 @given(st.integers(0, 2**32 - 1), st.integers(0, 2))
 @settings(max_examples=30, deadline=None)
 def test_a_posting_limit_that_never_binds_places_the_same_units(seed: int,
