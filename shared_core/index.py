@@ -34,6 +34,7 @@ from .search.candidates import (
     CandidateSimilarity,
     GatheredUnits,
     UnitSimilarity,
+    UnitView,
 )
 from .search.external import (
     EngineVectorIndex,
@@ -1090,6 +1091,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     if not len(corpus):
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
+        engine_units = _engine_units(graph, cfg.candidates)
         similarity: np.ndarray | UnitSimilarity = (
             _all_unit_similarity(corpus, graph, q) if graph.ann is None
             else CandidateSimilarity(graph.ann, graph.ann_row_unit,
@@ -1103,7 +1105,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             similarity,
             graph.unit_tokens,
             graph.unit_idf,
-            lexical=graph.unit_bm25.view(_term_ids(corpus, analyzer, query))
+            lexical=_lexical_view(graph, _term_ids(corpus, analyzer, query), engine_units)
             if cfg.lexical else None,
             top_k=cfg.top_k,
             hops=hops,
@@ -1120,7 +1122,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             walk_seeds=query_concepts if walks_from_terms else None,
             walk_hops=walk_hops,
             walk_postings=None if graph.ann is None else cfg.walk_postings,  # candidates only
-            evidence_units=_engine_evidence_units(graph, cfg.candidates),
+            evidence_units=_evidence_finder(graph, engine_units),
         )
     else:
         hits, trace = local_search(
@@ -1233,25 +1235,52 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
     return score
 
 
-def _engine_evidence_units(graph: DerivedGraph, candidates: int
-                           ) -> Callable[[np.ndarray], np.ndarray] | None:
-    """Where the vector engine keeps term postings: the units it finds for a query's
-    concept values (their terms, weighted by the values), ``ROWS_PER_UNIT_SEARCHED``
-    rows asked per unit wanted, as for its vector search. None otherwise."""
+def _engine_units(graph: DerivedGraph, candidates: int
+                  ) -> Callable[[Mapping[int, float]], np.ndarray] | None:
+    """Where the vector engine keeps term postings: the units it finds for weighted
+    terms (term position -> weight), ``ROWS_PER_UNIT_SEARCHED`` rows asked per unit
+    wanted, as for its vector search. None otherwise."""
     engine = graph.ann
     if not isinstance(engine, EngineVectorIndex) or not engine.keeps_terms:
         return None
     row_unit = graph.ann_row_unit
 
-    def found(concept_value: np.ndarray) -> np.ndarray:
-        used = np.flatnonzero(concept_value > 0)
-        weights = dict(zip(graph.concept_terms[used].tolist(), concept_value[used].tolist(),
-                           strict=True))
+    def found(weights: Mapping[int, float]) -> np.ndarray:
         rows = engine.search_terms(weights, ROWS_PER_UNIT_SEARCHED * candidates)
         units = rows if row_unit is None else row_unit[rows]
         return np.unique(units[units >= 0])
 
     return found
+
+
+def _evidence_finder(graph: DerivedGraph, engine_units: Callable[[Mapping[int, float]],
+                                                                 np.ndarray] | None
+                     ) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The engine's units for a query's concept values: the concepts' terms, weighted
+    by the values (None without an engine that keeps terms)."""
+    if engine_units is None:
+        return None
+
+    def found(concept_value: np.ndarray) -> np.ndarray:
+        used = np.flatnonzero(concept_value > 0)
+        return engine_units(dict(zip(graph.concept_terms[used].tolist(),
+                                     concept_value[used].tolist(), strict=True)))
+
+    return found
+
+
+def _lexical_view(graph: DerivedGraph, term_ids: list[int],
+                  engine_units: Callable[[Mapping[int, float]], np.ndarray] | None
+                  ) -> UnitView:
+    """The BM25 view: read from the in-process postings, or (an engine that keeps
+    terms) the units the engine finds for the query's terms weighted by their idf,
+    scored exactly here."""
+    bm25 = graph.unit_bm25
+    if engine_units is None:
+        return bm25.view(term_ids)
+    columns = np.unique(np.asarray(term_ids, dtype=np.int64))
+    found = engine_units(dict(zip(columns.tolist(), bm25.idf(columns).tolist(), strict=True)))
+    return bm25.found_view(found, columns)
 
 
 def _all_unit_similarity(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .candidates import PositiveView
+from .candidates import PositiveView, RescoredView
 from .postings import postings_view
 
 
@@ -52,6 +52,46 @@ class BM25Scorer:
         if not len(columns):
             return np.zeros(self.weights.shape[0], dtype=np.float64)
         return np.asarray(self.weights[:, columns].sum(axis=1), dtype=np.float64).ravel()
+
+    def idf(self, columns: np.ndarray) -> np.ndarray:
+        """Lucene's idf of these terms over the units (what ``from_counts`` weighted by)."""
+        n_units = self.weights.shape[0]
+        df = np.diff(self.weights.indptr)[columns].astype(np.float64)
+        return np.asarray(np.log1p((n_units - df + 0.5) / (df + 0.5)), dtype=np.float64)
+
+    def unit_scores(self, units: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """BM25 of the given units only, for a query's distinct terms ``columns``
+        (ascending): each column's entry for each unit found by a binary search of the
+        column, added column by column from 0, the order :meth:`view`'s sums add in,
+        so the same bits. Reads no posting whole."""
+        units = np.asarray(units, dtype=np.int64)
+        out = np.zeros(len(units), dtype=np.float64)
+        if not len(units):
+            return out
+        weights = self.weights
+        for column in np.asarray(columns, dtype=np.int64).tolist():  # a query's terms
+            start, end = int(weights.indptr[column]), int(weights.indptr[column + 1])
+            if start == end:
+                continue
+            rows = weights.indices[start:end]
+            at = np.minimum(np.searchsorted(rows, units), end - start - 1)
+            held = rows[at] == units
+            out[held] += weights.data[start + at[held]]
+        return out
+
+    def found_view(self, found: np.ndarray, term_ids: Iterable[int]) -> RescoredView:
+        """The BM25 view over units found elsewhere (an engine's term postings), each
+        scored exactly by :meth:`unit_scores`; ranks beyond them from an even sample."""
+        columns = np.unique(np.fromiter(term_ids, dtype=np.int64))
+
+        def exact(units: np.ndarray) -> np.ndarray:
+            return self.unit_scores(units, columns)
+
+        units = np.unique(np.asarray(found, dtype=np.int64))
+        scores = exact(units)
+        positive = scores > 0
+        return RescoredView(PositiveView(units[positive], scores[positive]), exact,
+                            self.weights.shape[0])
 
     def view(self, term_ids: Iterable[int]) -> PositiveView:
         """The units a query's terms reach and their BM25, read from those terms' postings

@@ -96,7 +96,7 @@ def fused_search(
     unit_tokens: np.ndarray,
     idf: np.ndarray,
     *,
-    lexical: np.ndarray | PositiveView | None = None,
+    lexical: np.ndarray | UnitView | None = None,
     top_k: int,
     hops: int,
     decay: float,
@@ -119,8 +119,8 @@ def fused_search(
 
     ``unit_links`` is (units x concepts), ``unit_similarity`` cos(query, unit) for
     every unit or a :class:`~shared_core.search.candidates.UnitSimilarity` view,
-    ``lexical`` (optional) a third view such as BM25, every unit's score or the
-    positive ones as a view, fused like the evidence (no term where it is 0). A
+    ``lexical`` (optional) a third view such as BM25, every unit's score or a view
+    (``search.candidates.UnitView``), fused like the evidence (no term where it is 0). A
     unit placed without any concept evidence has stage
     ``"similarity"`` and concept -1. ``usable`` (concepts that link a unit) is
     derived from ``unit_links`` when not given. Units whose similarity is below
@@ -151,10 +151,10 @@ def fused_search(
     views: list[UnitView] = [
         evidence_view(links_csc, concept_value, unit_links) if evidence_units is None
         else found_evidence_view(evidence_units(concept_value), unit_links, concept_value)]
-    if isinstance(lexical, PositiveView):
-        views.append(lexical)
-    elif lexical is not None:
+    if isinstance(lexical, np.ndarray):
         views.append(PositiveView.of_scores(np.asarray(lexical, dtype=np.float64)))
+    elif lexical is not None:
+        views.append(lexical)
     if walk_hops:
         graph = walk or WalkGraph(sp.csr_matrix(unit_links), given_csc=links_csc)
         if walk_seeds is None:

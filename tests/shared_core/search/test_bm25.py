@@ -63,3 +63,43 @@ def test_view_holds_the_units_with_a_score_and_their_scores() -> None:
         got = big.view(terms)
         assert got.units.tolist() == np.flatnonzero(full > 0).tolist()
         np.testing.assert_allclose(got.values, full[got.units], rtol=1e-12)
+
+
+def test_idf_of_given_terms_is_lucenes() -> None:
+    # n 3: "program" and "engine" in 2 units, "ada" in 1: ln(1 + 1.5/2.5), ln(1 + 2.5/1.5)
+    scorer = BM25Scorer.from_counts(COUNTS)
+    np.testing.assert_allclose(scorer.idf(np.array([2, 4, 0])),
+                               [np.log(1.6), np.log(1.6), np.log(1 + 2.5 / 1.5)], rtol=1e-12)
+
+
+def test_unit_scores_are_the_views_sums_to_the_bit() -> None:
+    """A unit's BM25 read by binary search of each query column equals the one the
+    postings sum gives, bit for bit, for units with and without a score."""
+    rng = np.random.default_rng(5)
+    counts = sp.random(400, 60, density=0.1, format="csr", random_state=6,
+                       data_rvs=lambda n: rng.integers(1, 4, n))
+    scorer = BM25Scorer.from_counts(counts)
+    for terms in ([3], [7, 1, 40, 1], list(range(0, 60, 4))):
+        view = scorer.view(terms)
+        columns = np.unique(terms)
+        assert np.array_equal(scorer.unit_scores(view.units, columns), view.values)
+        others = np.setdiff1d(np.arange(400), view.units)
+        assert not scorer.unit_scores(others, columns).any()
+        assert np.array_equal(scorer.unit_scores(np.arange(400), columns),
+                              scorer.scores(terms))
+    assert scorer.unit_scores(np.zeros(0, np.int64), np.array([3])).shape == (0,)
+
+
+def test_a_found_view_ranks_as_the_full_view() -> None:
+    """Found every unit with a score (and some without), the view's best list and ranks
+    are the full view's; a unit not found drops out of the best list only."""
+    # d0..d2 as above: "engine" (4) scores d1 > d2, "program" (2) d0, d2
+    scorer = BM25Scorer.from_counts(COUNTS)
+    full = scorer.view([4, 2])
+    found = scorer.found_view(np.array([2, 0, 1, 2]), [2, 4])
+    assert found.top(None).tolist() == full.top(None).tolist() == [2, 1, 0]
+    pool = np.arange(3)
+    assert found.ranks(pool, found.top(2)).tolist() == full.ranks(pool, full.top(2)).tolist()
+    missed = scorer.found_view(np.array([0, 1]), [4, 2])
+    assert missed.top(None).tolist() == [1, 0]
+    assert missed.scores_of(np.array([2])).tolist() == full.scores_of(np.array([2])).tolist()

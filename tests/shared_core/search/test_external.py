@@ -204,14 +204,17 @@ def test_term_postings_follow_adds_and_deletes(tmp_path: Path) -> None:
 
 
 @loopback
+@pytest.mark.parametrize("lexical", [False, True])
 @pytest.mark.parametrize("knobs", [{}, {"chunk_similarity": "direct", "unit_tokens": 12}])
-def test_evidence_found_through_the_engine_ranks_as_the_in_process_index(
-        tmp_path: Path, knobs: dict[str, object]) -> None:
-    # one candidate per view, no BM25 and no walk: the pool is the nearest unit and the
-    # unit of most evidence, which the engine's postings must find as local postings do
-    # (found nothing, the engine's index answers the first two queries with t1 alone)
+def test_units_found_through_the_engine_rank_as_the_in_process_index(
+        tmp_path: Path, knobs: dict[str, object], lexical: bool) -> None:
+    # one candidate per view and no walk: the pool is the nearest unit, the unit of most
+    # evidence and (lexical) the best by BM25, which the engine's term postings must find
+    # as local postings do (evidence found nothing, the engine's index answers the first
+    # two queries with t1 alone; BM25 found nothing, the unit index answers "analytical
+    # engine" with t1#u0 alone, not t1#u0 and t2#u0)
     store = terms_store(tmp_path)
-    knobs = {"candidates": 1, "lexical": False, "walk_hops": 0, **knobs}
+    knobs = {"candidates": 1, "lexical": lexical, "walk_hops": 0, **knobs}
     engine = build(store, **knobs)
     local = build(vector_index="hnsw", **knobs)
     queries = ["the the the was was was babbage", "The engine was mechanical silk", *QUERIES]
@@ -228,7 +231,9 @@ def test_evidence_found_through_the_engine_ranks_as_the_in_process_index(
         return [[c.id for c in index.retrieve(q).chunks] for q in queries]
 
     assert ids(engine) == ids(local)
-    assert fields.count("terms") == len(queries) == fields.count("vector")
+    views = 2 if lexical else 1  # evidence, and BM25
+    assert fields.count("terms") == views * len(queries)
+    assert fields.count("vector") == len(queries)
     store.close()
 
 
