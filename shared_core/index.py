@@ -1238,8 +1238,10 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
 def _engine_units(graph: DerivedGraph, candidates: int
                   ) -> Callable[[Mapping[int, float]], np.ndarray] | None:
     """Where the vector engine keeps term postings: the units it finds for weighted
-    terms (term position -> weight), ``ROWS_PER_UNIT_SEARCHED`` rows asked per unit
-    wanted, as for its vector search. None otherwise."""
+    terms (term position -> weight), None otherwise. One row of each unit holds its
+    terms; ``ROWS_PER_UNIT_SEARCHED`` units are asked per unit wanted, as the views
+    then keep the best by exact score: the engine's order is BM25's only roughly
+    (terms present, weighted by idf), and its ties are not broken as the views' are."""
     engine = graph.ann
     if not isinstance(engine, EngineVectorIndex) or not engine.keeps_terms:
         return None

@@ -106,11 +106,12 @@ def term_dimension(term: str) -> int:
 
 @runtime_checkable
 class TermPostingsBackend(Protocol):
-    """A store that also keeps each row's term counts, as a sparse vector over
-    :func:`term_dimension`, and finds the rows with the largest weighted sum of them:
-    the concept and word postings in the engine (issue #17).
+    """A store that also keeps each unit's terms, as a sparse vector over
+    :func:`term_dimension` on one of its rows (``StoredRows.terms_of``), and finds the
+    rows with the largest weighted sum of them: the concept and word postings in the
+    engine (issue #17).
 
-    The counts are the text's own (no corpus statistics), so a row never has to be
+    The terms are the text's own (no corpus statistics), so a row never has to be
     written again when other chunks change the vocabulary; a query brings the weights.
     """
 
@@ -122,7 +123,7 @@ class TermPostingsBackend(Protocol):
     def upsert_with_terms(self, keys: Sequence[str], vectors: np.ndarray,
                           texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]],
                           terms: Sequence[Mapping[int, float]]) -> None:
-        """:meth:`VectorStoreBackend.upsert`, each row with its term counts."""
+        """:meth:`VectorStoreBackend.upsert`, each row with its terms (dimension -> weight)."""
         ...
 
     def search_terms(self, weights: Mapping[int, float], k: int) -> list[str]:
@@ -319,34 +320,41 @@ class StoredRows:
             out.extend({**scalar, "chunk_id": cid, "part": p} for p in range(int(self.count[c])))
         return out
 
-    def term_counts(self, rows: np.ndarray) -> sp.csr_matrix:
-        """(rows x the corpus's terms) counts of each row's text: its sentence's, or the
-        sum of its unit's sentences'."""
-        terms = self.corpus.sentence_terms
-        if self.kind == "s":
-            return sp.csr_matrix(terms[rows])
+    def unit_terms(self, rows: np.ndarray) -> sp.csr_matrix:
+        """(rows x the corpus's terms) counts of the unit each row opens: a unit row's
+        own, a sentence row's unit's when it is the unit's first sentence, none for the
+        unit's other sentences. One row per unit holds its terms, so an engine ranks
+        units, not sentences, and each unit it finds takes one row of what it returns."""
         offsets = self.corpus.unit_offsets()
-        first, end = offsets[rows], offsets[rows + 1]
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.kind == "s":
+            units = np.searchsorted(offsets, rows, side="right") - 1
+            opens = offsets[units] == rows
+        else:
+            units, opens = rows, np.ones(len(rows), dtype=bool)
+        first = offsets[units]
+        end = np.where(opens, offsets[units + 1], first)
         sentences = concatenated_ranges(first, end)
         within = np.concatenate([[0], np.cumsum(end - first)]).astype(np.int64)
-        return sp.csr_matrix(segment_matrix(within, len(sentences)) @ terms[sentences])
+        return sp.csr_matrix(segment_matrix(within, len(sentences))
+                             @ self.corpus.sentence_terms[sentences])
 
     def terms_of(self, rows: np.ndarray) -> list[dict[int, float]]:
-        """Each row's term counts by :func:`term_dimension` (counts of terms sharing a
-        dimension added; ``{NO_TERMS: 1.0}`` for a row without terms)."""
-        counts = self.term_counts(rows)
+        """Each row's postings: 1.0 for every term of the unit it opens
+        (:meth:`unit_terms`), by :func:`term_dimension` (terms sharing a dimension
+        added), ``{NO_TERMS: 1.0}`` for a row that holds none. Presence, as the concept
+        links are: a query weighted by concept values then scores a unit by its evidence."""
+        counts = self.unit_terms(rows)
         used = np.unique(counts.indices)
         names = self.corpus.terms
         dimension = dict(zip(used.tolist(), (term_dimension(names[t]) for t in used.tolist()),
                              strict=True))
         out: list[dict[int, float]] = []
         for r in range(counts.shape[0]):
-            entries = slice(counts.indptr[r], counts.indptr[r + 1])
             row: dict[int, float] = {}
-            for t, count in zip(counts.indices[entries].tolist(),
-                                counts.data[entries].tolist(), strict=True):
+            for t in counts.indices[counts.indptr[r]:counts.indptr[r + 1]].tolist():
                 d = dimension[t]
-                row[d] = row.get(d, 0.0) + float(count)
+                row[d] = row.get(d, 0.0) + 1.0
             out.append(row or {NO_TERMS: 1.0})
         return out
 

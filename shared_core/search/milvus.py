@@ -6,10 +6,10 @@ server or cluster with the same client code. A collection holds one index's rows
 its key (primary), its chunk's id, its vector and its chunk's scalar metadata
 (a JSON field). Texts stay in the index.
 
-``term_postings=True`` gives each row a sparse vector field too, its text's term
-counts (``search.external.term_dimension``), under an inverted index: the index
-then asks Milvus for the rows a query's concepts reach, as well as the nearest
-vectors (:class:`~shared_core.search.external.TermPostingsBackend`).
+``term_postings=True`` gives each row a sparse vector field too: on a unit's first
+row, the unit's terms (``search.external.term_dimension``), under an inverted index.
+The index then asks Milvus for the units a query's concepts and words reach, as
+well as the nearest vectors (:class:`~shared_core.search.external.TermPostingsBackend`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ KEY_CHARS = 4096  # a key's VARCHAR length: chunk id, digest and part
 MAX_TOP_K = 16_384  # the most rows one Milvus search returns
 WRITE_BATCH = 2048  # rows per upsert or delete request
 LIST_BATCH = 16_384  # keys per page when the collection is listed
-TERMS_FIELD = "terms"  # the sparse field of term counts (``term_postings=True``)
+TERMS_FIELD = "terms"  # the sparse field of a unit's terms (``term_postings=True``)
 
 
 def _client_class() -> Any:

@@ -20,7 +20,8 @@ def test_an_add_and_delete_on_a_saved_hnsw_index_are_measured(tmp_path: Path) ->
     rows = len(index.state.graph.ann)  # type: ignore[arg-type]
     pool = [f"Sentence number {i} names the engine of Babbage." for i in range(30)]
     asked = Queries(["Who designed the engine?"], embedder.embed(["Who designed the engine?"]))
-    row = measure_index(tmp_path / "idx", pool, asked, share=0.2, dim=DIM, settled={})
+    row = measure_index(tmp_path / "idx", pool, asked, share=0.2, dim=DIM, settled={},
+                        cycles=2)
     added = round(len(TEXTS) * 0.2)  # few enough for a refresh, not a rebuild
     assert (row["chunks"], row["added"]) == (len(TEXTS), added)
     assert row["segments_loaded"] == [rows]
@@ -32,3 +33,6 @@ def test_an_add_and_delete_on_a_saved_hnsw_index_are_measured(tmp_path: Path) ->
     for update in ("add", "delete"):
         assert row[update]["heap_peak_mb"] >= row[update]["heap_after_mb"] > 0
     assert row["query_after_add"]["query_ms_p50"] > 0
+    # two more adds and deletes of the same passages, each timed
+    assert [len(row["cycles"][k]) for k in ("add_s", "delete_s")] == [2, 2]
+    assert all(t > 0 for k in ("add_s", "delete_s") for t in row["cycles"][k])

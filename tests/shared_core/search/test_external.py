@@ -127,28 +127,41 @@ def test_every_term_dimension_is_a_real_dimension(term: str) -> None:
     assert 1 <= term_dimension(term) <= TERM_DIMENSIONS
 
 
-def test_stored_rows_carry_each_rows_own_term_counts() -> None:
+def test_a_units_first_sentence_row_carries_the_units_terms() -> None:
     rows = build().state.stored_rows()
     d = term_dimension
-    # rows 2 and 3: "Charles Babbage designed the analytical engine." / "The engine was
-    # mechanical." (stop words dropped, lowercased)
+    # rows 2 and 3 are chunk t1's sentences, "Charles Babbage designed the analytical
+    # engine." and "The engine was mechanical." (stop words dropped, lowercased); the
+    # chunk is the unit: its terms, once each, on its first row, none on the second
+    assert rows.terms_of(np.array([3, 2])) == [
+        {NO_TERMS: 1.0},
+        {d("charles"): 1.0, d("babbage"): 1.0, d("designed"): 1.0, d("analytical"): 1.0,
+         d("engine"): 1.0, d("mechanical"): 1.0}]
+
+
+def test_sub_chunk_units_carry_their_terms_on_their_first_row() -> None:
+    # units of at most 12 tokens: each sentence of TEXTS is a unit of its own
+    index = build(unit_tokens=12)
+    rows = index.state.stored_rows()
+    assert rows.kind == "s" and len(index.state.graph.unit_tokens) == 10
+    d = term_dimension
     assert rows.terms_of(np.array([2, 3])) == [
         {d("charles"): 1.0, d("babbage"): 1.0, d("designed"): 1.0, d("analytical"): 1.0,
          d("engine"): 1.0},
         {d("engine"): 1.0, d("mechanical"): 1.0}]
 
 
-def test_unit_rows_carry_their_sentences_summed_terms() -> None:
+def test_unit_rows_carry_their_units_terms() -> None:
     index = build(chunk_similarity="direct", unit_tokens=30)
     rows = index.state.stored_rows()
     assert rows.kind == "u"
-    # chunk 1 is one unit of its two sentences: "engine" twice
+    # chunk 1 is one unit of its two sentences: "engine" in both, held once
     unit = int(rows.first[1])
     assert rows.count[1] == 1
     d = term_dimension
     assert rows.terms_of(np.array([unit])) == [
         {d("charles"): 1.0, d("babbage"): 1.0, d("designed"): 1.0, d("analytical"): 1.0,
-         d("engine"): 2.0, d("mechanical"): 1.0}]
+         d("engine"): 1.0, d("mechanical"): 1.0}]
 
 
 def test_a_row_without_terms_holds_the_no_terms_dimension() -> None:
@@ -175,17 +188,16 @@ def test_a_milvus_store_finds_the_rows_that_hold_a_term(tmp_path: Path) -> None:
     assert keeps_terms(store) and isinstance(store, TermPostingsBackend)
     assert index.stats()["vector_index"] == "store:MilvusVectorStore+terms"
     key = {i: text_digest(t) for i, t in zip(IDS, TEXTS, strict=True)}
-    # "babbage": t0's second sentence and t1's first
-    assert keys_for(store, "babbage") == {f"t0#{key['t0']}.s1", f"t1#{key['t1']}.s0"}
-    # ranked by the weighted sum: "engine" twice in no sentence, "analytical" + "engine"
-    # in t1.s0 and t2.s0 (2 each), "engine" alone in t1.s1 (1)
+    # "babbage": chunks t0 and t1, each found by its first row
+    assert keys_for(store, "babbage") == {f"t0#{key['t0']}.s0", f"t1#{key['t1']}.s0"}
+    # ranked by the weighted sum over each chunk's terms: "analytical" and "engine" both
+    # in t1 and t2 (2 each), "program" in t0 and t2, "programs" in t4
     ranked = store.search_terms({term_dimension("engine"): 1.0,
                                  term_dimension("analytical"): 1.0}, 10)
-    assert set(ranked[:2]) == {f"t1#{key['t1']}.s0", f"t2#{key['t2']}.s0"}
-    assert ranked[2:] == [f"t1#{key['t1']}.s1"]
-    # the weights decide: "program" counts for more than "engine" here
-    assert store.search_terms({term_dimension("engine"): 1.0,
-                               term_dimension("program"): 5.0}, 1) == [f"t2#{key['t2']}.s0"]
+    assert set(ranked) == {f"t1#{key['t1']}.s0", f"t2#{key['t2']}.s0"}
+    weighted = store.search_terms({term_dimension("engine"): 1.0,
+                                   term_dimension("program"): 5.0}, 10)
+    assert weighted == [f"t2#{key['t2']}.s0", f"t0#{key['t0']}.s0", f"t1#{key['t1']}.s0"]
     assert store.search_terms({term_dimension("zeppelin"): 1.0}, 10) == []
     store.close()
 
