@@ -10,6 +10,13 @@ passages are drawn from and the questions: the heap figures are the update's, no
 a build's beside it (``benchmarks.scale`` runs its updates after its build).
 Queries are timed before the add, after it and after the delete, two passes each
 (the second's p50/p95), asked with their text as in ``benchmarks.query_cost``.
+
+``--cycles N`` then adds and deletes the same passages N more times, timing each
+update alone (no queries between): at 10 K passages one update's spread between
+fresh processes is as large as a change worth measuring, and this spread is smaller.
+
+    python -m benchmarks.scale --sizes 10000 --save /tmp/q    # /tmp/q/idx10000
+    python -m benchmarks.update_cost /tmp/q/idx10000 --cycles 8
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ def timed(heap: HeapSampler, update: Any) -> dict[str, Any]:
 
 
 def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim: int,
-                  settled: dict[str, int | None]) -> dict[str, Any]:
+                  settled: dict[str, int | None], cycles: int = 0) -> dict[str, Any]:
     index, load = loaded_with(path, dim, settled)
     ids, texts = passages(pool, max(1, round(len(index) * share)), seed=2)
     heap = HeapSampler()
@@ -71,6 +78,14 @@ def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim
     row["delete"] = timed(heap, partial(index.delete, ids))
     row["segments_after_delete"] = segment_sizes(index)
     row["query_after_delete"], _ = warm_latency(index, asked)
+    if cycles:
+        row["cycles"] = {"add_s": [], "delete_s": []}
+        for _ in range(cycles):
+            for name, update in (("add_s", partial(index.add, texts, ids=ids)),
+                                 ("delete_s", partial(index.delete, ids))):
+                start = time.perf_counter()
+                update()
+                row["cycles"][name].append(round(time.perf_counter() - start, 3))
     heap.stop()
     del index
     gc.collect()
@@ -86,11 +101,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--set", type=parse_sweep, action="append", default=[],
                         help="a query knob set before anything is timed, e.g. candidates=500")
+    parser.add_argument("--cycles", type=int, default=0,
+                        help="then add and delete the same passages this many times more, "
+                             "each update timed alone")
     parser.add_argument("--embedding-dim", type=int, default=384)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if not 0 < args.share <= 1:
         parser.error(f"--share must be in (0, 1], got {args.share}")
+    if args.cycles < 0:
+        parser.error(f"--cycles must be at least 0, got {args.cycles}")
     from shared_core import HashingEmbedder
 
     pool = sentence_pool(args.data)
@@ -99,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                               " ".join(sys.argv[1:] if argv is None else argv), "rows": []}
     settled = {knob: values[0] for knob, values in args.set}
     for path in args.paths:
-        row = measure_index(path, pool, asked, args.share, args.embedding_dim, settled)
+        row = measure_index(path, pool, asked, args.share, args.embedding_dim, settled,
+                            args.cycles)
         print(json.dumps(row), flush=True)
         report["rows"].append(row)
     if args.out:
