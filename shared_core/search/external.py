@@ -27,6 +27,7 @@ save) lists and repairs.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import secrets
 import uuid
@@ -340,23 +341,18 @@ class StoredRows:
                              @ self.corpus.sentence_terms[sentences])
 
     def terms_of(self, rows: np.ndarray) -> list[dict[int, float]]:
-        """Each row's postings: 1.0 for every term of the unit it opens
-        (:meth:`unit_terms`), by :func:`term_dimension` (terms sharing a dimension
-        added), ``{NO_TERMS: 1.0}`` for a row that holds none. Presence, as the concept
-        links are: a query weighted by concept values then scores a unit by its evidence."""
+        """Each row's postings: 1.0 on the :func:`term_dimension` of every term of the
+        unit it opens (:meth:`unit_terms`; terms sharing a dimension hold it once),
+        ``{NO_TERMS: 1.0}`` for a row that holds none. Presence, as the concept links
+        are: a query weighted by concept values then scores a unit by its evidence."""
         counts = self.unit_terms(rows)
-        used = np.unique(counts.indices)
+        used, entry_term = np.unique(counts.indices, return_inverse=True)
         names = self.corpus.terms
-        dimension = dict(zip(used.tolist(), (term_dimension(names[t]) for t in used.tolist()),
-                             strict=True))
-        out: list[dict[int, float]] = []
-        for r in range(counts.shape[0]):
-            row: dict[int, float] = {}
-            for t in counts.indices[counts.indptr[r]:counts.indptr[r + 1]].tolist():
-                d = dimension[t]
-                row[d] = row.get(d, 0.0) + 1.0
-            out.append(row or {NO_TERMS: 1.0})
-        return out
+        dimensions = np.fromiter((term_dimension(names[t]) for t in used.tolist()),
+                                 dtype=np.int64, count=len(used))[entry_term].tolist()
+        bounds = counts.indptr.tolist()
+        return [dict.fromkeys(dimensions[a:b], 1.0) if b > a else {NO_TERMS: 1.0}
+                for a, b in itertools.pairwise(bounds)]
 
     def write(self, store: VectorStoreBackend, chunks: Sequence[int],
               batch_rows: int = 4096) -> int:

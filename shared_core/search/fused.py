@@ -263,7 +263,8 @@ def found_evidence_view(found: np.ndarray, unit_links: sp.csr_matrix,
     """The evidence view over units found elsewhere (an engine's postings): each scored
     exactly from its own row of ``unit_links``, the same sum in the same order as
     :func:`evidence_view`'s, and ranked beyond the found ones from an even sample."""
-    links = sp.csr_matrix(unit_links)
+    # as given when CSR: scipy's constructor may copy a mapped matrix's indices
+    links = unit_links if isinstance(unit_links, sp.csr_matrix) else sp.csr_matrix(unit_links)
 
     def exact(units: np.ndarray) -> np.ndarray:
         if not len(units):
