@@ -13,8 +13,8 @@ the saved indexes ``benchmarks.query_cost`` and ``benchmarks.update_cost`` measu
 folder, or Chroma's embedded client through the LangChain wrapper) instead of the
 in-process exact scan or HNSW; the store's own share of each query is reported,
 and the context is compared with the local exact search's. ``milvus-lite-terms``
-also keeps each row's term postings in Milvus, which then finds the units of the
-concept-evidence view as well as the nearest vectors.
+also keeps each unit's term postings in Milvus, which then finds the units of the
+concept-evidence and BM25 views as well as the nearest vectors.
 
 Corpora are synthetic but made of real text: the sentences of ``../shared/data``'s
 corpora, shuffled and recombined into passages of 3–6 sentences with unique ids,
@@ -164,9 +164,13 @@ class TimedStore:
         self.store.write_marker(value)
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
+        return self._timed(self.store.search, query, k)
+
+    def _timed(self, search: Any, asked: Any, k: int) -> list[str]:
+        """``search(asked, k)``, its seconds added to ``search_seconds``."""
         start = time.perf_counter()
         try:
-            found: list[str] = self.store.search(query, k)
+            found: list[str] = search(asked, k)
             return found
         finally:
             self.search_seconds += time.perf_counter() - start
@@ -184,12 +188,7 @@ class TimedStore:
         self.store.upsert_with_terms(keys, vectors, texts, metadatas, terms)
 
     def search_terms(self, weights: Any, k: int) -> list[str]:
-        start = time.perf_counter()
-        try:
-            found: list[str] = self.store.search_terms(weights, k)
-            return found
-        finally:
-            self.search_seconds += time.perf_counter() - start
+        return self._timed(self.store.search_terms, weights, k)
 
 
 def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "AUTOINDEX") -> Any:
@@ -572,8 +571,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--vector-index", default="auto", choices=("auto", "exact", "hnsw"))
     parser.add_argument("--backend", default="local", choices=BACKENDS,
                         help="where the vectors live: this process (local), Milvus Lite "
-                             "(milvus-lite-terms: with the rows' term postings, which find "
-                             "the evidence view's units), or Chroma's embedded client")
+                             "(milvus-lite-terms: with the units' term postings, which find "
+                             "the evidence and BM25 views' units), or Chroma's embedded "
+                             "client")
     parser.add_argument("--milvus-index", default="AUTOINDEX",
                         help="the Milvus index type (AUTOINDEX, FLAT, HNSW, ...)")
     parser.add_argument("--lean", action="store_true",

@@ -87,11 +87,7 @@ class BM25Scorer:
         def exact(units: np.ndarray) -> np.ndarray:
             return self.unit_scores(units, columns)
 
-        units = np.unique(np.asarray(found, dtype=np.int64))
-        scores = exact(units)
-        positive = scores > 0
-        return RescoredView(PositiveView(units[positive], scores[positive]), exact,
-                            self.weights.shape[0])
+        return RescoredView.of_found(found, exact, self.weights.shape[0])
 
     def view(self, term_ids: Iterable[int]) -> PositiveView:
         """The units a query's terms reach and their BM25, read from those terms' postings

@@ -190,6 +190,15 @@ class RescoredView:
     # scorer that keeps what it reads of them (None: ``scorer``)
     sample_scorer: ChunkScorer | None = None
 
+    @classmethod
+    def of_found(cls, found: np.ndarray, scorer: ChunkScorer, n_units: int) -> RescoredView:
+        """The view over units found elsewhere (an engine's postings, in any order, with
+        repeats), each scored exactly by ``scorer``; those scoring 0 are dropped."""
+        units = np.unique(np.asarray(found, dtype=np.int64))
+        scores = np.asarray(scorer(units), dtype=np.float64)
+        positive = scores > 0
+        return cls(PositiveView(units[positive], scores[positive]), scorer, n_units)
+
     def scores_of(self, units: np.ndarray) -> np.ndarray:
         """The exact scores of ``units``."""
         return np.asarray(self.scorer(np.asarray(units, dtype=np.int64)), dtype=np.float64)

@@ -271,10 +271,7 @@ def found_evidence_view(found: np.ndarray, unit_links: sp.csr_matrix,
             return np.zeros(0, dtype=np.float64)
         return np.asarray(links[units] @ concept_value, dtype=np.float64).ravel()
 
-    units = np.unique(np.asarray(found, dtype=np.int64))
-    scores = exact(units)
-    positive = scores > 0
-    return RescoredView(PositiveView(units[positive], scores[positive]), exact, links.shape[0])
+    return RescoredView.of_found(found, exact, links.shape[0])
 
 
 def strongest_concept(unit_links: sp.csr_matrix, units: np.ndarray,
