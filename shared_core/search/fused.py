@@ -19,8 +19,6 @@ measurements that made this the default ranking.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -113,7 +111,8 @@ def fused_search(
     walk_hops: int = 0,
     walk_width: int = 200,
     walk_postings: int | None = None,
-    evidence_units: Callable[[np.ndarray], np.ndarray] | None = None,
+    weighting: tuple[np.ndarray, np.ndarray] | None = None,
+    evidence_found: np.ndarray | None = None,
 ) -> tuple[list[Hit], SearchTrace]:
     """Fill the budget with units in fused order; each hit names its strongest concept.
 
@@ -135,22 +134,27 @@ def fused_search(
     is not among the best is exact when few units remain, estimated from an even
     sample of them otherwise (``search.candidates.ranks_beyond``).
 
-    ``evidence_units`` finds the units with evidence elsewhere, given every concept's
-    value (an engine's term postings: ``search.external.TermPostingsBackend``); the
-    units it finds are then scored exactly here (:func:`found_evidence_view`).
+    ``weighting`` is :func:`concept_weights` of these arguments, made by a caller that
+    needed the concept values first: to ask an engine for the units with evidence
+    (``evidence_found``: its term postings, ``search.external.TermPostingsBackend``) in
+    the same request as the BM25 view's. Those units are scored exactly here
+    (:func:`found_evidence_view`); without ``evidence_found`` the postings are read here.
     """
-    if usable is None:  # an index passes it precomputed: it does not change per query
+    if evidence_found is not None and weighting is None:
+        raise ValueError("evidence_found needs the weighting its concept values came from")
+    if usable is None and weighting is None:  # an index passes it: it is the same per query
         usable = np.flatnonzero(np.bincount(unit_links.indices,
                                             minlength=len(concept_similarity)))
     similarity = (ScannedSimilarity(np.asarray(unit_similarity))
                   if isinstance(unit_similarity, np.ndarray) else unit_similarity)
-    weights, hop_of = concept_weights(concept_similarity, adjacency, top_k=top_k, hops=hops,
-                                      decay=decay, exact=exact, usable=usable)
+    weights, hop_of = weighting or concept_weights(
+        concept_similarity, adjacency, top_k=top_k, hops=hops, decay=decay, exact=exact,
+        usable=usable)
     concept_value = weights * idf
     links_csc = sp.csc_matrix(unit_links) if unit_links_csc is None else unit_links_csc
     views: list[UnitView] = [
-        evidence_view(links_csc, concept_value, unit_links) if evidence_units is None
-        else found_evidence_view(evidence_units(concept_value), unit_links, concept_value)]
+        evidence_view(links_csc, concept_value, unit_links) if evidence_found is None
+        else found_evidence_view(evidence_found, unit_links, concept_value)]
     if isinstance(lexical, np.ndarray):
         views.append(PositiveView.of_scores(np.asarray(lexical, dtype=np.float64)))
     elif lexical is not None:

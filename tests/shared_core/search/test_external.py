@@ -178,7 +178,8 @@ def terms_store(tmp_path: Path, name: str = "cgt") -> MilvusVectorStore:
 
 
 def keys_for(store: MilvusVectorStore, *terms: str) -> set[str]:
-    return set(store.search_terms({term_dimension(t): 1.0 for t in terms}, 100))
+    [keys] = store.search_terms([{term_dimension(t): 1.0 for t in terms}], 100)
+    return set(keys)
 
 
 @loopback
@@ -192,13 +193,18 @@ def test_a_milvus_store_finds_the_rows_that_hold_a_term(tmp_path: Path) -> None:
     assert keys_for(store, "babbage") == {f"t0#{key['t0']}.s0", f"t1#{key['t1']}.s0"}
     # ranked by the weighted sum over each chunk's terms: "analytical" and "engine" both
     # in t1 and t2 (2 each), "program" in t0 and t2, "programs" in t4
-    ranked = store.search_terms({term_dimension("engine"): 1.0,
-                                 term_dimension("analytical"): 1.0}, 10)
+    ranked, weighted, none, empty = store.search_terms([
+        {term_dimension("engine"): 1.0, term_dimension("analytical"): 1.0},
+        {term_dimension("engine"): 1.0, term_dimension("program"): 5.0},
+        {term_dimension("zeppelin"): 1.0},
+        {}], 10)
     assert set(ranked) == {f"t1#{key['t1']}.s0", f"t2#{key['t2']}.s0"}
-    weighted = store.search_terms({term_dimension("engine"): 1.0,
-                                   term_dimension("program"): 5.0}, 10)
     assert weighted == [f"t2#{key['t2']}.s0", f"t0#{key['t0']}.s0", f"t1#{key['t1']}.s0"]
-    assert store.search_terms({term_dimension("zeppelin"): 1.0}, 10) == []
+    assert none == [] and empty == []
+    # each query alone finds what it finds among others
+    assert store.search_terms([{term_dimension("engine"): 1.0,
+                                term_dimension("program"): 5.0}], 10) == [weighted]
+    assert store.search_terms([{}, {term_dimension("zeppelin"): 0.0}], 10) == [[], []]
     store.close()
 
 
@@ -231,10 +237,13 @@ def test_units_found_through_the_engine_rank_as_the_in_process_index(
     local = build(vector_index="hnsw", **knobs)
     queries = ["the the the was was was babbage", "The engine was mechanical silk", *QUERIES]
     fields: list[object] = []
+    asked: list[int] = []  # queries in each request for terms
     search = store.client.search
 
     def recorded(*args: object, **kwargs: object) -> object:
         fields.append(kwargs["anns_field"])
+        if kwargs["anns_field"] == "terms":
+            asked.append(len(kwargs["data"]))  # type: ignore[arg-type]
         return search(*args, **kwargs)
 
     store.client.search = recorded  # type: ignore[method-assign]
@@ -243,8 +252,8 @@ def test_units_found_through_the_engine_rank_as_the_in_process_index(
         return [[c.id for c in index.retrieve(q).chunks] for q in queries]
 
     assert ids(engine) == ids(local)
-    views = 2 if lexical else 1  # evidence, and BM25
-    assert fields.count("terms") == views * len(queries)
+    # one request for terms per query, holding the evidence view's and BM25's
+    assert asked == [2 if lexical else 1] * len(queries)
     assert fields.count("vector") == len(queries)
     store.close()
 
@@ -269,7 +278,7 @@ def test_term_postings_must_match_the_collection(tmp_path: Path) -> None:
         plain.upsert_with_terms(["k#000000000000.s0"], rows, ["x"], [{"chunk_id": "k"}],
                                 [{1: 1.0}])
     with pytest.raises(ValueError, match=r"keeps no term postings"):
-        plain.search_terms({1: 1.0}, 3)
+        plain.search_terms([{1: 1.0}], 3)
     with pytest.raises(TypeError, match=r"term_postings must be a bool or None"):
         MilvusVectorStore(uri, "cgx", client=store.client,
                           term_postings="yes")  # type: ignore[arg-type]

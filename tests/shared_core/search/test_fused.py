@@ -209,3 +209,24 @@ def test_a_posting_limit_that_never_binds_places_the_same_units(seed: int,
     assert [h.chunk for h in sparse] == [h.chunk for h in dense]
     np.testing.assert_allclose([h.score for h in sparse], [h.score for h in dense],
                                rtol=1e-12)
+
+
+def test_a_weighting_made_first_and_units_found_elsewhere_rank_as_the_full_search() -> None:
+    """An index that asks an engine for the units with evidence makes the concept
+    weighting first and passes it with the units found: the hand-worked order above."""
+    weighting = concept_weights(CONCEPT_SIM, ADJ, top_k=2, hops=2, decay=0.5,
+                                usable=np.arange(5))
+    # the units with evidence (u5 has none), found out of order and with a repeat
+    found = np.array([4, 3, 1, 0, 2, 1])
+    hits, _ = search(weighting=weighting, evidence_found=found)
+    expected, _ = search()
+    assert hits == expected
+    assert [h[0] for h in hits] == [1, 2, 0, 4, 3, 5]
+    # the engine missed u1, the best by evidence: the found view ranks u0 1, u2 2, u4 3,
+    # u3 4, and u1 by its exact score beyond them, 5 (nothing outside the found beats
+    # it). fused: u2 1/2 + 1/3 = .833, u0 1/7 + 1/2 = .643, u1 1/3 + 1/6 = .5,
+    # u4 1/4 + 1/4 = .5 (a tie: the lower unit first), u3 1/5 + 1/5 = .4, u5 1/6
+    missed, _ = search(weighting=weighting, evidence_found=np.array([0, 2, 3, 4]))
+    assert [h[0] for h in missed] == [2, 0, 1, 4, 3, 5]
+    with pytest.raises(ValueError, match="needs the weighting"):
+        search(evidence_found=found)
