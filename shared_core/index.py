@@ -1271,7 +1271,7 @@ def _found_by_engine(graph: DerivedGraph, cfg: ConceptGraphConfig,
     used = np.flatnonzero(concept_value > 0)
     queries = [dict(zip(graph.concept_terms[used].tolist(), concept_value[used].tolist(),
                         strict=True))]
-    columns = np.unique(np.asarray(term_ids if term_ids is not None else [], dtype=np.int64))
+    columns = np.unique(np.asarray(term_ids or [], dtype=np.int64))
     if term_ids is not None:
         queries.append(dict(zip(columns.tolist(), graph.unit_bm25.idf(columns).tolist(),
                                 strict=True)))
