@@ -259,6 +259,36 @@ def test_units_found_through_the_engine_rank_as_the_in_process_index(
 
 
 @loopback
+def test_an_engine_that_answers_fewer_term_queries_than_asked_is_an_error(
+        tmp_path: Path) -> None:
+    """A retrieval asks for two term queries in one request; an answer short of one (a
+    server's, or another backend's) raises instead of ranking with a view missing."""
+    store = terms_store(tmp_path)
+    index = build(store, lexical=True)
+    search = store.client.search
+
+    def short(*args: object, **kwargs: object) -> object:
+        return search(*args, **kwargs)[:-1]
+
+    store.client.search = short  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match=r"Milvus answered 1 of 2 queries"):
+        index.retrieve("analytical engine")
+    store.client.search = search  # type: ignore[method-assign]
+
+    class OneAnswer(MilvusVectorStore):
+        """A backend that answers only the first query of a request."""
+
+        def search_terms(self, queries: object, k: int) -> list[list[str]]:
+            return super().search_terms(queries, k)[:1]  # type: ignore[arg-type]
+
+    other = OneAnswer(str(tmp_path / "vectors.db"), "cgt", client=store.client)
+    reopened = build(other, lexical=True)
+    with pytest.raises(ValueError, match=r"OneAnswer.search_terms answered 1 queries of 2"):
+        reopened.retrieve("analytical engine")
+    store.close()
+
+
+@loopback
 def test_term_postings_must_match_the_collection(tmp_path: Path) -> None:
     store = terms_store(tmp_path)
     build(store)
