@@ -147,7 +147,7 @@ def fused_search(
                                             minlength=len(concept_similarity)))
     similarity = (ScannedSimilarity(np.asarray(unit_similarity))
                   if isinstance(unit_similarity, np.ndarray) else unit_similarity)
-    weights, hop_of = weighting or concept_weights(
+    weights, hop_of = weighting if weighting is not None else concept_weights(
         concept_similarity, adjacency, top_k=top_k, hops=hops, decay=decay, exact=exact,
         usable=usable)
     concept_value = weights * idf

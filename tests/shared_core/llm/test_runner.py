@@ -651,10 +651,14 @@ def test_no_response_no_retry_after() -> None:
 
 def test_ctrl_c_while_waiting_in_run_sync_cancels_the_call(tmp_path: Path) -> None:
     # a real SIGINT in a child process: the waiting caller gets KeyboardInterrupt and the
-    # coroutine on the background loop is cancelled, not left running (and spending)
+    # coroutine on the background loop is cancelled, not left running (and spending). The
+    # child raises KeyboardInterrupt on SIGINT as an interactive Python does, even when
+    # the tests run where SIGINT is ignored (a background job of a shell: Python then
+    # keeps ignoring it, and the call would simply finish)
     script = tmp_path / "interrupt.py"
     script.write_text(textwrap.dedent("""
         import asyncio, os, signal, threading, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from shared_core.llm import run_sync
 
         cancelled = threading.Event()
