@@ -158,3 +158,19 @@ def test_vector_store_must_be_a_store(documents: list[Document],
         ConceptGraphRetriever.from_documents(documents, embeddings, vector_store=42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"must be a LangChain VectorStore, got dict"):
         LangChainVectorStore({})  # type: ignore[arg-type]
+
+
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_a_milvus_store_with_term_postings_plugs_into_the_retriever(
+        tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings) -> None:
+    """The core's Milvus backend as a LangChain user passes it: the views' units found in
+    Milvus (one request for both term queries), the same answers as in process."""
+    from shared_core.search.milvus import MilvusVectorStore
+
+    store = MilvusVectorStore(str(tmp_path / "vectors.db"), "cg", index_type="FLAT",
+                              term_postings=True)
+    retriever = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
+                                                     vector_store=store)
+    assert retriever.index.stats()["vector_index"] == "store:MilvusVectorStore+terms"
+    assert answers(retriever) == answers(in_process(documents, embeddings))
+    store.close()

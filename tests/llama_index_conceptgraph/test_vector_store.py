@@ -151,3 +151,25 @@ def test_vector_store_must_be_a_store(embed_model: CoreEmbedding) -> None:
                                             vector_store="qdrant")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="must be a LlamaIndex BasePydanticVectorStore, got"):
         LlamaIndexVectorStore([])  # type: ignore[arg-type]
+
+
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_a_milvus_store_with_term_postings_plugs_into_the_retriever(
+        tmp_path: Path, embed_model: CoreEmbedding) -> None:
+    """The core's Milvus backend as a LlamaIndex user passes it: the views' units found in
+    Milvus (one request for both term queries), the same answers as in process."""
+    from shared_core.search.milvus import MilvusVectorStore
+
+    # one candidate per view and no walk: which unit each view's engine search finds
+    # decides the pool (the walk would read the in-process postings)
+    config = ConceptGraphConfig(candidates=1, walk_hops=0)
+    store = MilvusVectorStore(str(tmp_path / "vectors.db"), "cg", index_type="FLAT",
+                              term_postings=True)
+    retriever = ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
+                                                    config=config, vector_store=store)
+    assert retriever.index.stats()["vector_index"] == "store:MilvusVectorStore+terms"
+    local = ConceptGraphRetriever.from_defaults(
+        nodes=NODES, embed_model=embed_model,
+        config=ConceptGraphConfig(candidates=1, walk_hops=0, vector_index="hnsw"))
+    assert answers(retriever) == answers(local)
+    store.close()
