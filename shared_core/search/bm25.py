@@ -18,6 +18,11 @@ from .candidates import PositiveView, RescoredView
 from .postings import postings_view
 
 
+def lucene_idf(df: np.ndarray, n_units: int) -> np.ndarray:
+    """Lucene's idf, ``ln(1 + (n - df + 0.5) / (df + 0.5))``: never negative."""
+    return np.asarray(np.log1p((n_units - df + 0.5) / (df + 0.5)), dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class BM25Scorer:
     """Per-term BM25 weights of every unit, precomputed; a query sums its terms' columns."""
@@ -32,7 +37,7 @@ class BM25Scorer:
         lengths = np.asarray(counts.sum(axis=1)).ravel()
         mean_length = lengths.mean() if n_units and lengths.mean() > 0 else 1.0
         df = np.bincount(counts.indices, minlength=counts.shape[1])
-        idf = np.log1p((n_units - df + 0.5) / (df + 0.5))
+        idf = lucene_idf(df, n_units)
         norm = k1 * (1 - b + b * lengths / mean_length)
         # idf * tf / (tf + norm) per entry, in place: one float64 array per entry held at a
         # time besides the counts (each 415 MB at a million passages), the same bits
@@ -55,9 +60,7 @@ class BM25Scorer:
 
     def idf(self, columns: np.ndarray) -> np.ndarray:
         """Lucene's idf of these terms over the units (what ``from_counts`` weighted by)."""
-        n_units = self.weights.shape[0]
-        df = np.diff(self.weights.indptr)[columns].astype(np.float64)
-        return np.asarray(np.log1p((n_units - df + 0.5) / (df + 0.5)), dtype=np.float64)
+        return lucene_idf(np.diff(self.weights.indptr)[columns], self.weights.shape[0])
 
     def unit_scores(self, units: np.ndarray, columns: np.ndarray) -> np.ndarray:
         """BM25 of the given units only, for a query's distinct terms ``columns``
