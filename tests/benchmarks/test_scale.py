@@ -41,3 +41,31 @@ def test_rows_from_several_reports_one_per_size_and_plotted(tmp_path: Path) -> N
     out = tmp_path / "plot" / "scale.png"
     plot_costs(rows, out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_store_querys_local_share_is_its_time_outside_the_stores_searches(
+        tmp_path: Path) -> None:
+    """Each query's local milliseconds are its milliseconds less its time in the store's
+    searches: over the run they add up to the total less the store's seconds."""
+    import numpy as np
+
+    from benchmarks.scale import Queries, TimedStore, percentile_fields, query_latencies
+    from shared_core import ConceptGraphIndex, HashingEmbedder
+    from shared_core.search.milvus import MilvusVectorStore
+
+    embedder = HashingEmbedder(32)
+    store = TimedStore(MilvusVectorStore(str(tmp_path / "milvus.db"), "t", index_type="FLAT"))
+    ids, texts = passages(POOL, 30, seed=1)
+    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=embedder, vector_store=store)
+    asked = Queries(POOL[:5], np.asarray(embedder.embed(POOL[:5]), dtype=np.float32))
+    store.search_seconds = 0.0
+    local: list[float] = []
+    latencies, contexts = query_latencies(index, asked, store, local)
+    assert len(local) == len(latencies) == len(contexts) == 5
+    assert store.search_seconds > 0  # every query asked the store
+    assert all(0 < mine < total for mine, total in zip(local, latencies, strict=True))
+    assert np.isclose(sum(latencies) - sum(local), store.search_seconds * 1000, rtol=1e-9)
+    fields = percentile_fields("local_query_ms", local)
+    assert set(fields) == {"local_query_ms_p50", "local_query_ms_p95"}
+    assert fields["local_query_ms_p50"] == round(float(np.percentile(local, 50)), 2)
+    assert percentile_fields("x", []) == {}
