@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .scale import HeapSampler
+from .scale import HeapSampler, folder_size
 
 DIM = 384
 BATCH = 8192
@@ -66,7 +66,6 @@ def write_rows(uri: str, rows: int, dim: int) -> dict[str, float]:
 def reopened(uri: str, dim: int) -> dict[str, float]:
     """In this process (run it fresh): ``RssAnon`` before and after opening the
     collection, after three searches for 2,000 rows, and the last search's seconds."""
-    before = HeapSampler.anonymous_mb()
     import pymilvus  # noqa: F401  (imported before the reading that opening is measured from)
 
     from shared_core.search.milvus import MilvusVectorStore
@@ -83,7 +82,7 @@ def reopened(uri: str, dim: int) -> dict[str, float]:
         seconds = time.perf_counter() - start
     if len(found) != 2000:
         raise RuntimeError(f"the reopened collection returned {len(found)} rows, not 2000")
-    return {"before_mb": before, "imported_mb": imported, "opened_mb": opened,
+    return {"imported_mb": imported, "opened_mb": opened,
             "searched_mb": HeapSampler.anonymous_mb(), "search_s": seconds}
 
 
@@ -130,9 +129,8 @@ def measure(rows: int, dim: int, folder: Path) -> dict[str, Any]:
         "reopened_after_searches_mb": round(loaded["searched_mb"] - loaded["imported_mb"], 1),
         "search_2000_s": round(loaded["search_s"], 3),
         "bytes_per_row_reopened": round(held * 2**20 / rows),
-        "file_mb": round(sum(f.stat().st_size for f in Path(uri).rglob("*") if f.is_file())
-                         / 2**20, 1) if Path(uri).is_dir() else
-        round(Path(uri).stat().st_size / 2**20, 1),
+        "file_mb": round((folder_size(Path(uri)) if Path(uri).is_dir()
+                          else Path(uri).stat().st_size) / 2**20, 1),
     }
 
 

@@ -333,8 +333,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         loaded_local: list[float] = []
         second_pass, _ = query_latencies(loaded, asked, store, loaded_local)
         row.update(percentile_fields("loaded_local_query_ms", loaded_local))
-        row["loaded_first_query_ms_p50"] = round(float(np.percentile(first_pass, 50)), 2)
-        row["loaded_first_query_ms_p95"] = round(float(np.percentile(first_pass, 95)), 2)
+        row.update(percentile_fields("loaded_first_query_ms", first_pass))
         row["loaded_query_ms_p50"] = round(float(np.percentile(second_pass, 50)), 2)
         phases["load and queries"] = heap.phase()
         if lean:  # the updates on the loaded index, the built one gone: half the memory
@@ -360,8 +359,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         "sentences_embedded": timed.texts,
         "non_embedding_build_s": round(build - timed.seconds, 2),
         "graph_refresh_s": None if refresh is None else round(refresh, 2),
-        "query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
-        "query_ms_p95": round(float(np.percentile(latencies, 95)), 2),
+        **percentile_fields("query_ms", latencies),
         **row,
         **{k: None if v is None else round(v, 2) for k, v in seconds.items()
            if k != "load_verified_s"},
@@ -475,8 +473,7 @@ def warm_latency(index: Any, asked: Queries, passes: int = 2
     latencies, contexts = query_latencies(index, asked)
     for _ in range(passes - 1):
         latencies, _ = query_latencies(index, asked)
-    return {"query_ms_p50": round(float(np.percentile(latencies, 50)), 2),
-            "query_ms_p95": round(float(np.percentile(latencies, 95)), 2)}, contexts
+    return percentile_fields("query_ms", latencies), contexts
 
 
 def query_latencies(index: Any, asked: Queries, store: TimedStore | None = None,
@@ -486,8 +483,7 @@ def query_latencies(index: Any, asked: Queries, store: TimedStore | None = None,
 
     With ``store`` (the index's outside store) and a ``local`` list, each query's
     milliseconds outside the store's searches are appended to ``local``: the part of
-    a query this process does, which should not grow with the corpus when the engine
-    finds every view's units (``milvus-lite-terms``)."""
+    a query this process does, beside the engine's."""
     latencies, contexts = [], []
     for text, vector in zip(asked.texts, asked.vectors, strict=True):
         in_store = store.search_seconds if store is not None else 0.0
