@@ -22,6 +22,7 @@ from .fusion import ContextItem, FusedContext, FusedItem, KGFact, fuse_contexts,
 from .index import Chunk, ConceptGraphIndex, Provenance, RetrievalResult, RetrievedChunk, content_id
 from .search.external import VectorStoreBackend
 from .search.milvus import MilvusVectorStore
+from .search.qdrant import QdrantStore
 from .select import CostReport, Selection, knn_chunk_graph, knn_pagerank_scores
 from .state.spill import VectorSpill
 from .store import CorruptIndexError
@@ -45,6 +46,7 @@ __all__ = [
     "MilvusVectorStore",
     "OpenAIEmbedder",
     "Provenance",
+    "QdrantStore",
     "QueryEmbedder",
     "RetrievalResult",
     "RetrievedChunk",

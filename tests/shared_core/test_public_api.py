@@ -26,6 +26,7 @@ EXPECTED = [
     "MilvusVectorStore",
     "OpenAIEmbedder",
     "Provenance",
+    "QdrantStore",
     "QueryEmbedder",
     "RetrievalResult",
     "RetrievedChunk",

@@ -1,7 +1,9 @@
 """An index's vectors in an outside store: keys, row layout, write-through, repair.
 
-The store here is Milvus Lite (a real Milvus server in a local file), through
-``MilvusVectorStore``: the same client code that talks to a Milvus cluster.
+The stores here are the two engines with a backend of their own, each through the
+client code that talks to its cluster: Milvus Lite (a real Milvus server in a local
+file) through ``MilvusVectorStore``, and qdrant-client's local mode through
+``QdrantStore``. Every engine test runs on both.
 """
 
 from __future__ import annotations
@@ -21,18 +23,21 @@ from hypothesis import strategies as st
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.search.external import (
+    KEY_FIELD,
     NO_TERMS,
     TERM_DIMENSIONS,
     StoredRows,
     TermPostingsBackend,
     VectorStoreBackend,
     keeps_terms,
+    key_uuid,
     parse_key,
     row_key,
     term_dimension,
     text_digest,
 )
 from shared_core.search.milvus import MilvusVectorStore
+from shared_core.search.qdrant import QdrantStore
 from tests.shared_core.test_store import TEXTS
 
 DIM = 64
@@ -42,8 +47,23 @@ QUERIES = ["Who wrote the first compiler?", "analytical engine", "punched cards 
 loopback = pytest.mark.allow_hosts(["127.0.0.1"])
 
 
-def milvus(tmp_path: Path, name: str = "cg") -> MilvusVectorStore:
-    return MilvusVectorStore(str(tmp_path / "vectors.db"), name, index_type="FLAT")
+ENGINES = ["milvus", "qdrant"]
+Engine = MilvusVectorStore | QdrantStore
+
+
+def engine(kind: str, tmp_path: Path, name: str = "cg", terms: bool | None = None) -> Engine:
+    """A store of engine ``kind`` in ``tmp_path`` (one per folder and process)."""
+    if kind == "milvus":
+        return MilvusVectorStore(str(tmp_path / "vectors.db"), name, index_type="FLAT",
+                                 term_postings=terms)
+    return QdrantStore(str(tmp_path / "qdrant"), name, term_postings=terms)
+
+
+def reopened(store: Engine, name: str, terms: bool | None = None) -> Engine:
+    """Another collection, or the same one again, over ``store``'s client."""
+    if isinstance(store, MilvusVectorStore):
+        return MilvusVectorStore(store.uri, name, client=store.client, term_postings=terms)
+    return QdrantStore(store.client, name, term_postings=terms)
 
 
 def build(store: VectorStoreBackend | None = None, **knobs: object) -> ConceptGraphIndex:
@@ -172,22 +192,52 @@ def test_a_row_without_terms_holds_the_no_terms_dimension() -> None:
     assert rows.terms_of(rows.rows_of([1])) == [{NO_TERMS: 1.0}]
 
 
-def terms_store(tmp_path: Path, name: str = "cgt") -> MilvusVectorStore:
-    return MilvusVectorStore(str(tmp_path / "vectors.db"), name, index_type="FLAT",
-                             term_postings=True)
+def terms_store(kind: str, tmp_path: Path, name: str = "cgt") -> Engine:
+    return engine(kind, tmp_path, name, terms=True)
 
 
-def keys_for(store: MilvusVectorStore, *terms: str) -> set[str]:
+def keys_for(store: Engine, *terms: str) -> set[str]:
     [keys] = store.search_terms([{term_dimension(t): 1.0 for t in terms}], 100)
     return set(keys)
 
 
+def record_requests(store: Engine) -> list[tuple[str, int]]:
+    """Each request the store's client sends from now on: the field it searches and how
+    many queries it holds. The client is the engine's own, recorded, not replaced."""
+    sent: list[tuple[str, int]] = []
+    client = store.client
+    if isinstance(store, MilvusVectorStore):
+        search = client.search
+
+        def milvus_search(*args: object, **kwargs: object) -> object:
+            sent.append((str(kwargs["anns_field"]), len(kwargs["data"])))  # type: ignore[arg-type]
+            return search(*args, **kwargs)
+
+        client.search = milvus_search
+        return sent
+    single, batch = client.query_points, client.query_batch_points
+
+    def query_points(*args: object, **kwargs: object) -> object:
+        sent.append((str(kwargs["using"]), 1))
+        return single(*args, **kwargs)
+
+    def query_batch_points(*args: object, **kwargs: object) -> object:
+        requests = kwargs["requests"]
+        assert {r.using for r in requests} == {"terms"}  # type: ignore[attr-defined]
+        sent.append(("terms", len(requests)))  # type: ignore[arg-type]
+        return batch(*args, **kwargs)
+
+    client.query_points, client.query_batch_points = query_points, query_batch_points
+    return sent
+
+
 @loopback
-def test_a_milvus_store_finds_the_rows_that_hold_a_term(tmp_path: Path) -> None:
-    store = terms_store(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_an_engine_finds_the_rows_that_hold_a_term(tmp_path: Path, kind: str) -> None:
+    store = terms_store(kind, tmp_path)
     index = build(store)
     assert keeps_terms(store) and isinstance(store, TermPostingsBackend)
-    assert index.stats()["vector_index"] == "store:MilvusVectorStore+terms"
+    assert index.stats()["vector_index"] == f"store:{type(store).__name__}+terms"
     key = {i: text_digest(t) for i, t in zip(IDS, TEXTS, strict=True)}
     # "babbage": chunks t0 and t1, each found by its first row
     assert keys_for(store, "babbage") == {f"t0#{key['t0']}.s0", f"t1#{key['t1']}.s0"}
@@ -209,8 +259,9 @@ def test_a_milvus_store_finds_the_rows_that_hold_a_term(tmp_path: Path) -> None:
 
 
 @loopback
-def test_term_postings_follow_adds_and_deletes(tmp_path: Path) -> None:
-    store = terms_store(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_term_postings_follow_adds_and_deletes(tmp_path: Path, kind: str) -> None:
+    store = terms_store(kind, tmp_path)
     index = build(store)
     index.add(["Zeppelins flew over the sea."], ids=["z"])
     digest = text_digest("Zeppelins flew over the sea.")
@@ -222,85 +273,81 @@ def test_term_postings_follow_adds_and_deletes(tmp_path: Path) -> None:
 
 
 @loopback
+@pytest.mark.parametrize("kind", ENGINES)
 @pytest.mark.parametrize("lexical", [False, True])
 @pytest.mark.parametrize("knobs", [{}, {"chunk_similarity": "direct", "unit_tokens": 12}])
 def test_units_found_through_the_engine_rank_as_the_in_process_index(
-        tmp_path: Path, knobs: dict[str, object], lexical: bool) -> None:
+        tmp_path: Path, knobs: dict[str, object], lexical: bool, kind: str) -> None:
     # one candidate per view and no walk: the pool is the nearest unit, the unit of most
     # evidence and (lexical) the best by BM25, which the engine's term postings must find
     # as local postings do (evidence found nothing, the engine's index answers the first
     # two queries with t1 alone; BM25 found nothing, the unit index answers "analytical
     # engine" with t1#u0 alone, not t1#u0 and t2#u0)
-    store = terms_store(tmp_path)
+    store = terms_store(kind, tmp_path)
     knobs = {"candidates": 1, "lexical": lexical, "walk_hops": 0, **knobs}
-    engine = build(store, **knobs)
+    engine_index = build(store, **knobs)
     local = build(vector_index="hnsw", **knobs)
     queries = ["the the the was was was babbage", "The engine was mechanical silk", *QUERIES]
-    fields: list[object] = []
-    asked: list[int] = []  # queries in each request for terms
-    search = store.client.search
-
-    def recorded(*args: object, **kwargs: object) -> object:
-        fields.append(kwargs["anns_field"])
-        if kwargs["anns_field"] == "terms":
-            asked.append(len(kwargs["data"]))  # type: ignore[arg-type]
-        return search(*args, **kwargs)
-
-    store.client.search = recorded  # type: ignore[method-assign]
+    sent = record_requests(store)
 
     def ids(index: ConceptGraphIndex) -> list[list[str]]:
         return [[c.id for c in index.retrieve(q).chunks] for q in queries]
 
-    assert ids(engine) == ids(local)
-    # one request for terms per query, holding the evidence view's and BM25's
-    assert asked == [2 if lexical else 1] * len(queries)
-    assert fields.count("vector") == len(queries)
+    assert ids(engine_index) == ids(local)
+    # per query: one request for terms holding the evidence view's query and BM25's
+    # (both known before the ranking), then one for the nearest rows
+    assert sent == [("terms", 2 if lexical else 1), ("vector", 1)] * len(queries)
     store.close()
 
 
 @loopback
+@pytest.mark.parametrize("kind", ENGINES)
 def test_an_engine_that_answers_fewer_term_queries_than_asked_is_an_error(
-        tmp_path: Path) -> None:
+        tmp_path: Path, kind: str) -> None:
     """A retrieval asks for two term queries in one request; an answer short of one (a
     server's, or another backend's) raises instead of ranking with a view missing."""
-    store = terms_store(tmp_path)
+    store = terms_store(kind, tmp_path)
     index = build(store, lexical=True)
-    search = store.client.search
+    client = store.client
+    name = "search" if kind == "milvus" else "query_batch_points"
+    answer = getattr(client, name)
 
     def short(*args: object, **kwargs: object) -> object:
-        return search(*args, **kwargs)[:-1]
+        return answer(*args, **kwargs)[:-1]
 
-    store.client.search = short  # type: ignore[method-assign]
-    with pytest.raises(ValueError, match=r"Milvus answered 1 of 2 queries"):
+    setattr(client, name, short)
+    engine_name = "Milvus" if kind == "milvus" else "Qdrant"
+    with pytest.raises(ValueError, match=rf"{engine_name} answered 1 of 2 queries"):
         index.retrieve("analytical engine")
-    store.client.search = search  # type: ignore[method-assign]
+    setattr(client, name, answer)
 
-    class OneAnswer(MilvusVectorStore):
+    class OneAnswer(type(store)):  # type: ignore[misc]
         """A backend that answers only the first query of a request."""
 
         def search_terms(self, queries: object, k: int) -> list[list[str]]:
-            return super().search_terms(queries, k)[:1]  # type: ignore[arg-type]
+            return super().search_terms(queries, k)[:1]  # type: ignore[no-any-return]
 
-    other = OneAnswer(str(tmp_path / "vectors.db"), "cgt", client=store.client)
-    reopened = build(other, lexical=True)
+    other = (OneAnswer(store.uri, "cgt", client=client) if kind == "milvus"
+             else OneAnswer(client, "cgt"))
+    again = build(other, lexical=True)
     with pytest.raises(ValueError, match=r"OneAnswer.search_terms answered 1 queries of 2"):
-        reopened.retrieve("analytical engine")
+        again.retrieve("analytical engine")
     store.close()
 
 
 @loopback
-def test_term_postings_must_match_the_collection(tmp_path: Path) -> None:
-    store = terms_store(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_term_postings_must_match_the_collection(tmp_path: Path, kind: str) -> None:
+    store = terms_store(kind, tmp_path)
     build(store)
-    uri = str(tmp_path / "vectors.db")
     with pytest.raises(ValueError, match=r"made with term postings, but term_postings=False"):
-        MilvusVectorStore(uri, "cgt", client=store.client, term_postings=False)
-    assert MilvusVectorStore(uri, "cgt", client=store.client).keeps_terms  # None: as made
-    plain = milvus(tmp_path)
+        reopened(store, "cgt", terms=False)
+    assert reopened(store, "cgt").keeps_terms  # None: as made
+    plain = reopened(store, "cg")
     build(plain)
     with pytest.raises(ValueError, match=r"made without term postings, but term_postings=True"):
-        MilvusVectorStore(uri, "cg", client=store.client, term_postings=True)
-    assert not keeps_terms(MilvusVectorStore(uri, "cg", client=store.client))
+        reopened(store, "cg", terms=True)
+    assert not keeps_terms(reopened(store, "cg"))
     rows = np.zeros((1, DIM), np.float32)
     with pytest.raises(ValueError, match=r"keeps term postings: write its rows with"):
         store.upsert(["k#000000000000.s0"], rows, ["x"], [{"chunk_id": "k"}])
@@ -310,8 +357,7 @@ def test_term_postings_must_match_the_collection(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"keeps no term postings"):
         plain.search_terms([{1: 1.0}], 3)
     with pytest.raises(TypeError, match=r"term_postings must be a bool or None"):
-        MilvusVectorStore(uri, "cgx", client=store.client,
-                          term_postings="yes")  # type: ignore[arg-type]
+        reopened(store, "cgx", terms="yes")  # type: ignore[arg-type]
     store.close()
 
 
@@ -319,7 +365,8 @@ def test_term_postings_must_match_the_collection(tmp_path: Path) -> None:
 def test_a_search_asks_milvus_for_the_keys_alone(tmp_path: Path) -> None:
     """Without output_fields Milvus returns every field, the vectors too (2,000 rows of
     384 floats: 200 ms against 90 ms). The client is pymilvus's own, recorded."""
-    store = terms_store(tmp_path)
+    store = terms_store("milvus", tmp_path)
+    assert isinstance(store, MilvusVectorStore)
     build(store)
     asked: list[dict[str, object]] = []
     search = store.client.search
@@ -338,26 +385,63 @@ def test_a_search_asks_milvus_for_the_keys_alone(tmp_path: Path) -> None:
     store.close()
 
 
-# ------------------------------------------------------------------ Milvus, write-through
+def test_a_qdrant_store_finds_points_by_payload_key_and_never_returns_vectors(
+        tmp_path: Path) -> None:
+    store = terms_store("qdrant", tmp_path)
+    build(store)
+    key = f"t1#{text_digest(TEXTS[1])}.s0"
+    [point] = store.client.retrieve("cgt", ids=[key_uuid(key)], with_payload=True,
+                                    with_vectors=True)
+    # the id is the key's UUID, the payload the key, chunk id and metadata; the rows are
+    # compared by dot product, and the first row carries its unit's terms
+    assert point.payload == {KEY_FIELD: key, "chunk_id": "t1",
+                             "metadata": {"n": 1, "chunk_id": "t1", "part": 0}}
+    assert np.isclose(np.linalg.norm(point.vector["vector"]), 1.0)
+    assert sorted(point.vector["terms"].indices) == sorted(
+        term_dimension(t) for t in ("charles", "babbage", "designed", "analytical",
+                                    "engine", "mechanical"))
+    found = store.client.query_points("cgt", query=point.vector["vector"], using="vector",
+                                      limit=1, with_payload=[KEY_FIELD])
+    assert found.points[0].vector is None and store.search(
+        np.asarray(point.vector["vector"], np.float32), 1) == [key]
+    store.close()
+
+
+def test_a_qdrant_store_is_told_where_it_is(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"a URL, a folder, ':memory:' or a QdrantClient"):
+        QdrantStore(42)
+    with pytest.raises(ValueError, match=r"api_key is for a Qdrant server's URL"):
+        QdrantStore(str(tmp_path / "q"), api_key="secret")
+    with pytest.raises(ValueError, match=r"collection must be a non-empty str"):
+        QdrantStore(":memory:", "")
+    store = QdrantStore(":memory:")
+    assert store.list_keys() == [] and store.search(np.ones(DIM, np.float32), 3) == []
+    assert store.read_marker() is None
+    store.close()
+
+
+# ------------------------------------------------------------------ write-through
 @loopback
+@pytest.mark.parametrize("kind", ENGINES)
 @pytest.mark.parametrize("knobs", [{}, {"chunk_similarity": "mean"},
                                    {"chunk_similarity": "direct", "unit_tokens": 12}])
-def test_a_milvus_store_retrieves_what_the_in_process_index_retrieves(
-        tmp_path: Path, knobs: dict[str, object]) -> None:
+def test_an_engine_retrieves_what_the_in_process_index_retrieves(
+        tmp_path: Path, knobs: dict[str, object], kind: str) -> None:
     # two candidates per query, so which rows the backend proposes decides the ranking;
     # on a few rows both backends propose the truly closest ones
-    store = milvus(tmp_path)
-    engine = build(store, candidates=2, **knobs)
+    store = engine(kind, tmp_path)
+    engine_index = build(store, candidates=2, **knobs)
     local = build(vector_index="hnsw", candidates=2, **knobs)
-    assert engine.stats()["vector_index"] == "store:MilvusVectorStore"
-    assert contexts(engine) == contexts(local)
-    assert len(set(store.list_keys())) == len(engine.state.stored_rows())
+    assert engine_index.stats()["vector_index"] == f"store:{type(store).__name__}"
+    assert contexts(engine_index) == contexts(local)
+    assert len(set(store.list_keys())) == len(engine_index.state.stored_rows())
     store.close()
 
 
 @loopback
-def test_adds_and_deletes_write_through_to_the_store(tmp_path: Path) -> None:
-    store = milvus(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_adds_and_deletes_write_through_to_the_store(tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
     index = build(store)
     assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
     index.delete(["t1", "t3"])
@@ -372,20 +456,36 @@ def test_adds_and_deletes_write_through_to_the_store(tmp_path: Path) -> None:
     store.close()
 
 
+def stored_metadata(store: Engine, chunk_id: str) -> list[dict[str, object]]:
+    """The metadata of every row the engine holds for ``chunk_id``, read by its own query."""
+    if isinstance(store, MilvusVectorStore):
+        rows = store.client.query("cg", filter=f'chunk_id == "{chunk_id}"',
+                                  output_fields=["metadata"])
+        return [r["metadata"] for r in rows]
+    from qdrant_client import models
+
+    points, _ = store.client.scroll("cg", limit=100, with_payload=True, scroll_filter=models.Filter(
+        must=[models.FieldCondition(key="chunk_id", match=models.MatchValue(value=chunk_id))]))
+    return [p.payload["metadata"] for p in points]
+
+
 @loopback
-def test_a_metadata_update_rewrites_the_chunks_rows(tmp_path: Path) -> None:
-    store = milvus(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_metadata_update_rewrites_the_chunks_rows(tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
     index = build(store)
     index.add([TEXTS[2]], ids=["t2"], metadatas=[{"n": 20, "source": "new"}])
-    rows = store.client.query("cg", filter='chunk_id == "t2"', output_fields=["metadata"])
-    assert sorted(r["metadata"]["part"] for r in rows) == [0, 1]
-    assert all(r["metadata"]["n"] == 20 and r["metadata"]["source"] == "new" for r in rows)
+    rows = stored_metadata(store, "t2")
+    assert sorted(r["part"] for r in rows) == [0, 1]  # type: ignore[type-var]
+    assert all(r["n"] == 20 and r["source"] == "new" for r in rows)
     store.close()
 
 
 @loopback
-def test_load_repairs_rows_written_or_deleted_after_the_last_save(tmp_path: Path) -> None:
-    store = milvus(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_load_repairs_rows_written_or_deleted_after_the_last_save(
+        tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
     index = build(store)
     index.save(str(tmp_path / "idx"))
     index.add(["Alan Turing described a universal machine."], ids=["t9"])  # not saved
@@ -405,10 +505,11 @@ def test_load_repairs_rows_written_or_deleted_after_the_last_save(tmp_path: Path
 CHILD = textwrap.dedent("""
     import os, sys, time
     from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
-    from shared_core.search.milvus import MilvusVectorStore
+    from tests.shared_core.search.test_external import engine
     from tests.shared_core.test_store import TEXTS
+    from pathlib import Path
     folder = sys.argv[1]
-    store = MilvusVectorStore(os.path.join(folder, "vectors.db"), "cg", index_type="FLAT")
+    store = engine(sys.argv[2], Path(folder))
     index = ConceptGraphIndex.from_texts(TEXTS, ids=[f"t{i}" for i in range(len(TEXTS))],
                                          embedder=HashingEmbedder(64), vector_store=store)
     index.save(os.path.join(folder, "idx"))
@@ -420,14 +521,15 @@ CHILD = textwrap.dedent("""
 
 
 @loopback
+@pytest.mark.parametrize("kind", ENGINES)
 @pytest.mark.parametrize(("step", "written", "deleted"), [
     ('add(["Alan Turing described a universal machine."], ids=["t9"])', 0, 1),
     ('delete(["t2", "t4"])', 4, 0),
 ])
 def test_a_process_killed_between_the_store_write_and_the_save_is_repaired(
-        tmp_path: Path, step: str, written: int, deleted: int) -> None:
+        tmp_path: Path, step: str, written: int, deleted: int, kind: str) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD.replace("{step}", step), str(tmp_path)],
+        [sys.executable, "-c", CHILD.replace("{step}", step), str(tmp_path), kind],
         stdout=subprocess.PIPE, cwd=Path(__file__).parents[3],
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])},
         start_new_session=True)
@@ -435,7 +537,7 @@ def test_a_process_killed_between_the_store_write_and_the_save_is_repaired(
     assert child.stdout.readline().strip() == b"written"
     os.killpg(child.pid, signal.SIGKILL)  # the child and Milvus Lite's server with it
     child.wait()
-    store = milvus(tmp_path)
+    store = engine(kind, tmp_path)  # Qdrant's local mode: its folder unlocked by the kill
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
                                     vector_store=store)
     assert loaded.vector_store_repair is not None
@@ -449,8 +551,9 @@ def test_a_process_killed_between_the_store_write_and_the_save_is_repaired(
 
 # ------------------------------------------------------------------ bad input
 @loopback
-def test_a_store_holding_other_ids_is_refused_and_left_alone(tmp_path: Path) -> None:
-    store = milvus(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_store_holding_other_ids_is_refused_and_left_alone(tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
     vector = np.ones((1, DIM), dtype=np.float32) / np.sqrt(DIM)
     store.upsert(["their-doc-1"], vector, ["theirs"], [{"chunk_id": "x"}])
     with pytest.raises(ValueError, match=r"1 ids that are not a conceptgraph index's.*"
@@ -461,17 +564,30 @@ def test_a_store_holding_other_ids_is_refused_and_left_alone(tmp_path: Path) -> 
 
 
 @loopback
-def test_a_collection_of_another_layout_is_refused(tmp_path: Path) -> None:
-    store = milvus(tmp_path)
-    store.client.create_collection("theirs", dimension=DIM)
-    with pytest.raises(ValueError, match=r"'theirs' exists with fields .*not a conceptgraph"):
-        MilvusVectorStore(str(tmp_path / "vectors.db"), "theirs", client=store.client)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_collection_of_another_layout_is_refused(tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
+    if isinstance(store, MilvusVectorStore):
+        store.client.create_collection("theirs", dimension=DIM)
+    else:
+        from qdrant_client import models
+
+        store.client.create_collection("theirs", vectors_config=models.VectorParams(
+            size=DIM, distance=models.Distance.COSINE))  # one unnamed vector
+        store.client.create_collection("cosine", vectors_config={"vector": models.VectorParams(
+            size=DIM, distance=models.Distance.COSINE)})
+        with pytest.raises(ValueError, match=r"'cosine' compares by .*not by dot product"):
+            reopened(store, "cosine")
+    with pytest.raises(ValueError, match=r"'theirs' exists with .*not a conceptgraph"):
+        reopened(store, "theirs")
     store.close()
 
 
 @loopback
-def test_a_store_of_another_dimension_fails_the_add_and_changes_nothing(tmp_path: Path) -> None:
-    store = milvus(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_store_of_another_dimension_fails_the_add_and_changes_nothing(
+        tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
     build(store).delete(IDS)  # the collection now exists, empty, with 64 dimensions
     index = ConceptGraphIndex(HashingEmbedder(32), vector_store=store)
     with pytest.raises(ValueError, match=r"holds 64-dimensional vectors, got 32"):
@@ -481,14 +597,27 @@ def test_a_store_of_another_dimension_fails_the_add_and_changes_nothing(tmp_path
 
 
 @loopback
-def test_a_write_failing_midway_is_undone(tmp_path: Path) -> None:
-    # 2,100 two-sentence chunks: the rows go in two upserts, and the second fails
-    # (its last chunk's id is too long for the key field): the first is deleted again
-    store = milvus(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_write_failing_midway_is_undone(tmp_path: Path, kind: str) -> None:
+    # 2,100 two-sentence chunks: the rows go in two upserts, and the second fails (Milvus:
+    # its last chunk's id is too long for the key field; Qdrant: the server refuses the
+    # request holding it, as a full disk would): the first is deleted again
+    store = engine(kind, tmp_path)
     index = build(store)
     texts = [f"Chunk {i} names item{i}. It has a second sentence." for i in range(2100)]
     ids = [f"n{i:05d}" for i in range(2099)] + ["z" * 5000]
-    with pytest.raises(ValueError, match=r"chunk id too long for Milvus"):
+    if isinstance(store, QdrantStore):
+        upsert = store.client.upsert
+
+        def refused(*args: object, **kwargs: object) -> object:
+            if any(p.payload.get("chunk_id") == ids[-1] for p in kwargs.get(
+                    "points", args[1] if len(args) > 1 else [])):  # type: ignore[union-attr]
+                raise RuntimeError("no space left on device")
+            return upsert(*args, **kwargs)
+
+        store.client.upsert = refused  # type: ignore[method-assign]
+    with pytest.raises((ValueError, RuntimeError),
+                       match=r"chunk id too long for Milvus|no space left on device"):
         index.add(texts, ids=ids)
     assert len(index) == len(TEXTS)
     assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
@@ -497,8 +626,9 @@ def test_a_write_failing_midway_is_undone(tmp_path: Path) -> None:
 
 
 @loopback
-def test_a_load_after_a_clean_save_trusts_the_store_generation(tmp_path: Path) -> None:
-    store = milvus(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_load_after_a_clean_save_trusts_the_store_generation(tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
     index = build(store)
     index.delete(["t4"])
     index.save(str(tmp_path / "idx"))
@@ -521,12 +651,13 @@ def test_a_load_after_a_clean_save_trusts_the_store_generation(tmp_path: Path) -
 
 
 @loopback
-def test_a_tampered_store_generation_is_refused_or_listed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_tampered_store_generation_is_refused_or_listed(tmp_path: Path, kind: str) -> None:
     import json
 
     from shared_core.store import CorruptIndexError, index_folder
 
-    store = milvus(tmp_path)
+    store = engine(kind, tmp_path)
     build(store).save(str(tmp_path / "idx"))
     manifest_path = index_folder(tmp_path / "idx") / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
@@ -548,8 +679,10 @@ def test_a_vector_store_must_implement_the_protocol() -> None:
 
 
 @loopback
-def test_reconfiguring_to_other_rows_than_the_store_holds_raises(tmp_path: Path) -> None:
-    store = milvus(tmp_path)
+@pytest.mark.parametrize("kind", ENGINES)
+def test_reconfiguring_to_other_rows_than_the_store_holds_raises(
+        tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
     index = build(store)
     with pytest.raises(ValueError, match=r"compares units by other vectors than the vector "
                                          "store holds"):
