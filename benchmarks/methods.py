@@ -194,7 +194,8 @@ class G2ConSRetriever:
 
 
 def build_g2cons(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
-    """The index; ``vector_store=milvus-lite|chroma`` (and ``milvus_index=FLAT``) puts its
+    """The index; ``vector_store=`` one of ``benchmarks.scale.BACKENDS`` (``milvus-lite``,
+    ``qdrant-local-terms``, ``chroma``...; and ``milvus_index=FLAT``) puts its
     vectors in that store, in a temporary folder kept as long as the retriever."""
     knobs = dict(options)
     backend = str(knobs.pop("vector_store", "local"))

@@ -205,6 +205,11 @@ def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "A
         return TimedStore(MilvusVectorStore(str(folder / "milvus.db"), "conceptgraph",
                                             index_type=milvus_index,
                                             term_postings=backend == "milvus-lite-terms"))
+    if backend in ("qdrant-local", "qdrant-local-terms"):
+        from shared_core.search.qdrant import QdrantStore
+
+        return TimedStore(QdrantStore(str(folder / "qdrant"), "conceptgraph",
+                                      term_postings=backend == "qdrant-local-terms"))
     if backend == "chroma":
         import chromadb
         from langchain_chroma import Chroma
@@ -578,7 +583,8 @@ def plot_costs(rows: Sequence[dict[str, Any]], out: Path) -> None:
     plt.close(fig)
 
 
-BACKENDS = ("local", "milvus-lite", "milvus-lite-terms", "chroma")
+BACKENDS = ("local", "milvus-lite", "milvus-lite-terms", "qdrant-local", "qdrant-local-terms",
+            "chroma")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

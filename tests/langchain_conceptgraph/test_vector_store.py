@@ -161,16 +161,28 @@ def test_vector_store_must_be_a_store(documents: list[Document],
 
 
 @pytest.mark.allow_hosts(["127.0.0.1"])
-def test_a_milvus_store_with_term_postings_plugs_into_the_retriever(
-        tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings) -> None:
-    """The core's Milvus backend as a LangChain user passes it: the views' units found in
-    Milvus (one request for both term queries), the same answers as in process."""
-    from shared_core.search.milvus import MilvusVectorStore
+@pytest.mark.parametrize("engine", ["milvus", "qdrant"])
+def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
+        tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings,
+        engine: str) -> None:
+    """The core's engine backends as a LangChain user passes them: the views' units found
+    in the engine (one request for both term queries), the same answers as in process.
+    Qdrant's goes through the client of the user's own ``QdrantVectorStore``, in a
+    collection of its own beside the user's."""
+    from shared_core import MilvusVectorStore, QdrantStore
 
-    store = MilvusVectorStore(str(tmp_path / "vectors.db"), "cg", index_type="FLAT",
-                              term_postings=True)
+    store: MilvusVectorStore | QdrantStore
+    if engine == "milvus":
+        store = MilvusVectorStore(str(tmp_path / "vectors.db"), "cg", index_type="FLAT",
+                                  term_postings=True)
+    else:
+        theirs = qdrant(embeddings)
+        theirs.add_texts(["A document of the user's own."])
+        store = QdrantStore(theirs.client, "cg", term_postings=True)
     retriever = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
                                                      vector_store=store)
-    assert retriever.index.stats()["vector_index"] == "store:MilvusVectorStore+terms"
+    assert retriever.index.stats()["vector_index"] == f"store:{type(store).__name__}+terms"
     assert answers(retriever) == answers(in_process(documents, embeddings))
+    if engine == "qdrant":  # the user's collection is left as it was
+        assert theirs.client.count("conceptgraph").count == 1
     store.close()

@@ -154,20 +154,27 @@ def test_vector_store_must_be_a_store(embed_model: CoreEmbedding) -> None:
 
 
 @pytest.mark.allow_hosts(["127.0.0.1"])
-def test_a_milvus_store_with_term_postings_plugs_into_the_retriever(
-        tmp_path: Path, embed_model: CoreEmbedding) -> None:
-    """The core's Milvus backend as a LlamaIndex user passes it: the views' units found in
-    Milvus (one request for both term queries), the same answers as in process."""
-    from shared_core.search.milvus import MilvusVectorStore
+@pytest.mark.parametrize("engine", ["milvus", "qdrant"])
+def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
+        tmp_path: Path, embed_model: CoreEmbedding, engine: str) -> None:
+    """The core's engine backends as a LlamaIndex user passes them: the views' units
+    found in the engine (one request for both term queries), the same answers as in
+    process. Qdrant's goes through the user's own ``QdrantClient``."""
+    from shared_core import MilvusVectorStore, QdrantStore
 
     # one candidate per view and no walk: which unit each view's engine search finds
     # decides the pool (the walk would read the in-process postings)
     config = ConceptGraphConfig(candidates=1, walk_hops=0)
-    store = MilvusVectorStore(str(tmp_path / "vectors.db"), "cg", index_type="FLAT",
-                              term_postings=True)
+    store: MilvusVectorStore | QdrantStore
+    if engine == "milvus":
+        store = MilvusVectorStore(str(tmp_path / "vectors.db"), "cg", index_type="FLAT",
+                                  term_postings=True)
+    else:
+        store = QdrantStore(QdrantClient(path=str(tmp_path / "qdrant")), "cg",
+                            term_postings=True)
     retriever = ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
                                                     config=config, vector_store=store)
-    assert retriever.index.stats()["vector_index"] == "store:MilvusVectorStore+terms"
+    assert retriever.index.stats()["vector_index"] == f"store:{type(store).__name__}+terms"
     local = ConceptGraphRetriever.from_defaults(
         nodes=NODES, embed_model=embed_model,
         config=ConceptGraphConfig(candidates=1, walk_hops=0, vector_index="hnsw"))
