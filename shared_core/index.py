@@ -37,13 +37,16 @@ from .search.candidates import (
     UnitView,
 )
 from .search.external import (
+    EngineRows,
     EngineVectorIndex,
     Reconciled,
     StoredRows,
+    VectorRowsBackend,
     VectorStoreBackend,
     changed_rows,
     keeps_terms,
     reconcile,
+    returns_vectors,
 )
 from .search.fused import concept_weights, fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
@@ -348,9 +351,31 @@ class ConceptGraphIndex:
             raise CorruptIndexError(f"{source}: {exc}") from exc
         if vector_store is None:
             index._state = state
+        elif isinstance(corpus.sentence_vectors, EngineRows):  # a replica writes nothing
+            held = vector_store.read_marker()
+            if not store_generation or held != store_generation:
+                raise ValueError(
+                    f"the vector store's generation is {held!r}, not the {store_generation!r} "
+                    "this save was made with: the store has changed since (or a crash left "
+                    "it unrepaired). A replica cannot repair it; load the writer's latest "
+                    "save, or load this one with its vectors to repair the store.")
+            index._state = replace(state, store_generation=store_generation)
         else:  # a store's own errors (foreign rows, another model) are not the save's
             index._publish_reconciled(replace(state, store_generation=store_generation))
         return index
+
+    @property
+    def is_replica(self) -> bool:
+        """Whether this index reads its vectors from its vector store (loaded with
+        ``vectors_in_store=True``): a read-only replica of the index that holds them."""
+        return isinstance(self._state.corpus.sentence_vectors, EngineRows)
+
+    def _check_writable(self, what: str) -> None:
+        if self.is_replica:
+            raise ValueError(
+                f"cannot {what} this index: it reads its vectors from the vector store "
+                "(loaded with vectors_in_store=True), a read-only replica. Add, delete and "
+                "save on the index that holds its vectors, then load its save again here.")
 
     @property
     def embedder(self) -> Embedder:
@@ -466,6 +491,7 @@ class ConceptGraphIndex:
         the workers (this package's embedders load their model, or open their
         cache file, there).
         """
+        self._check_writable("add to")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         total: int | None = None
@@ -584,6 +610,7 @@ class ConceptGraphIndex:
         """
         if isinstance(ids, str):
             raise TypeError("delete takes an iterable of ids, not a single str")
+        self._check_writable("delete from")
         doomed = set(ids)
         with self._write_lock:
             state = self._state
@@ -861,6 +888,7 @@ class ConceptGraphIndex:
         """
         from .store import save_corpus
 
+        self._check_writable("save")
         state = self._state
         graph = state.graph
         ann = (VectorSearch(graph.ann, graph.ann_rows) if isinstance(graph.ann, HnswSegments)
@@ -873,7 +901,8 @@ class ConceptGraphIndex:
     @classmethod
     def load(cls, path: str, embedder: Embedder, *, verify: bool = False,
              vector_store: VectorStoreBackend | None = None,
-             vector_spill: VectorSpill | None = DEFAULT_SPILL) -> ConceptGraphIndex:
+             vector_spill: VectorSpill | None = DEFAULT_SPILL,
+             vectors_in_store: bool = False) -> ConceptGraphIndex:
         """Read an index saved by :meth:`save`; ``embedder`` must be the one it was built with.
 
         Every file is checked against its checksum and the rules an index obeys
@@ -892,10 +921,32 @@ class ConceptGraphIndex:
         and the save) are repaired; ``vector_store_repair`` says how many.
         ``vector_spill``: where later updates put large arrays of vectors (the
         loaded ones stay mapped from ``path``).
+
+        ``vectors_in_store=True`` opens a read-only replica: the sentence vectors are
+        read from ``vector_store`` (Milvus or Qdrant, which return them by key), row
+        by row as queries need them, so the save's file of them is neither read nor
+        needed, and this process holds no vector. The store must hold exactly this
+        save's rows: its generation must be the save's, else ``ValueError`` (a replica
+        never writes to the store, so it cannot repair it). ``add``, ``delete`` and
+        ``save`` raise; a query that needs rows the writer has since deleted raises
+        ``MissingRowsError``. Needs the default ``chunk_similarity="max"``.
         """
         from .store import index_folder, load_corpus
 
-        saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify)
+        vectors_from = None
+        if vectors_in_store:
+            if vector_store is None:
+                raise ValueError("vectors_in_store=True reads the vectors from vector_store: "
+                                 "give the store the index was saved with")
+            if not returns_vectors(vector_store):
+                raise TypeError(f"{type(vector_store).__name__} does not return the vectors "
+                                "it holds (vectors_of): MilvusVectorStore and QdrantStore do")
+            if verify:
+                raise ValueError("verify=True derives the concept vectors from every sentence "
+                                 "vector; a replica reads none of them whole")
+            vectors_from = cast(VectorRowsBackend, vector_store)
+        saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify,
+                            vectors_from=vectors_from)
         return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
                               saved=saved.graph, verify=verify, vector_store=vector_store,
                               store_generation=saved.store_generation,

@@ -116,10 +116,11 @@ from .embeddings.models import BF16_SUFFIX
 from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswSegments, HnswVectorIndex, segment_file
+from .search.external import EngineRows, VectorRowsBackend
 from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_terms
 from .state.derived import GraphMatrices, VectorSearch
 from .state.ingest import unit_texts
-from .state.rows import Rows, VectorRows
+from .state.rows import Rows, VectorRows, held_rows
 from .state.saved import SavedGraph
 from .state.spill import csr_over
 from .state.texts import ChunkTexts, as_chunk_texts
@@ -535,16 +536,20 @@ def _manifest_in(folder: Path) -> dict[str, Any]:
 
 
 def load_corpus(path: str | os.PathLike[str], model_id: str,
-                dim: int, *, verify: bool = False) -> SavedIndex:
+                dim: int, *, verify: bool = False,
+                vectors_from: VectorRowsBackend | None = None) -> SavedIndex:
     """Read and check the current version; retried if a save replaces it mid-read.
 
     Also returns the saved approximate vector index, mapped, if the version has one.
     ``verify`` recounts saved token counts and refuses a save whose counts differ.
+    ``vectors_from``: a store that holds the sentence vectors, read from it row by row
+    (:class:`~shared_core.search.external.EngineRows`); the save's own file of them is
+    then neither read nor needed.
     """
     for _ in range(5):
         folder = index_folder(path)
         try:
-            return _load_folder(folder, model_id, dim, verify)
+            return _load_folder(folder, model_id, dim, verify, vectors_from)
         except FileNotFoundError as exc:
             if index_folder(path) == folder:  # nobody replaced it: the index lost a file
                 raise CorruptIndexError(f"{folder} is missing {Path(str(exc.filename)).name}") \
@@ -552,7 +557,8 @@ def load_corpus(path: str | os.PathLike[str], model_id: str,
     raise CorruptIndexError(f"{path} kept changing while being read (five saves in a row)")
 
 
-def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIndex:
+def _load_folder(folder: Path, model_id: str, dim: int, verify: bool,
+                 vectors_from: VectorRowsBackend | None = None) -> SavedIndex:
     manifest = _manifest_in(folder)
     version = manifest["version"]
     built_with = (manifest.get("embedding_model"), manifest.get("embedding_dim"))
@@ -571,6 +577,13 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
     kinds = dict(ARRAYS)
     if config.chunk_similarity == "direct":
         kinds.update(OPTIONAL_ARRAYS)
+    if vectors_from is not None:
+        if config.chunk_similarity != "max":
+            raise ValueError(
+                f"{folder} compares units by {config.chunk_similarity!r} vectors; an index "
+                "reads its vectors from the store only where a unit's similarity is its best "
+                "sentence's (chunk_similarity='max', the default)")
+        del kinds["sentence_embeddings"]
     counts_saved = _saved_token_counts(folder, manifest, version)
     if version == 1 or counts_saved:
         kinds.update(TOKEN_ARRAYS)
@@ -581,7 +594,8 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
             raise CorruptIndexError(f"{folder}/manifest.json: '{key}' must be a count, "
                                     f"got {value!r}")
         counts[key] = value
-    with _FileDigests(folder, manifest, first=_JSON_FILES) as digests:
+    unread = frozenset() if vectors_from is None else frozenset({"sentence_embeddings.npy"})
+    with _FileDigests(folder, manifest, first=_JSON_FILES, unread=unread) as digests:
         digests.check(list(_JSON_FILES))
         # the arrays' digests are taken on the other core while the JSON is parsed
         if version >= 5:
@@ -594,7 +608,7 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool) -> SavedIn
         stored = _stored_derived(folder, manifest, version, digests)
         corpus = _read_arrays(folder, config, dim, ids, texts, text_length, metadata, terms,
                               counts["sentences"], version, counts_saved, verify,
-                              digests.later)
+                              digests.later, vectors_from)
         if version == 1:  # older indexes kept insertion order: put them in canonical order
             corpus = sorted_by_id(with_sorted_terms(corpus))
         saved = SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config, digests),
@@ -869,7 +883,8 @@ class _FileDigests:
 
     WORKERS = 2
 
-    def __init__(self, folder: Path, manifest: dict[str, Any], first: tuple[str, ...]) -> None:
+    def __init__(self, folder: Path, manifest: dict[str, Any], first: tuple[str, ...],
+                 unread: frozenset[str] = frozenset()) -> None:
         self.folder = folder
         self.algorithm = _digest_algorithm(folder, manifest)
         listed = manifest.get("files")
@@ -877,7 +892,7 @@ class _FileDigests:
         self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="conceptgraph-digest")
         self._digests: dict[str, Future[str]] = {}
         self._later: list[Future[None]] = []
-        names = [n for n in (self.expected or {}) if _is_plain_name(n)]
+        names = [n for n in (self.expected or {}) if _is_plain_name(n) and n not in unread]
         for name in sorted(names, key=lambda n: (n not in first, n)):
             if (folder / name).is_file():
                 self._digests[name] = self._pool.submit(_file_digest, folder / name,
@@ -1083,7 +1098,8 @@ def _save_bytes(fh: Any, runs: Iterator[np.ndarray], total: int) -> None:
 def _save_rows(fh: Any, vectors: Rows, what: str = "sentence vectors") -> None:
     """Vectors (sentences', concepts') as float32 ``.npy``, block by block when they are
     rows left in place (``state.rows``): never gathered whole on the heap."""
-    blocks = vectors.blocks() if isinstance(vectors, VectorRows) else iter([vectors])
+    held = held_rows(vectors)
+    blocks = held.blocks() if isinstance(held, VectorRows) else iter([held])
     _save_blocks(fh, blocks, np.dtype(VECTOR_DTYPE), tuple(vectors.shape), what)
 
 
@@ -1178,7 +1194,8 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
                  texts: Sequence[str], text_length: np.ndarray, metadata: list[str],
                  terms: list[str], n_sent: int,
                  version: int, counts_saved: bool, verify: bool,
-                 later: Later = _now) -> CorpusState:
+                 later: Later = _now,
+                 vectors_from: VectorRowsBackend | None = None) -> CorpusState:
     n, n_terms = len(ids), len(terms)
 
     def path(name: str) -> Path:
@@ -1200,7 +1217,9 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
     _rule(path("sentence_spans"), bool(np.all(~same_chunk | (starts[1:] >= ends[:-1]))),
           "spans of one chunk must be in order and must not overlap")
 
-    vectors = _read_vectors(path("sentence_embeddings"), (n_sent, dim), version, later)
+    vectors: Rows = (
+        _read_vectors(path("sentence_embeddings"), (n_sent, dim), version, later)
+        if vectors_from is None else EngineRows(vectors_from, ids, texts, offsets, dim))
 
     indptr = _read_npy(path("sentence_terms_indptr"), np.int64, (n_sent + 1,), mapped=True)
     _rule(path("sentence_terms_indptr"), int(indptr[0]) == 0

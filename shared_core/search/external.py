@@ -90,6 +90,41 @@ class VectorStoreBackend(Protocol):
         ...
 
 
+class MissingRowsError(ValueError):
+    """The store no longer holds rows an index asked it for (see :class:`EngineRows`)."""
+
+
+@runtime_checkable
+class VectorRowsBackend(Protocol):
+    """A store that also returns the vectors it holds, by key: what lets an index read
+    its rows from the store instead of holding them (:class:`EngineRows`)."""
+
+    def vectors_of(self, keys: Sequence[str]) -> np.ndarray:
+        """The rows under ``keys``, in their order, as float32 exactly as written.
+        Raises :class:`MissingRowsError` naming the keys it does not hold."""
+        ...
+
+
+def returns_vectors(store: object) -> bool:
+    """Whether ``store`` returns its rows' vectors (:class:`VectorRowsBackend`)."""
+    return isinstance(store, VectorRowsBackend)
+
+
+def ordered_rows(keys: Sequence[str], found: Mapping[str, Sequence[float]], dim: int,
+                 store: str) -> np.ndarray:
+    """``found``'s vectors in the order of ``keys``; :class:`MissingRowsError` for any
+    key it lacks (what each store's ``vectors_of`` returns)."""
+    missing = [k for k in keys if k not in found]
+    if missing:
+        raise MissingRowsError(
+            f"{store} does not hold {len(missing)} of the {len(keys)} rows asked for "
+            f"(e.g. {missing[0]!r})")
+    out = np.empty((len(keys), dim), dtype=np.float32)
+    for i, key in enumerate(keys):
+        out[i] = found[key]
+    return out
+
+
 # Sparse dimensions a term hashes to (1 .. 2^31 - 1), and the one a row without terms
 # holds: an engine refuses an empty sparse row (Milvus does), and no query asks for it.
 TERM_DIMENSIONS = (1 << 31) - 1
@@ -376,6 +411,90 @@ class StoredRows:
             else:
                 store.upsert(keys[part], vectors, self.texts_of(picked), metadatas[part])
         return len(keys)
+
+
+class EngineRows:
+    """A state's sentence vectors read from the store that holds them: a read-only
+    replica's (``ConceptGraphIndex.load(..., vectors_in_store=True)``), which holds no
+    vector of its own.
+
+    Row ``i`` is sentence ``i``, stored under its key (:func:`row_key`: chunk id, the
+    digest of the chunk's text, part). It answers what a replica's queries ask of its
+    sentence vectors: ``len``, ``shape``, ``dtype`` and rows by position (an int, a
+    slice, an array of positions), each read one request to the store. Reading every
+    row (``@`` or ``np.asarray``) raises: a replica's paths never scan them all.
+    """
+
+    ndim = 2
+
+    def __init__(self, store: VectorRowsBackend, ids: Sequence[str], texts: Sequence[str],
+                 sentence_offsets: np.ndarray, dim: int) -> None:
+        if not isinstance(store, VectorRowsBackend):
+            raise TypeError(f"{type(store).__name__} does not return the vectors it holds "
+                            "(vectors_of), so an index cannot read its rows from it")
+        self.store = store
+        self._ids, self._texts = ids, texts
+        self._offsets = np.asarray(sentence_offsets, dtype=np.int64)
+        self.shape = (int(self._offsets[-1]), int(dim))
+        self.dtype = np.dtype(np.float32)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def keys_of(self, positions: np.ndarray) -> list[str]:
+        """The store's key of each sentence position."""
+        chunks = np.searchsorted(self._offsets, positions, side="right") - 1
+        parts = positions - self._offsets[chunks]
+        digests: dict[int, str] = {}
+        out: list[str] = []
+        for c, part in zip(chunks.tolist(), parts.tolist(), strict=True):
+            digest = digests.get(c)
+            if digest is None:
+                digest = digests[c] = text_digest(self._texts[c])
+            out.append(row_key(self._ids[c], digest, "s", part))
+        return out
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, tuple):
+            raise TypeError("EngineRows is read by row: rows[i], rows[a:b] or rows[positions]")
+        if isinstance(key, slice):
+            positions = np.arange(*key.indices(len(self)), dtype=np.int64)
+        else:
+            positions = np.asarray(key, dtype=np.int64)
+        single = positions.ndim == 0
+        positions = positions.reshape(-1)
+        if len(positions) and (int(positions.min()) < -len(self)
+                               or int(positions.max()) >= len(self)):
+            raise IndexError(f"a row outside the {len(self)} sentence rows")
+        positions = np.where(positions < 0, positions + len(self), positions)
+        if not len(positions):
+            return np.zeros((0, self.shape[1]), dtype=np.float32)
+        try:
+            rows = self.store.vectors_of(self.keys_of(positions))
+        except MissingRowsError as exc:
+            raise MissingRowsError(
+                f"{exc}. The store no longer holds rows of chunks this index loaded: the "
+                "writer changed it after the save this replica read. Load the writer's "
+                "latest save again.") from exc
+        rows = np.asarray(rows, dtype=np.float32)
+        if rows.shape != (len(positions), self.shape[1]):
+            raise ValueError(f"{type(self.store).__name__}.vectors_of returned rows of shape "
+                             f"{rows.shape} for {len(positions)} keys of {self.shape[1]} values")
+        return rows[0] if single else rows
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise ValueError("assignment destination is read-only: a state's vectors never change")
+
+    def __matmul__(self, query: np.ndarray) -> np.ndarray:
+        raise ValueError("a replica reads its vectors from the store and never scans them "
+                         "all; this needs an index that holds its vectors")
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        raise ValueError("a replica reads its vectors from the store and never reads them "
+                         "all; this needs an index that holds its vectors")
+
+    def __repr__(self) -> str:
+        return f"EngineRows({len(self)} rows of {self.shape[1]} in {type(self.store).__name__})"
 
 
 @dataclass(frozen=True, eq=False)

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from .external import ordered_rows
+
 KEY_CHARS = 4096  # a key's VARCHAR length: chunk id, digest and part
 MAX_TOP_K = 16_384  # the most rows one Milvus search returns
 WRITE_BATCH = 2048  # rows per upsert or delete request
@@ -203,6 +205,18 @@ class MilvusVectorStore:
         finally:
             pages.close()
         return out
+
+    def vectors_of(self, keys: Sequence[str]) -> np.ndarray:
+        """The rows under ``keys`` (``VectorRowsBackend``), fetched by primary key."""
+        found: dict[str, list[float]] = {}
+        if self._dim is None:
+            return ordered_rows(keys, found, 0, f"Milvus collection {self.collection!r}")
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), WRITE_BATCH):
+            for row in self.client.get(self.collection, ids=unique[start:start + WRITE_BATCH],
+                                       output_fields=["vector"]):
+                found[row["key"]] = row["vector"]
+        return ordered_rows(keys, found, self._dim, f"Milvus collection {self.collection!r}")
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if self._dim is None or k <= 0:

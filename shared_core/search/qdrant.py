@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .external import KEY_FIELD, key_uuid, qdrant_keys
+from .external import KEY_FIELD, key_uuid, ordered_rows, qdrant_keys
 
 VECTOR = "vector"  # the named dense vector of every point
 TERMS = "terms"  # the named sparse vector of a unit's terms (``term_postings=True``)
@@ -209,6 +209,20 @@ class QdrantStore:
         if self._dim is None:
             return []
         return qdrant_keys(self.client, self.collection, [KEY_FIELD])
+
+    def vectors_of(self, keys: Sequence[str]) -> np.ndarray:
+        """The rows under ``keys`` (``VectorRowsBackend``), retrieved by point id."""
+        found: dict[str, list[float]] = {}
+        where = f"Qdrant collection {self.collection!r}"
+        if self._dim is None:
+            return ordered_rows(keys, found, 0, where)
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), WRITE_BATCH):
+            batch = unique[start:start + WRITE_BATCH]
+            for point in self.client.retrieve(self.collection, ids=[key_uuid(k) for k in batch],
+                                              with_payload=[KEY_FIELD], with_vectors=[VECTOR]):
+                found[self._key(point)] = point.vector[VECTOR]
+        return ordered_rows(keys, found, self._dim, where)
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if self._dim is None or k <= 0:

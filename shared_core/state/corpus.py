@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..text.sentences import concatenated_ranges
-from .rows import Rows, VectorRows, rows_gathered, rows_joined
+from .rows import Rows, rows_gathered, rows_joined
 from .spill import VectorSpill, csr_over, gather_rows, spilled_csr
 from .texts import texts_joined, texts_taken
 
@@ -105,7 +105,7 @@ class CorpusState:
         arrays = [self.tokens, self.sentence_offsets, self.sentence_spans,
                   matrix.data, matrix.indices, matrix.indptr, self.unit_starts,
                   self.unit_tokens]
-        if not isinstance(self.sentence_vectors, VectorRows):  # read-only by construction
+        if isinstance(self.sentence_vectors, np.ndarray):  # the others are read-only anyway
             arrays.append(self.sentence_vectors)
         return arrays if self.unit_vectors is None else [*arrays, self.unit_vectors]
 

@@ -22,11 +22,14 @@ holds that array itself.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
 from .spill import VectorSpill, gather_rows
+
+if TYPE_CHECKING:  # the search package imports the state package
+    from ..search.external import EngineRows
 
 # arrays a state's rows may sit in; past that, all but the largest are gathered into one
 MAX_ROW_RUNS = 2
@@ -125,8 +128,9 @@ class VectorRows:
         return f"VectorRows({len(self)} rows of {self.shape[1]} in {len(self._runs)} arrays)"
 
 
-# a state's sentence vectors: one array in order, or rows left in place
-Rows = np.ndarray | VectorRows
+# a state's sentence vectors: one array in order, rows left in place, or (a read-only
+# replica's) rows read from the vector store that holds them
+Rows = Union[np.ndarray, VectorRows, "EngineRows"]
 
 
 def rows_taken(vectors: Rows, positions: np.ndarray, spill: VectorSpill | None) -> Rows:
@@ -164,13 +168,24 @@ def rows_gathered(parts: Sequence[Rows], positions: np.ndarray,
     return _compacted(runs, np.concatenate(indices)[positions], spill, max_dead_share)
 
 
+def held_rows(vectors: Rows) -> np.ndarray | VectorRows:
+    """``vectors`` when this process holds them; ``ValueError`` for a replica's, which
+    are read from the store row by row and never taken, joined, gathered or saved."""
+    if not isinstance(vectors, (np.ndarray, VectorRows)):
+        raise ValueError("this index reads its vectors from the vector store (a read-only "
+                         "replica): it cannot be updated or saved, nor its rows read whole")
+    return vectors
+
+
 def contiguous_rows(vectors: Rows, spill: VectorSpill | None) -> np.ndarray:
     """``vectors`` as one array in order (for faiss, which reads one): itself, or its
     rows gathered where ``spill`` puts an array of their size."""
+    vectors = held_rows(vectors)
     return vectors if isinstance(vectors, np.ndarray) else vectors.gathered(spill)
 
 
 def _runs_of(vectors: Rows) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    vectors = held_rows(vectors)
     if isinstance(vectors, VectorRows):
         return vectors.runs, vectors.index
     return (vectors,), np.arange(len(vectors), dtype=np.int64)

@@ -694,3 +694,206 @@ def test_reconfiguring_to_other_rows_than_the_store_holds_raises(
 def test_stored_rows_of_an_empty_index_are_empty() -> None:
     rows = StoredRows.of(ConceptGraphIndex(HashingEmbedder(DIM)).state.corpus, None)
     assert len(rows) == 0 and rows.keys_of([]) == [] and rows.rows_of([]).tolist() == []
+
+
+# ------------------------------------------------------------------ a replica's vectors
+def record_vector_reads(store: Engine) -> list[int]:
+    """How many rows each request that reads vectors back from the engine asks for (the
+    engine's own client, recorded)."""
+    sent: list[int] = []
+    client = store.client
+    name = "get" if isinstance(store, MilvusVectorStore) else "retrieve"
+    read = getattr(client, name)
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        sent.append(len(kwargs["ids"]))  # type: ignore[arg-type]
+        return read(*args, **kwargs)
+
+    setattr(client, name, recorded)
+    return sent
+
+
+@loopback
+@pytest.mark.parametrize("kind", ENGINES)
+@pytest.mark.parametrize("knobs", [{}, {"unit_tokens": 12}])
+def test_a_replica_reads_its_vectors_from_the_store_and_answers_as_the_writer(
+        tmp_path: Path, kind: str, knobs: dict[str, object]) -> None:
+    from shared_core.search.external import EngineRows
+    from shared_core.store import index_folder
+
+    store = engine(kind, tmp_path)
+    writer = build(store, **knobs)
+    writer.save(str(tmp_path / "idx"))
+    # the replica needs no file of sentence vectors: delete it from the save
+    (index_folder(tmp_path / "idx") / "sentence_embeddings.npy").unlink()
+    with pytest.raises(Exception, match=r"sentence_embeddings.npy"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), vector_store=store)
+    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                     vector_store=store, vectors_in_store=True)
+    assert replica.is_replica and not writer.is_replica
+    assert isinstance(replica.state.corpus.sentence_vectors, EngineRows)
+    reads = record_vector_reads(store)
+    assert contexts(replica) == contexts(writer)
+    assert reads and all(n > 0 for n in reads)  # the rows came from the engine
+    assert replica.stats()["chunks"] == len(TEXTS)
+    store.close()
+
+
+@loopback
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_replica_is_read_only(tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
+    build(store).save(str(tmp_path / "idx"))
+    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                     vector_store=store, vectors_in_store=True)
+    before = sorted(store.list_keys())
+    for step in (lambda: replica.add(["Alan Turing described a machine."], ids=["t9"]),
+                 lambda: replica.delete(["t0"]),
+                 lambda: replica.save(str(tmp_path / "other"))):
+        with pytest.raises(ValueError, match=r"a read-only replica"):
+            step()
+    assert sorted(store.list_keys()) == before and len(replica) == len(TEXTS)
+    assert not (tmp_path / "other").exists()
+    # a reconfigured replica is one too: its rows are still the store's
+    with pytest.raises(ValueError, match=r"a read-only replica"):
+        replica.reconfigured(top_k=3).delete(["t0"])
+    store.close()
+
+
+@loopback
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_replica_refuses_a_store_the_writer_changed_after_the_save(
+        tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
+    writer = build(store)
+    writer.save(str(tmp_path / "idx"))
+    writer.add(["Alan Turing described a universal machine."], ids=["t9"])
+    with pytest.raises(ValueError, match=r"generation is '[0-9a-f]{32}', not the '[0-9a-f]{32}' "
+                                         r"this save was made with.*cannot repair"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                               vector_store=store, vectors_in_store=True)
+    assert "t9" in {parse_key(k)[0] for k in store.list_keys()}  # type: ignore[index]
+    writer.save(str(tmp_path / "idx"))  # the writer's latest save: the replica follows it
+    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                     vector_store=store, vectors_in_store=True)
+    assert "t9" in replica and contexts(replica) == contexts(writer)
+    store.close()
+
+
+@loopback
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_replica_query_that_needs_rows_the_writer_deleted_raises(
+        tmp_path: Path, kind: str) -> None:
+    from shared_core.search.external import MissingRowsError
+
+    store = engine(kind, tmp_path)
+    writer = build(store)
+    writer.save(str(tmp_path / "idx"))
+    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                     vector_store=store, vectors_in_store=True)
+    writer.delete(["t1", "t2"])  # the engine's rows of both go; the replica still lists them
+    # BM25 and concept evidence (the replica's own postings) find t1 and t2 for these
+    # words, and their cosines need rows the engine no longer holds
+    with pytest.raises(MissingRowsError, match=r"does not hold \d+ of the \d+ rows asked for.*"
+                                               "Load the writer's latest save again"):
+        replica.retrieve("Charles Babbage designed the analytical engine")
+    store.close()
+
+
+@loopback
+def test_a_replica_needs_a_store_that_returns_its_vectors(tmp_path: Path) -> None:
+    store = engine("qdrant", tmp_path)
+    build(store).save(str(tmp_path / "idx"))
+    load = ConceptGraphIndex.load
+    path, embedder = str(tmp_path / "idx"), HashingEmbedder(DIM)
+    with pytest.raises(ValueError, match=r"vectors_in_store=True reads the vectors from "
+                                         "vector_store"):
+        load(path, embedder, vectors_in_store=True)
+    with pytest.raises(ValueError, match=r"verify=True derives the concept vectors"):
+        load(path, embedder, vector_store=store, vectors_in_store=True, verify=True)
+
+    class KeysOnly:
+        """A store that keeps rows and finds them, but never gives a vector back."""
+
+        def __init__(self, inner: QdrantStore) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            if name == "vectors_of":
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+
+        def upsert(self, *args: object) -> None: ...
+        def delete(self, keys: object) -> None: ...
+        def list_keys(self) -> list[str]: return []
+        def flush(self) -> None: ...
+        def read_marker(self) -> None: return None
+        def write_marker(self, value: str) -> None: ...
+        def search(self, query: object, k: int) -> list[str]: return []
+
+    with pytest.raises(TypeError, match=r"KeysOnly does not return the vectors it holds"):
+        load(path, embedder, vector_store=KeysOnly(store),  # type: ignore[arg-type]
+             vectors_in_store=True)
+    store.close()
+    (tmp_path / "mean").mkdir()
+    other = engine("milvus", tmp_path / "mean")
+    build(other, chunk_similarity="mean").save(str(tmp_path / "mean_idx"))
+    with pytest.raises(ValueError, match=r"compares units by 'mean' vectors.*"
+                                         "chunk_similarity='max'"):
+        load(str(tmp_path / "mean_idx"), embedder, vector_store=other, vectors_in_store=True)
+    other.close()
+
+
+def test_engine_rows_are_read_by_key_and_never_whole(tmp_path: Path) -> None:
+    from shared_core.search.external import EngineRows
+
+    store = QdrantStore(":memory:")
+    index = build(store)
+    corpus = index.state.corpus
+    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.sentence_offsets, DIM)
+    assert len(rows) == 10 and rows.shape == (10, DIM) and rows.dtype == np.float32
+    # sentence 3 is chunk t1's second: its key names t1's text and part 1
+    assert rows.keys_of(np.array([3, 0])) == [f"t1#{text_digest(TEXTS[1])}.s1",
+                                             f"t0#{text_digest(TEXTS[0])}.s0"]
+    held = np.asarray(corpus.sentence_vectors)
+    assert np.array_equal(rows[np.array([3, 0, 3])], held[[3, 0, 3]])  # the same bits
+    assert np.array_equal(rows[2:5], held[2:5]) and np.array_equal(rows[-1], held[-1])
+    assert rows[np.zeros(0, dtype=np.int64)].shape == (0, DIM)
+    with pytest.raises(IndexError, match=r"a row outside the 10 sentence rows"):
+        rows[np.array([10])]
+    with pytest.raises(ValueError, match=r"never scans them all"):
+        rows @ np.ones(DIM, np.float32)
+    with pytest.raises(ValueError, match=r"never reads them all"):
+        np.asarray(rows)
+    with pytest.raises(TypeError, match=r"dict does not return the vectors it holds"):
+        EngineRows({}, corpus.ids, corpus.texts, corpus.sentence_offsets,  # type: ignore[arg-type]
+                   DIM)
+    store.close()
+
+
+@pytest.mark.parametrize("knobs", [{}, {"unit_tokens": 100}])
+def test_a_replica_answers_the_sample_corpus_as_the_writer(
+        tmp_path: Path, knobs: dict[str, object]) -> None:
+    """The shipped 300-passage sample and its questions: the candidate path with its rank
+    samples, the walk over short units, every view: a replica reading its rows from
+    Qdrant returns the writer's contexts to the bit."""
+    import json
+
+    sample = Path(__file__).parents[3] / "examples" / "data" / "musique_sample"
+    records = [json.loads(line) for line in (sample / "corpus.jsonl").open()]
+    questions = [json.loads(line)["question"]
+                 for line in (sample / "questions.jsonl").open()][:25]
+    store = QdrantStore(str(tmp_path / "qdrant"), "cg")
+    writer = ConceptGraphIndex.from_texts(
+        [r["text"] for r in records], ids=[r["id"] for r in records],
+        embedder=HashingEmbedder(DIM), vector_store=store,
+        config=ConceptGraphConfig(candidates=20, **knobs))  # type: ignore[arg-type]
+    writer.save(str(tmp_path / "idx"))
+    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                     vector_store=store, vectors_in_store=True)
+
+    def answers(index: ConceptGraphIndex) -> list[list[tuple[str, float]]]:
+        return [[(c.id, c.score) for c in index.retrieve(q).chunks] for q in questions]
+
+    assert answers(replica) == answers(writer)
+    store.close()
