@@ -235,6 +235,7 @@ class ConceptGraphRetriever(BaseRetriever):
         model_id: str | None = None,
         verify: bool = False,
         vector_store: VectorStore | VectorStoreBackend | None = None,
+        vectors_in_store: bool = False,
         **kwargs: Any,
     ) -> Self:
         """Load an index written by :meth:`save` (or the CLI); the embeddings must match it.
@@ -243,11 +244,15 @@ class ConceptGraphRetriever(BaseRetriever):
         (for a directory from a source you do not trust; see ``ConceptGraphIndex.load``).
         ``vector_store``: the store the index was built with; it is reconciled with
         the saved chunks (rows added or deleted after the last save are repaired).
+        ``vectors_in_store=True``: a read-only replica that reads its vectors from
+        ``vector_store`` (a ``MilvusVectorStore`` or ``QdrantStore``) and holds none
+        (see ``ConceptGraphIndex.load``).
         """
         embedder = to_core_embedder(embeddings, model_id=model_id)
         backend = None if vector_store is None else to_backend(vector_store)
         return cls(index=ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify,
-                                                vector_store=backend), **kwargs)
+                                                vector_store=backend,
+                                                vectors_in_store=vectors_in_store), **kwargs)
 
     def save(self, persist_dir: str | Path) -> None:
         """Write the index as versioned JSON + .npy (atomic; never pickle)."""

@@ -185,4 +185,9 @@ def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
     assert answers(retriever) == answers(in_process(documents, embeddings))
     if engine == "qdrant":  # the user's collection is left as it was
         assert theirs.client.count("conceptgraph").count == 1
+    # a read-only replica of the saved index, reading its vectors from the engine
+    retriever.save(tmp_path / "idx")
+    replica = ConceptGraphRetriever.from_persist_dir(tmp_path / "idx", embeddings,
+                                                     vector_store=store, vectors_in_store=True)
+    assert replica.index.is_replica and answers(replica) == answers(retriever)
     store.close()

@@ -179,4 +179,9 @@ def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
         nodes=NODES, embed_model=embed_model,
         config=ConceptGraphConfig(candidates=1, walk_hops=0, vector_index="hnsw"))
     assert answers(retriever) == answers(local)
+    # a read-only replica of the saved index, reading its vectors from the engine
+    retriever.persist(str(tmp_path / "idx"))
+    replica = ConceptGraphRetriever.from_persist_dir(str(tmp_path / "idx"), embed_model,
+                                                     vector_store=store, vectors_in_store=True)
+    assert replica.index.is_replica and answers(replica) == answers(retriever)
     store.close()
