@@ -191,6 +191,12 @@ class TimedStore:
         found: list[list[str]] = self._timed(self.store.search_terms, queries, k)
         return found
 
+    # a store that returns its rows (``VectorRowsBackend``): a replica's reads of them
+    # are the engine's share of its queries too
+    def vectors_of(self, keys: Any) -> np.ndarray:
+        rows: np.ndarray = self._timed(lambda asked, _: self.store.vectors_of(asked), keys, 0)
+        return rows
+
 
 def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "AUTOINDEX") -> Any:
     """The outside vector store ``--backend`` names, in ``folder``; None for ``local``.
@@ -260,6 +266,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
     from dataclasses import replace
 
     from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+    from shared_core.search.external import returns_vectors
     from shared_core.state.derived import derive_graph
     from shared_core.state.saved import saved_parts
     from shared_core.state.spill import DEFAULT_SPILL
@@ -336,8 +343,10 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         # (saved token counts are confirmed, not trusted): the first pass pays that
         first_pass, _ = query_latencies(loaded, asked)
         loaded_local: list[float] = []
-        second_pass, _ = query_latencies(loaded, asked, store, loaded_local)
+        second_pass, loaded_contexts = query_latencies(loaded, asked, store, loaded_local)
         row.update(percentile_fields("loaded_local_query_ms", loaded_local))
+        if store is not None and returns_vectors(store.store):
+            row.update(replica_figures(path, embedder, store, asked, loaded_contexts))
         row.update(percentile_fields("loaded_first_query_ms", first_pass))
         row["loaded_query_ms_p50"] = round(float(np.percentile(second_pass, 50)), 2)
         phases["load and queries"] = heap.phase()
@@ -479,6 +488,45 @@ def warm_latency(index: Any, asked: Queries, passes: int = 2
     for _ in range(passes - 1):
         latencies, _ = query_latencies(index, asked)
     return percentile_fields("query_ms", latencies), contexts
+
+
+def replica_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries,
+                    loaded_contexts: list[dict[str, int]]) -> dict[str, Any]:
+    """The save opened as a read-only replica (``vectors_in_store=True``): its sentence
+    vectors read from the store, never from the save's file. Its load time, its second
+    pass's latency (and the part outside the store's searches and reads), its context
+    against the loaded index's (the same rows, so the same bits are expected), and the
+    save's size without the file it does not need."""
+    from shared_core import ConceptGraphIndex
+    from shared_core.search.external import ENGINE_ROWS_CACHED
+
+    start = time.perf_counter()
+    replica = ConceptGraphIndex.load(str(path), embedder, vector_store=store,
+                                     vectors_in_store=True)
+    load = time.perf_counter() - start
+    query_latencies(replica, asked)  # its first pass gathers the rank samples' rows
+    local: list[float] = []
+    latencies, contexts = query_latencies(replica, asked, store, local)
+    # again with no rows kept: every row a query reads comes from the store
+    rows = replica.state.corpus.sentence_vectors
+    rows.cached_rows = 0
+    uncached_local: list[float] = []
+    uncached, uncached_contexts = query_latencies(replica, asked, store, uncached_local)
+    from shared_core.store import index_folder
+
+    vectors_file = index_folder(path) / "sentence_embeddings.npy"
+    return {"replica_load_s": round(load, 2),
+            **percentile_fields("replica_query_ms", latencies),
+            **percentile_fields("replica_local_query_ms", local),
+            "replica_context_vs_loaded": round(context_recall(contexts, loaded_contexts), 4),
+            "replica_rows_cached": ENGINE_ROWS_CACHED,
+            "replica_rows_total": len(rows),
+            **percentile_fields("replica_uncached_query_ms", uncached),
+            **percentile_fields("replica_uncached_local_query_ms", uncached_local),
+            "replica_uncached_context_vs_loaded": round(
+                context_recall(uncached_contexts, loaded_contexts), 4),
+            "replica_disk_mb": round((folder_size(path) - vectors_file.stat().st_size) / 2**20,
+                                     1)}
 
 
 def query_latencies(index: Any, asked: Queries, store: TimedStore | None = None,

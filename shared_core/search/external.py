@@ -26,10 +26,12 @@ save) lists and repairs.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import itertools
 import re
 import secrets
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -413,6 +415,10 @@ class StoredRows:
         return len(keys)
 
 
+# rows a replica keeps of those it read last (:class:`EngineRows`): 96 MB at 384 dimensions
+ENGINE_ROWS_CACHED = 1 << 16
+
+
 class EngineRows:
     """A state's sentence vectors read from the store that holds them: a read-only
     replica's (``ConceptGraphIndex.load(..., vectors_in_store=True)``), which holds no
@@ -421,14 +427,16 @@ class EngineRows:
     Row ``i`` is sentence ``i``, stored under its key (:func:`row_key`: chunk id, the
     digest of the chunk's text, part). It answers what a replica's queries ask of its
     sentence vectors: ``len``, ``shape``, ``dtype`` and rows by position (an int, a
-    slice, an array of positions), each read one request to the store. Reading every
-    row (``@`` or ``np.asarray``) raises: a replica's paths never scan them all.
+    slice, an array of positions), each read one request to the store for the rows
+    not among the ``cached_rows`` read last. Reading every row (``@`` or
+    ``np.asarray``) raises: a replica's paths never scan them all.
     """
 
     ndim = 2
 
     def __init__(self, store: VectorRowsBackend, ids: Sequence[str], texts: Sequence[str],
-                 sentence_offsets: np.ndarray, dim: int) -> None:
+                 sentence_offsets: np.ndarray, dim: int,
+                 cached_rows: int = ENGINE_ROWS_CACHED) -> None:
         if not isinstance(store, VectorRowsBackend):
             raise TypeError(f"{type(store).__name__} does not return the vectors it holds "
                             "(vectors_of), so an index cannot read its rows from it")
@@ -437,6 +445,11 @@ class EngineRows:
         self._offsets = np.asarray(sentence_offsets, dtype=np.int64)
         self.shape = (int(self._offsets[-1]), int(dim))
         self.dtype = np.dtype(np.float32)
+        # the rows read last, by position: a query reads the engine's nearest rows, then
+        # its pool's sentences, which hold them (a fifth of what it reads, measured)
+        self._cached: collections.OrderedDict[int, np.ndarray] = collections.OrderedDict()
+        self.cached_rows = cached_rows  # may be changed; 0 reads every row from the store
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -467,6 +480,30 @@ class EngineRows:
                                or int(positions.max()) >= len(self)):
             raise IndexError(f"a row outside the {len(self)} sentence rows")
         positions = np.where(positions < 0, positions + len(self), positions)
+        out = np.empty((len(positions), self.shape[1]), dtype=np.float32)
+        wanted = positions.tolist()
+        with self._lock:
+            if self.cached_rows <= 0:
+                self._cached.clear()
+            held = [self._cached.get(p) for p in wanted]
+        missing = sorted({p for p, row in zip(wanted, held, strict=True) if row is None})
+        fetched = dict(zip(missing, self._fetched(np.asarray(missing, dtype=np.int64)),
+                           strict=True))
+        for i, (p, row) in enumerate(zip(wanted, held, strict=True)):
+            out[i] = fetched[p] if row is None else row
+        with self._lock:
+            for p in wanted:  # this request's rows become the most recent
+                row = fetched.get(p)
+                if row is not None:
+                    self._cached[p] = row
+                elif p in self._cached:
+                    self._cached.move_to_end(p)
+            while len(self._cached) > self.cached_rows:
+                self._cached.popitem(last=False)
+        return out[0] if single else out
+
+    def _fetched(self, positions: np.ndarray) -> np.ndarray:
+        """These rows, read from the store in one request."""
         if not len(positions):
             return np.zeros((0, self.shape[1]), dtype=np.float32)
         try:
@@ -476,11 +513,12 @@ class EngineRows:
                 f"{exc}. The store no longer holds rows of chunks this index loaded: the "
                 "writer changed it after the save this replica read. Load the writer's "
                 "latest save again.") from exc
-        rows = np.asarray(rows, dtype=np.float32)
+        rows = np.array(rows, dtype=np.float32)  # its own copy: cached rows never change
         if rows.shape != (len(positions), self.shape[1]):
             raise ValueError(f"{type(self.store).__name__}.vectors_of returned rows of shape "
                              f"{rows.shape} for {len(positions)} keys of {self.shape[1]} values")
-        return rows[0] if single else rows
+        rows.setflags(write=False)
+        return rows
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise ValueError("assignment destination is read-only: a state's vectors never change")

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from benchmarks.scale import passages
+from benchmarks.scale import folder_size, passages
 
 POOL = [f"Sentence number {i} is here." for i in range(20)]
 
@@ -69,3 +69,29 @@ def test_a_store_querys_local_share_is_its_time_outside_the_stores_searches(
     assert set(fields) == {"local_query_ms_p50", "local_query_ms_p95"}
     assert fields["local_query_ms_p50"] == round(float(np.percentile(local, 50)), 2)
     assert percentile_fields("x", []) == {}
+
+
+def test_a_replica_of_the_save_is_measured_against_the_loaded_index(tmp_path: Path) -> None:
+    """``replica_figures`` opens the save as a replica over the same store: the same
+    contexts, with and without rows kept, and the save's size without its vectors."""
+    import numpy as np
+
+    from benchmarks.scale import Queries, TimedStore, query_latencies, replica_figures
+    from shared_core import ConceptGraphIndex, HashingEmbedder, QdrantStore
+    from shared_core.store import index_folder
+
+    embedder = HashingEmbedder(32)
+    store = TimedStore(QdrantStore(str(tmp_path / "qdrant"), "t"))
+    ids, texts = passages(POOL, 30, seed=1)
+    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=embedder, vector_store=store)
+    index.save(str(tmp_path / "idx"))
+    asked = Queries(POOL[:5], np.asarray(embedder.embed(POOL[:5]), dtype=np.float32))
+    _, contexts = query_latencies(index, asked)
+    figures = replica_figures(tmp_path / "idx", embedder, store, asked, contexts)
+    assert figures["replica_context_vs_loaded"] == 1.0
+    assert figures["replica_uncached_context_vs_loaded"] == 1.0
+    assert figures["replica_rows_total"] == len(index.state.corpus.sentence_vectors)
+    vectors = (index_folder(tmp_path / "idx") / "sentence_embeddings.npy").stat().st_size
+    assert figures["replica_disk_mb"] == round(
+        (folder_size(tmp_path / "idx") - vectors) / 2**20, 1)
+    assert 0 < figures["replica_local_query_ms_p50"] <= figures["replica_query_ms_p50"]
