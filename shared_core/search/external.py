@@ -1,7 +1,8 @@
 """An index's vectors in an engine outside it: Milvus, or a framework's vector store.
 
 The engine proposes candidates; ranking rescores them from the index's own
-vectors, as it does for the HNSW backend. Rows are stored under content keys,
+vectors, as it does for the HNSW backend, or, in a read-only replica, from the rows
+the engine returns by key (:class:`EngineRows`). Rows are stored under content keys,
 not positions, so that positions can shift with every add and delete while the
 engine's rows stay put::
 
@@ -121,10 +122,9 @@ def ordered_rows(keys: Sequence[str], found: Mapping[str, Sequence[float]], dim:
         raise MissingRowsError(
             f"{store} does not hold {len(missing)} of the {len(keys)} rows asked for "
             f"(e.g. {missing[0]!r})")
-    out = np.empty((len(keys), dim), dtype=np.float32)
-    for i, key in enumerate(keys):
-        out[i] = found[key]
-    return out
+    if not len(keys):
+        return np.zeros((0, dim), dtype=np.float32)
+    return np.array([found[key] for key in keys], dtype=np.float32)  # one conversion
 
 
 # Sparse dimensions a term hashes to (1 .. 2^31 - 1), and the one a row without terms

@@ -31,6 +31,9 @@ KEY_CHARS = 4096  # a key's VARCHAR length: chunk id, digest and part
 MAX_TOP_K = 16_384  # the most rows one Milvus search returns
 WRITE_BATCH = 2048  # rows per upsert or delete request
 LIST_BATCH = 16_384  # keys per page when the collection is listed
+# keys per request for their vectors: 3,000 rows took 206-228 ms in one request and
+# 277-314 ms in two (Milvus Lite, 384 dimensions); 16,384 rows are 25 MB, under gRPC's 64
+READ_BATCH = 16_384
 TERMS_FIELD = "terms"  # the sparse field of a unit's terms (``term_postings=True``)
 
 
@@ -212,8 +215,8 @@ class MilvusVectorStore:
         if self._dim is None:
             return ordered_rows(keys, found, 0, f"Milvus collection {self.collection!r}")
         unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), WRITE_BATCH):
-            for row in self.client.get(self.collection, ids=unique[start:start + WRITE_BATCH],
+        for start in range(0, len(unique), READ_BATCH):
+            for row in self.client.get(self.collection, ids=unique[start:start + READ_BATCH],
                                        output_fields=["vector"]):
                 found[row["key"]] = row["vector"]
         return ordered_rows(keys, found, self._dim, f"Milvus collection {self.collection!r}")
