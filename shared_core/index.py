@@ -416,6 +416,11 @@ class ConceptGraphIndex:
             corpus = replaced(corpus, unit_vectors=None)
         index = ConceptGraphIndex(self._embedder, config, vector_spill=self._spill)
         graph_changed = [k for k in GRAPH_KNOBS if getattr(config, k) != getattr(state.config, k)]
+        if graph_changed and self.is_replica:
+            raise ValueError(
+                f"changing {', '.join(graph_changed)} derives the graph again from every "
+                "sentence vector, which this read-only replica reads from the vector store "
+                "row by row; reconfigure the writer, save, and load that save here")
         store = state.vector_store
         if graph_changed == ["vector_index"] and store is None:  # the graph is the same
             graph = with_vector_search(state.graph, corpus, config, self._spill)
@@ -802,6 +807,10 @@ class ConceptGraphIndex:
         if method == "concept":
             scores = chunk_scores(state.graph.links, state.graph.rank, cfg.chunk_score)
         elif method == "knn":
+            if self.is_replica:
+                raise ValueError("method='knn' compares every chunk's mean vector, which this "
+                                 "read-only replica would read whole from the vector store; "
+                                 "select on the writer")
             scores = _knn_scores(corpus, cfg.pagerank_damping)
         elif method == "random":
             scores = id_random_scores(corpus.ids, seed)

@@ -541,7 +541,8 @@ class EngineVectorIndex:
 
     The engine's keys are mapped to this state's rows; a key of a chunk this state
     does not hold (a writer's newer rows, or rows a crash left behind) is skipped.
-    Scores are the exact cosines of the rows found, from the index's own vectors.
+    Scores are the exact cosines of the rows found, from the index's own vectors (a
+    replica's: the same rows, read back from the engine).
     """
 
     store: VectorStoreBackend

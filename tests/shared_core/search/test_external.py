@@ -757,6 +757,16 @@ def test_a_replica_is_read_only(tmp_path: Path, kind: str) -> None:
     # a reconfigured replica is one too: its rows are still the store's
     with pytest.raises(ValueError, match=r"a read-only replica"):
         replica.reconfigured(top_k=3).delete(["t0"])
+    # and it derives no graph nor KNN selection: they would read every vector from the
+    # store; the concept selection reads none
+    reads = record_vector_reads(store)
+    with pytest.raises(ValueError, match=r"method='knn' compares every chunk's mean vector"):
+        replica.select(method="knn")
+    assert replica.select().kept_ids == build().select().kept_ids
+    with pytest.raises(ValueError, match=r"changing theta_co derives the graph again from "
+                                         "every sentence vector"):
+        replica.reconfigured(theta_co=1)
+    assert reads == []
     store.close()
 
 
