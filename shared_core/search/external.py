@@ -27,7 +27,6 @@ save) lists and repairs.
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import itertools
 import re
@@ -415,21 +414,22 @@ class StoredRows:
         return len(keys)
 
 
-# rows a replica keeps of those it read last (:class:`EngineRows`): 96 MB at 384 dimensions
+# rows a replica keeps of those it fetched last (:class:`EngineRows`): 96 MB at 384
+# dimensions
 ENGINE_ROWS_CACHED = 1 << 16
 
 
 class EngineRows:
     """A state's sentence vectors read from the store that holds them: a read-only
     replica's (``ConceptGraphIndex.load(..., vectors_in_store=True)``), which holds no
-    vector of its own.
+    vector of its own beyond the rows it read last.
 
     Row ``i`` is sentence ``i``, stored under its key (:func:`row_key`: chunk id, the
     digest of the chunk's text, part). It answers what a replica's queries ask of its
     sentence vectors: ``len``, ``shape``, ``dtype`` and rows by position (an int, a
-    slice, an array of positions), each read one request to the store for the rows
-    not among the ``cached_rows`` read last. Reading every row (``@`` or
-    ``np.asarray``) raises: a replica's paths never scan them all.
+    slice, an array of positions), in one request to the store for the rows not among
+    the ``cached_rows`` fetched last. Reading every row (``@`` or ``np.asarray``)
+    raises: a replica's paths never scan them all.
     """
 
     ndim = 2
@@ -445,27 +445,27 @@ class EngineRows:
         self._offsets = np.asarray(sentence_offsets, dtype=np.int64)
         self.shape = (int(self._offsets[-1]), int(dim))
         self.dtype = np.dtype(np.float32)
-        # the rows read last, by position: a query reads the engine's nearest rows, then
-        # its pool's sentences, which hold them (a fifth of what it reads, measured)
-        self._cached: collections.OrderedDict[int, np.ndarray] = collections.OrderedDict()
+        # the rows fetched last, in a ring of slots: a query reads the engine's nearest
+        # rows, then its pool's sentences, which hold them (a fifth of what it reads)
         self.cached_rows = cached_rows  # may be changed; 0 reads every row from the store
         self._lock = threading.Lock()
+        self._slot_of: dict[int, int] = {}
+        self._ring = np.zeros((0, int(dim)), dtype=np.float32)
+        self._ring_position = np.zeros(0, dtype=np.int64)
+        self._next_slot = 0
 
     def __len__(self) -> int:
         return self.shape[0]
 
     def keys_of(self, positions: np.ndarray) -> list[str]:
         """The store's key of each sentence position."""
+        positions = np.asarray(positions, dtype=np.int64)
         chunks = np.searchsorted(self._offsets, positions, side="right") - 1
-        parts = positions - self._offsets[chunks]
-        digests: dict[int, str] = {}
-        out: list[str] = []
-        for c, part in zip(chunks.tolist(), parts.tolist(), strict=True):
-            digest = digests.get(c)
-            if digest is None:
-                digest = digests[c] = text_digest(self._texts[c])
-            out.append(row_key(self._ids[c], digest, "s", part))
-        return out
+        parts = (positions - self._offsets[chunks]).tolist()
+        used, which = np.unique(chunks, return_inverse=True)
+        prefixes = [row_key(self._ids[c], text_digest(self._texts[c]), "s", 0)[:-1]
+                    for c in used.tolist()]
+        return [prefixes[w] + str(p) for w, p in zip(which.tolist(), parts, strict=True)]
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if isinstance(key, tuple):
@@ -480,27 +480,41 @@ class EngineRows:
                                or int(positions.max()) >= len(self)):
             raise IndexError(f"a row outside the {len(self)} sentence rows")
         positions = np.where(positions < 0, positions + len(self), positions)
-        out = np.empty((len(positions), self.shape[1]), dtype=np.float32)
-        wanted = positions.tolist()
+        unique, inverse = np.unique(positions, return_inverse=True)
+        rows = np.empty((len(unique), self.shape[1]), dtype=np.float32)
         with self._lock:
             if self.cached_rows <= 0:
-                self._cached.clear()
-            held = [self._cached.get(p) for p in wanted]
-        missing = sorted({p for p, row in zip(wanted, held, strict=True) if row is None})
-        fetched = dict(zip(missing, self._fetched(np.asarray(missing, dtype=np.int64)),
-                           strict=True))
-        for i, (p, row) in enumerate(zip(wanted, held, strict=True)):
-            out[i] = fetched[p] if row is None else row
-        with self._lock:
-            for p in wanted:  # this request's rows become the most recent
-                row = fetched.get(p)
-                if row is not None:
-                    self._cached[p] = row
-                elif p in self._cached:
-                    self._cached.move_to_end(p)
-            while len(self._cached) > self.cached_rows:
-                self._cached.popitem(last=False)
+                self._slot_of.clear()
+            slots = np.fromiter((self._slot_of.get(p, -1) for p in unique.tolist()),
+                                dtype=np.int64, count=len(unique))
+            held = slots >= 0
+            rows[held] = self._ring[slots[held]]  # copied while no write moves them
+        missing = unique[~held]
+        fetched = self._fetched(missing)
+        rows[~held] = fetched
+        if self.cached_rows > 0 and len(missing):
+            with self._lock:
+                self._keep(missing, fetched)
+        out = rows[inverse]
         return out[0] if single else out
+
+    def _keep(self, positions: np.ndarray, rows: np.ndarray) -> None:
+        """Put fetched rows in the ring's next slots, over the oldest (under the lock)."""
+        size = min(self.cached_rows, len(self))
+        if len(self._ring) != size:  # made, or resized: start again
+            self._ring = np.zeros((size, self.shape[1]), dtype=np.float32)
+            self._ring_position = np.full(size, -1, dtype=np.int64)
+            self._slot_of.clear()
+            self._next_slot = 0
+        positions, rows = positions[-size:], rows[-size:]
+        slots = (self._next_slot + np.arange(len(positions))) % size
+        for old in self._ring_position[slots].tolist():
+            if old >= 0:
+                del self._slot_of[old]
+        self._ring[slots] = rows
+        self._ring_position[slots] = positions
+        self._slot_of.update(zip(positions.tolist(), slots.tolist(), strict=True))
+        self._next_slot = int((self._next_slot + len(positions)) % size)
 
     def _fetched(self, positions: np.ndarray) -> np.ndarray:
         """These rows, read from the store in one request."""
@@ -513,11 +527,10 @@ class EngineRows:
                 f"{exc}. The store no longer holds rows of chunks this index loaded: the "
                 "writer changed it after the save this replica read. Load the writer's "
                 "latest save again.") from exc
-        rows = np.array(rows, dtype=np.float32)  # its own copy: cached rows never change
+        rows = np.asarray(rows, dtype=np.float32)
         if rows.shape != (len(positions), self.shape[1]):
             raise ValueError(f"{type(self.store).__name__}.vectors_of returned rows of shape "
                              f"{rows.shape} for {len(positions)} keys of {self.shape[1]} values")
-        rows.setflags(write=False)
         return rows
 
     def __setitem__(self, key: Any, value: Any) -> None:

@@ -875,14 +875,14 @@ def test_engine_rows_are_read_by_key_and_never_whole(tmp_path: Path) -> None:
         rows @ np.ones(DIM, np.float32)
     with pytest.raises(ValueError, match=r"never reads them all"):
         np.asarray(rows)
-    # the rows read last are kept: read again, they cost no request; past cached_rows
-    # the oldest go first
+    # the rows fetched last are kept: read again, they cost no request; past cached_rows
+    # the first fetched go first
     sent = record_vector_reads(store)
     rows = EngineRows(store, corpus.ids, corpus.texts, corpus.sentence_offsets, DIM,
                       cached_rows=4)
     rows[np.array([0, 1, 2])]
     assert np.array_equal(rows[np.array([2, 0, 2, 1])], held[[2, 0, 2, 1]]) and sent == [3]
-    rows[np.array([5, 6])]  # held 0, 2, 1 (by last read), then 5 and 6: 0 goes
+    rows[np.array([5, 6])]  # held 0, 1, 2 (fetched in that order), then 5 and 6: 0 goes
     assert sent == [3, 2]
     rows[np.array([1, 0])]
     assert sent == [3, 2, 1]
