@@ -352,8 +352,11 @@ class ConceptGraphIndex:
         if vector_store is None:
             index._state = state
         elif isinstance(corpus.sentence_vectors, EngineRows):  # a replica writes nothing
+            if not store_generation:
+                raise ValueError("this save records no vector store generation: it was made "
+                                 "without a store, so no store holds its rows for a replica")
             held = vector_store.read_marker()
-            if not store_generation or held != store_generation:
+            if held != store_generation:
                 raise ValueError(
                     f"the vector store's generation is {held!r}, not the {store_generation!r} "
                     "this save was made with: the store has changed since (or a crash left "

@@ -845,6 +845,11 @@ def test_a_replica_needs_a_store_that_returns_its_vectors(tmp_path: Path) -> Non
         load(path, embedder, vector_store=KeysOnly(store),  # type: ignore[arg-type]
              vectors_in_store=True)
     store.close()
+    build().save(str(tmp_path / "plain_idx"))  # saved without a store
+    with pytest.raises(ValueError, match=r"records no vector store generation: it was made "
+                                         "without a store"):
+        load(str(tmp_path / "plain_idx"), embedder, vector_store=QdrantStore(":memory:"),
+             vectors_in_store=True)
     (tmp_path / "mean").mkdir()
     other = engine("milvus", tmp_path / "mean")
     build(other, chunk_similarity="mean").save(str(tmp_path / "mean_idx"))
