@@ -22,14 +22,11 @@ holds that array itself.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Protocol
 
 import numpy as np
 
 from .spill import VectorSpill, gather_rows
-
-if TYPE_CHECKING:  # the search package imports the state package
-    from ..search.external import EngineRows
 
 # arrays a state's rows may sit in; past that, all but the largest are gathered into one
 MAX_ROW_RUNS = 2
@@ -128,9 +125,25 @@ class VectorRows:
         return f"VectorRows({len(self)} rows of {self.shape[1]} in {len(self._runs)} arrays)"
 
 
-# a state's sentence vectors: one array in order, rows left in place, or (a read-only
-# replica's) rows read from the vector store that holds them
-Rows = Union[np.ndarray, VectorRows, "EngineRows"]
+class RowsElsewhere(Protocol):
+    """Rows this process does not hold, read by position: a read-only replica's, read
+    from the vector store that holds them (``search.external.EngineRows``)."""
+
+    shape: tuple[int, int]
+    dtype: np.dtype
+    ndim: int
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: Any) -> np.ndarray: ...
+
+    def __matmul__(self, query: np.ndarray) -> np.ndarray: ...
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray: ...
+
+
+# a state's sentence vectors: one array in order, rows left in place, or rows elsewhere
+Rows = np.ndarray | VectorRows | RowsElsewhere
 
 
 def rows_taken(vectors: Rows, positions: np.ndarray, spill: VectorSpill | None) -> Rows:
