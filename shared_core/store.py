@@ -578,6 +578,9 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool,
     if config.chunk_similarity == "direct":
         kinds.update(OPTIONAL_ARRAYS)
     if vectors_from is not None:
+        if version == 1:  # its chunks are put in order on load, vectors and all
+            raise ValueError(f"{folder} is a version-1 save, which no store's rows follow; "
+                             "load it with its vectors and save it again")
         if config.chunk_similarity != "max":
             raise ValueError(
                 f"{folder} compares units by {config.chunk_similarity!r} vectors; an index "

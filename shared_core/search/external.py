@@ -422,7 +422,7 @@ ENGINE_ROWS_CACHED = 1 << 16
 class EngineRows:
     """A state's sentence vectors read from the store that holds them: a read-only
     replica's (``ConceptGraphIndex.load(..., vectors_in_store=True)``), which holds no
-    vector of its own beyond the rows it read last.
+    vector of its own beyond the rows it fetched last.
 
     Row ``i`` is sentence ``i``, stored under its key (:func:`row_key`: chunk id, the
     digest of the chunk's text, part). It answers what a replica's queries ask of its
@@ -483,8 +483,8 @@ class EngineRows:
         unique, inverse = np.unique(positions, return_inverse=True)
         rows = np.empty((len(unique), self.shape[1]), dtype=np.float32)
         with self._lock:
-            if self.cached_rows <= 0:
-                self._slot_of.clear()
+            if self.cached_rows <= 0 and len(self._ring):
+                self._emptied()
             slots = np.fromiter((self._slot_of.get(p, -1) for p in unique.tolist()),
                                 dtype=np.int64, count=len(unique))
             held = slots >= 0
@@ -502,10 +502,9 @@ class EngineRows:
         """Put fetched rows in the ring's next slots, over the oldest (under the lock)."""
         size = min(self.cached_rows, len(self))
         if len(self._ring) != size:  # made, or resized: start again
+            self._emptied()
             self._ring = np.zeros((size, self.shape[1]), dtype=np.float32)
             self._ring_position = np.full(size, -1, dtype=np.int64)
-            self._slot_of.clear()
-            self._next_slot = 0
         positions, rows = positions[-size:], rows[-size:]
         slots = (self._next_slot + np.arange(len(positions))) % size
         for old in self._ring_position[slots].tolist():
@@ -515,6 +514,13 @@ class EngineRows:
         self._ring_position[slots] = positions
         self._slot_of.update(zip(positions.tolist(), slots.tolist(), strict=True))
         self._next_slot = int((self._next_slot + len(positions)) % size)
+
+    def _emptied(self) -> None:
+        """Drop every kept row (under the lock)."""
+        self._slot_of.clear()
+        self._ring = np.zeros((0, self.shape[1]), dtype=np.float32)
+        self._ring_position = np.zeros(0, dtype=np.int64)
+        self._next_slot = 0
 
     def _fetched(self, positions: np.ndarray) -> np.ndarray:
         """These rows, read from the store in one request."""

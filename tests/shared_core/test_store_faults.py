@@ -342,6 +342,14 @@ def test_an_older_format_loads_and_equals_a_fresh_build(name: str, tmp_path: Pat
     assert loaded.stats() == fresh.stats()
 
 
+def test_a_version_1_save_cannot_open_as_a_replica() -> None:
+    from shared_core import QdrantStore
+
+    with pytest.raises(ValueError, match=r"is a version-1 save, which no store's rows follow"):
+        ConceptGraphIndex.load(str(DATA / "v1_default"), HashingEmbedder(DIM),
+                               vector_store=QdrantStore(":memory:"), vectors_in_store=True)
+
+
 def test_saving_over_a_version_1_index_converts_it_in_place(tmp_path: Path) -> None:
     path = tmp_path / "old"
     shutil.copytree(DATA / "v1_default", path)

@@ -895,6 +895,10 @@ def test_engine_rows_are_read_by_key_and_never_whole(tmp_path: Path) -> None:
     rows[np.array([0])]
     rows[np.array([0])]
     assert sent == [3, 2, 1, 1, 1]
+    rows.cached_rows = 2  # and rows are kept again, in a ring of the new size
+    assert np.array_equal(rows[np.array([7, 8, 9])], held[[7, 8, 9]])
+    rows[np.array([8, 9])]
+    assert sent == [3, 2, 1, 1, 1, 3]
     with pytest.raises(TypeError, match=r"dict does not return the vectors it holds"):
         EngineRows({}, corpus.ids, corpus.texts, corpus.sentence_offsets,  # type: ignore[arg-type]
                    DIM)
