@@ -931,3 +931,29 @@ def test_a_replica_answers_the_sample_corpus_as_the_writer(
 
     assert answers(replica) == answers(writer)
     store.close()
+
+
+@pytest.fixture(scope="module")
+def sample_rows() -> tuple[QdrantStore, ConceptGraphIndex]:
+    store = QdrantStore(":memory:")
+    return store, build(store)
+
+
+@settings(max_examples=60, deadline=None)
+@given(reads=st.lists(st.lists(st.integers(-10, 9), max_size=12), min_size=1, max_size=6),
+       kept=st.integers(0, 12))
+def test_engine_rows_always_read_the_rows_held(
+        sample_rows: tuple[QdrantStore, ConceptGraphIndex], reads: list[list[int]],
+        kept: int) -> None:
+    """Any run of reads (repeats, negative positions, a ring smaller or larger than what
+    is read) gives the rows the index holds, to the bit."""
+    from shared_core.search.external import EngineRows
+
+    store, index = sample_rows
+    corpus = index.state.corpus
+    held = np.asarray(corpus.sentence_vectors)
+    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.sentence_offsets, DIM,
+                      cached_rows=kept)
+    for positions in reads:
+        assert np.array_equal(rows[np.array(positions, dtype=np.int64)],
+                              held[np.array(positions, dtype=np.int64)])
