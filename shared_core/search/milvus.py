@@ -31,8 +31,8 @@ KEY_CHARS = 4096  # a key's VARCHAR length: chunk id, digest and part
 MAX_TOP_K = 16_384  # the most rows one Milvus search returns
 WRITE_BATCH = 2048  # rows per upsert or delete request
 LIST_BATCH = 16_384  # keys per page when the collection is listed
-# keys per request for their vectors: 3,000 rows took 206-228 ms in one request and
-# 277-314 ms in two (Milvus Lite, 384 dimensions); 16,384 rows are 25 MB, under gRPC's 64
+# keys per request for their vectors: a replica's query reads about 6,800 rows, so one
+# request; 16,384 rows of 384 floats are 25 MB, under gRPC's 64 MB
 READ_BATCH = 16_384
 TERMS_FIELD = "terms"  # the sparse field of a unit's terms (``term_postings=True``)
 
