@@ -905,19 +905,21 @@ def test_engine_rows_are_read_by_key_and_never_whole(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.parametrize("terms", [False, True])
 @pytest.mark.parametrize("knobs", [{}, {"unit_tokens": 100}])
 def test_a_replica_answers_the_sample_corpus_as_the_writer(
-        tmp_path: Path, knobs: dict[str, object]) -> None:
+        tmp_path: Path, knobs: dict[str, object], terms: bool) -> None:
     """The shipped 300-passage sample and its questions: the candidate path with its rank
-    samples, the walk over short units, every view: a replica reading its rows from
-    Qdrant returns the writer's contexts to the bit."""
+    samples, the walk over short units, every view (their units found in the engine too,
+    with term postings): a replica reading its rows from Qdrant returns the writer's
+    contexts to the bit."""
     import json
 
     sample = Path(__file__).parents[3] / "examples" / "data" / "musique_sample"
     records = [json.loads(line) for line in (sample / "corpus.jsonl").open()]
     questions = [json.loads(line)["question"]
                  for line in (sample / "questions.jsonl").open()][:25]
-    store = QdrantStore(str(tmp_path / "qdrant"), "cg")
+    store = QdrantStore(str(tmp_path / "qdrant"), "cg", term_postings=terms)
     writer = ConceptGraphIndex.from_texts(
         [r["text"] for r in records], ids=[r["id"] for r in records],
         embedder=HashingEmbedder(DIM), vector_store=store,
