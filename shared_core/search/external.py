@@ -112,20 +112,6 @@ def returns_vectors(store: object) -> bool:
     return isinstance(store, VectorRowsBackend)
 
 
-def ordered_rows(keys: Sequence[str], found: Mapping[str, Sequence[float]], dim: int,
-                 store: str) -> np.ndarray:
-    """``found``'s vectors in the order of ``keys``; :class:`MissingRowsError` for any
-    key it lacks (what each store's ``vectors_of`` returns)."""
-    missing = [k for k in keys if k not in found]
-    if missing:
-        raise MissingRowsError(
-            f"{store} does not hold {len(missing)} of the {len(keys)} rows asked for "
-            f"(e.g. {missing[0]!r})")
-    if not len(keys):
-        return np.zeros((0, dim), dtype=np.float32)
-    return np.array([found[key] for key in keys], dtype=np.float32)  # one conversion
-
-
 # Sparse dimensions a term hashes to (1 .. 2^31 - 1), and the one a row without terms
 # holds: an engine refuses an empty sparse row (Milvus does), and no query asks for it.
 TERM_DIMENSIONS = (1 << 31) - 1

@@ -25,7 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from .external import ordered_rows
+from .engine_store import (
+    check_dimension,
+    check_term_rows,
+    rows_by_key,
+    rows_to_write,
+    term_searches,
+)
 
 KEY_CHARS = 4096  # a key's VARCHAR length: chunk id, digest and part
 MAX_TOP_K = 16_384  # the most rows one Milvus search returns
@@ -96,7 +102,7 @@ class MilvusVectorStore:
         self.client.load_collection(self.collection)  # a reopened collection starts released
         return int(vector["params"]["dim"])
 
-    def _create(self, dim: int) -> None:
+    def _create(self, dim: int) -> int:
         from pymilvus import DataType
 
         schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -112,35 +118,30 @@ class MilvusVectorStore:
         self.client.create_collection(self.collection, schema=schema, index_params=params,
                                       consistency_level="Strong")
         self._dim = dim
+        return dim
+
+    @property
+    def _where(self) -> str:
+        return f"Milvus collection {self.collection!r}"
 
     def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
                metadatas: Sequence[Mapping[str, Any]]) -> None:
-        if self._terms:
-            raise ValueError(f"Milvus collection {self.collection!r} keeps term postings: "
-                             "write its rows with upsert_with_terms")
         self._upsert(keys, vectors, metadatas, None)
 
     def upsert_with_terms(self, keys: Sequence[str], vectors: np.ndarray,
                           texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]],
                           terms: Sequence[Mapping[int, float]]) -> None:
-        if not self._terms:
-            raise ValueError(f"Milvus collection {self.collection!r} keeps no term postings "
-                             "(make the store with term_postings=True)")
-        if len(terms) != len(keys):
-            raise ValueError(f"{len(keys)} rows but {len(terms)} term rows")
         self._upsert(keys, vectors, metadatas, terms)
 
     def _upsert(self, keys: Sequence[str], vectors: np.ndarray,
                 metadatas: Sequence[Mapping[str, Any]],
                 terms: Sequence[Mapping[int, float]] | None) -> None:
+        check_term_rows(self._where, self._terms, keys, terms)
         if not len(keys):
             return
-        rows = np.asarray(vectors, dtype=np.float32)
-        if self._dim is None:
-            self._create(rows.shape[1])
-        if rows.shape[1] != self._dim:
-            raise ValueError(f"Milvus collection {self.collection!r} holds {self._dim}-"
-                             f"dimensional vectors, got {rows.shape[1]}")
+        rows = rows_to_write(keys, vectors, metadatas)
+        dim = self._dim if self._dim is not None else self._create(rows.shape[1])
+        check_dimension(self._where, dim, rows)
         too_long = next((k for k in keys if len(k.encode("utf-8")) > KEY_CHARS), None)
         if too_long is not None:
             raise ValueError(f"chunk id too long for Milvus ({KEY_CHARS} bytes with its key "
@@ -211,15 +212,12 @@ class MilvusVectorStore:
 
     def vectors_of(self, keys: Sequence[str]) -> np.ndarray:
         """The rows under ``keys`` (``VectorRowsBackend``), fetched by primary key."""
-        found: dict[str, list[float]] = {}
-        if self._dim is None:
-            return ordered_rows(keys, found, 0, f"Milvus collection {self.collection!r}")
-        unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), READ_BATCH):
-            for row in self.client.get(self.collection, ids=unique[start:start + READ_BATCH],
-                                       output_fields=["vector"]):
-                found[row["key"]] = row["vector"]
-        return ordered_rows(keys, found, self._dim, f"Milvus collection {self.collection!r}")
+
+        def read(batch: list[str]) -> Iterable[tuple[str, Sequence[float]]]:
+            return ((row["key"], row["vector"]) for row in self.client.get(
+                self.collection, ids=batch, output_fields=["vector"]))
+
+        return rows_by_key(keys, self._dim, self._where, READ_BATCH, read)
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if self._dim is None or k <= 0:
@@ -228,16 +226,9 @@ class MilvusVectorStore:
 
     def search_terms(self, queries: Sequence[Mapping[int, float]], k: int) -> list[list[str]]:
         if not self._terms:
-            raise ValueError(f"Milvus collection {self.collection!r} keeps no term postings")
-        asked = [{int(d): float(w) for d, w in weights.items() if w > 0} for weights in queries]
-        out: list[list[str]] = [[] for _ in asked]
-        searched = [i for i, weights in enumerate(asked) if weights]
-        if self._dim is None or k <= 0 or not searched:
-            return out
-        for i, keys in zip(searched, self._keys([asked[i] for i in searched], TERMS_FIELD, k),
-                           strict=True):
-            out[i] = keys
-        return out
+            raise ValueError(f"{self._where} keeps no term postings")
+        return term_searches(queries, k, self._dim is not None,
+                             lambda asked: self._keys(list(asked), TERMS_FIELD, k))
 
     def _keys(self, queries: list[Any], field: str, k: int) -> list[list[str]]:
         """The keys of the best ``k`` rows on ``field`` for each query, in one request.

@@ -30,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from .external import KEY_FIELD, key_uuid, ordered_rows, qdrant_keys
+from .engine_store import (
+    check_dimension,
+    check_term_rows,
+    rows_by_key,
+    rows_to_write,
+    term_searches,
+)
+from .external import KEY_FIELD, key_uuid, qdrant_keys
 
 VECTOR = "vector"  # the named dense vector of every point
 TERMS = "terms"  # the named sparse vector of a unit's terms (``term_postings=True``)
@@ -119,45 +126,37 @@ class QdrantStore:
         self._terms = has_terms
         return int(vector.size)
 
-    def _create(self, dim: int) -> None:
+    def _create(self, dim: int) -> int:
         models = self._models
         self.client.create_collection(
             self.collection,
             vectors_config={VECTOR: models.VectorParams(size=dim, distance=models.Distance.DOT)},
             sparse_vectors_config={TERMS: models.SparseVectorParams()} if self._terms else None)
         self._dim = dim
+        return dim
+
+    @property
+    def _where(self) -> str:
+        return f"Qdrant collection {self.collection!r}"
 
     def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
                metadatas: Sequence[Mapping[str, Any]]) -> None:
-        if self._terms:
-            raise ValueError(f"Qdrant collection {self.collection!r} keeps term postings: "
-                             "write its rows with upsert_with_terms")
         self._upsert(keys, vectors, metadatas, None)
 
     def upsert_with_terms(self, keys: Sequence[str], vectors: np.ndarray,
                           texts: Sequence[str], metadatas: Sequence[Mapping[str, Any]],
                           terms: Sequence[Mapping[int, float]]) -> None:
-        if not self._terms:
-            raise ValueError(f"Qdrant collection {self.collection!r} keeps no term postings "
-                             "(make the store with term_postings=True)")
-        if len(terms) != len(keys):
-            raise ValueError(f"{len(keys)} rows but {len(terms)} term rows")
         self._upsert(keys, vectors, metadatas, terms)
 
     def _upsert(self, keys: Sequence[str], vectors: np.ndarray,
                 metadatas: Sequence[Mapping[str, Any]],
                 terms: Sequence[Mapping[int, float]] | None) -> None:
+        check_term_rows(self._where, self._terms, keys, terms)
         if not len(keys):
             return
-        rows = np.asarray(vectors, dtype=np.float32)
-        if rows.ndim != 2 or len(rows) != len(keys) or len(metadatas) != len(keys):
-            raise ValueError(f"{len(keys)} keys, {len(metadatas)} metadatas and vectors of "
-                             f"shape {rows.shape}: one of each per row")
-        if self._dim is None:
-            self._create(rows.shape[1])
-        if rows.shape[1] != self._dim:
-            raise ValueError(f"Qdrant collection {self.collection!r} holds {self._dim}-"
-                             f"dimensional vectors, got {rows.shape[1]}")
+        rows = rows_to_write(keys, vectors, metadatas)
+        dim = self._dim if self._dim is not None else self._create(rows.shape[1])
+        check_dimension(self._where, dim, rows)
         models = self._models
         for start in range(0, len(keys), WRITE_BATCH):
             end = start + WRITE_BATCH
@@ -212,17 +211,13 @@ class QdrantStore:
 
     def vectors_of(self, keys: Sequence[str]) -> np.ndarray:
         """The rows under ``keys`` (``VectorRowsBackend``), retrieved by point id."""
-        found: dict[str, list[float]] = {}
-        where = f"Qdrant collection {self.collection!r}"
-        if self._dim is None:
-            return ordered_rows(keys, found, 0, where)
-        unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), WRITE_BATCH):
-            batch = unique[start:start + WRITE_BATCH]
-            for point in self.client.retrieve(self.collection, ids=[key_uuid(k) for k in batch],
-                                              with_payload=[KEY_FIELD], with_vectors=[VECTOR]):
-                found[self._key(point)] = point.vector[VECTOR]
-        return ordered_rows(keys, found, self._dim, where)
+
+        def read(batch: list[str]) -> Iterable[tuple[str, Sequence[float]]]:
+            return ((self._key(point), point.vector[VECTOR]) for point in self.client.retrieve(
+                self.collection, ids=[key_uuid(k) for k in batch], with_payload=[KEY_FIELD],
+                with_vectors=[VECTOR]))
+
+        return rows_by_key(keys, self._dim, self._where, WRITE_BATCH, read)
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if self._dim is None or k <= 0:
@@ -234,23 +229,21 @@ class QdrantStore:
 
     def search_terms(self, queries: Sequence[Mapping[int, float]], k: int) -> list[list[str]]:
         if not self._terms:
-            raise ValueError(f"Qdrant collection {self.collection!r} keeps no term postings")
-        asked = [{int(d): float(w) for d, w in weights.items() if w > 0} for weights in queries]
-        out: list[list[str]] = [[] for _ in asked]
-        searched = [i for i, weights in enumerate(asked) if weights]
-        if self._dim is None or k <= 0 or not searched:
-            return out
+            raise ValueError(f"{self._where} keeps no term postings")
+        return term_searches(queries, k, self._dim is not None,
+                             lambda asked: self._term_keys(asked, k))
+
+    def _term_keys(self, asked: list[dict[int, float]], k: int) -> list[list[str]]:
+        """The keys of the best ``k`` rows on ``terms`` for each query, in one request."""
         models = self._models
         requests = [models.QueryRequest(
-            query=models.SparseVector(indices=sorted(asked[i]),
-                                      values=[asked[i][d] for d in sorted(asked[i])]),
-            using=TERMS, limit=k, with_payload=[KEY_FIELD]) for i in searched]
+            query=models.SparseVector(indices=sorted(weights),
+                                      values=[weights[d] for d in sorted(weights)]),
+            using=TERMS, limit=k, with_payload=[KEY_FIELD]) for weights in asked]
         answers = self.client.query_batch_points(self.collection, requests=requests)
         if len(answers) != len(requests):
             raise ValueError(f"Qdrant answered {len(answers)} of {len(requests)} queries")
-        for i, answer in zip(searched, answers, strict=True):
-            out[i] = [self._key(point) for point in answer.points]
-        return out
+        return [[self._key(point) for point in answer.points] for answer in answers]
 
     def _key(self, point: Any) -> str:
         key = (point.payload or {}).get(KEY_FIELD)

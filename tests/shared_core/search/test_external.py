@@ -697,6 +697,12 @@ def test_stored_rows_of_an_empty_index_are_empty() -> None:
 
 
 # ------------------------------------------------------------------ a replica's vectors
+def replica_of(path: Path, store: VectorStoreBackend) -> ConceptGraphIndex:
+    """The save at ``path`` opened as a read-only replica over ``store``."""
+    return ConceptGraphIndex.load(str(path), HashingEmbedder(DIM), vector_store=store,
+                                  vectors_in_store=True)
+
+
 def record_vector_reads(store: Engine) -> list[int]:
     """How many rows each request that reads vectors back from the engine asks for (the
     engine's own client, recorded)."""
@@ -728,8 +734,7 @@ def test_a_replica_reads_its_vectors_from_the_store_and_answers_as_the_writer(
     (index_folder(tmp_path / "idx") / "sentence_embeddings.npy").unlink()
     with pytest.raises(Exception, match=r"sentence_embeddings.npy"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), vector_store=store)
-    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
-                                     vector_store=store, vectors_in_store=True)
+    replica = replica_of(tmp_path / "idx", store)
     assert replica.is_replica and not writer.is_replica
     assert isinstance(replica.state.corpus.sentence_vectors, EngineRows)
     reads = record_vector_reads(store)
@@ -744,8 +749,7 @@ def test_a_replica_reads_its_vectors_from_the_store_and_answers_as_the_writer(
 def test_a_replica_is_read_only(tmp_path: Path, kind: str) -> None:
     store = engine(kind, tmp_path)
     build(store).save(str(tmp_path / "idx"))
-    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
-                                     vector_store=store, vectors_in_store=True)
+    replica = replica_of(tmp_path / "idx", store)
     before = sorted(store.list_keys())
     for step in (lambda: replica.add(["Alan Turing described a machine."], ids=["t9"]),
                  lambda: replica.delete(["t0"]),
@@ -780,12 +784,10 @@ def test_a_replica_refuses_a_store_the_writer_changed_after_the_save(
     writer.add(["Alan Turing described a universal machine."], ids=["t9"])
     with pytest.raises(ValueError, match=r"generation is '[0-9a-f]{32}', not the '[0-9a-f]{32}' "
                                          r"this save was made with.*cannot repair"):
-        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
-                               vector_store=store, vectors_in_store=True)
+        replica_of(tmp_path / "idx", store)
     assert "t9" in {parse_key(k)[0] for k in store.list_keys()}  # type: ignore[index]
     writer.save(str(tmp_path / "idx"))  # the writer's latest save: the replica follows it
-    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
-                                     vector_store=store, vectors_in_store=True)
+    replica = replica_of(tmp_path / "idx", store)
     assert "t9" in replica and contexts(replica) == contexts(writer)
     store.close()
 
@@ -799,8 +801,7 @@ def test_a_replica_query_that_needs_rows_the_writer_deleted_raises(
     store = engine(kind, tmp_path)
     writer = build(store)
     writer.save(str(tmp_path / "idx"))
-    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
-                                     vector_store=store, vectors_in_store=True)
+    replica = replica_of(tmp_path / "idx", store)
     writer.delete(["t1", "t2"])  # the engine's rows of both go; the replica still lists them
     # BM25 and concept evidence (the replica's own postings) find t1 and t2 for these
     # words, and their cosines need rows the engine no longer holds
@@ -925,8 +926,7 @@ def test_a_replica_answers_the_sample_corpus_as_the_writer(
         embedder=HashingEmbedder(DIM), vector_store=store,
         config=ConceptGraphConfig(candidates=20, **knobs))  # type: ignore[arg-type]
     writer.save(str(tmp_path / "idx"))
-    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
-                                     vector_store=store, vectors_in_store=True)
+    replica = replica_of(tmp_path / "idx", store)
 
     def answers(index: ConceptGraphIndex) -> list[list[tuple[str, float]]]:
         return [[(c.id, c.score) for c in index.retrieve(q).chunks] for q in questions]
