@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from .baselines import (
     sentence_vectors,
 )
 from .data import Corpus
-from .scale import open_store
+from .scale import SERVER_BACKENDS, drop_collections, open_store
 
 
 class MethodUnavailable(RuntimeError):
@@ -196,7 +197,8 @@ class G2ConSRetriever:
 def build_g2cons(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
     """The index; ``vector_store=`` one of ``benchmarks.scale.BACKENDS`` (``milvus-lite``,
     ``qdrant-local-terms``, ``chroma``...; and ``milvus_index=FLAT``) puts its
-    vectors in that store, in a temporary folder kept as long as the retriever."""
+    vectors in that store, in a temporary folder kept as long as the retriever
+    (``milvus``: in a new collection on the server at ``MILVUS_URI``)."""
     knobs = dict(options)
     backend = str(knobs.pop("vector_store", "local"))
     milvus_index = str(knobs.pop("milvus_index", "AUTOINDEX"))
@@ -209,6 +211,8 @@ def build_g2cons(inputs: BuildInputs, options: dict[str, Any]) -> Retriever:
     index.add(units.texts, ids=units.ids)
     retriever = G2ConSRetriever(index, units.ids, units.tokens)
     retriever.store_folder = folder
+    if backend in SERVER_BACKENDS:  # dropped from the server once the retriever is gone
+        weakref.finalize(retriever, drop_collections, store)
     return retriever
 
 

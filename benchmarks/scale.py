@@ -4,6 +4,8 @@
     python -m benchmarks.scale --plot benchmarks/results/scale.json --plot-out scale.png
     python -m benchmarks.scale --backend milvus-lite --sizes 10000 100000
     python -m benchmarks.scale --backend milvus-lite-terms --sizes 10000 100000
+    python -m benchmarks.scale --backend milvus --milvus-uri http://127.0.0.1:19530 \
+        --engine-pid "$(pgrep -f 'milvus run standalone')" --sizes 10000 100000
     python -m benchmarks.scale --sizes 1000000 --save /tmp/q   # /tmp/q/idx1000000, nothing measured
 
 ``--save DIR`` only builds each size's corpus and saves the index to ``DIR/idx<size>``:
@@ -15,6 +17,13 @@ in-process exact scan or HNSW; the store's own share of each query is reported,
 and the context is compared with the local exact search's. ``milvus-lite-terms``
 also keeps each unit's term postings in Milvus, which then finds the units of the
 concept-evidence and BM25 views as well as the nearest vectors.
+
+``milvus`` and ``milvus-terms`` do the same against a running Milvus server
+(``--milvus-uri``), in a collection of their own that each size drops when it ends;
+``--engine-pid`` names the server's process, whose resident memory is then reported
+(``engine_rss_mb_*``). A standalone server runs on one machine with no container:
+``pip install milvus==2.3.5 && milvus-server --data DIR`` (Milvus 2.3, which has no
+sparse vectors, so ``milvus-terms`` needs a 2.4 or later server).
 
 Corpora are synthetic but made of real text: the sentences of ``../shared/data``'s
 corpora, shuffled and recombined into passages of 3–6 sentences with unique ids,
@@ -37,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,13 +208,28 @@ class TimedStore:
         return rows
 
 
-def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "AUTOINDEX") -> Any:
-    """The outside vector store ``--backend`` names, in ``folder``; None for ``local``.
+SERVER_BACKENDS = ("milvus", "milvus-terms")  # a running server at ``--milvus-uri``
+
+
+def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "AUTOINDEX",
+               milvus_uri: str | None = None) -> Any:
+    """The outside vector store ``--backend`` names, in ``folder`` (or, for a server
+    backend, in a new collection of a random name); None for ``local``.
 
     Chroma goes through the LangChain wrapper, which embeds with ``embedder`` (the
     index's model, so the wrapper's same-model check passes)."""
     if backend == "local":
         return None
+    if backend in SERVER_BACKENDS:
+        from shared_core.search.milvus import MilvusVectorStore
+
+        milvus_uri = milvus_uri or os.environ.get("MILVUS_URI")
+        if not milvus_uri:
+            raise ValueError(f"--backend {backend} needs --milvus-uri (or MILVUS_URI), the "
+                             "server's address")
+        return TimedStore(MilvusVectorStore(milvus_uri, f"scale_{uuid.uuid4().hex[:16]}",
+                                            index_type=milvus_index,
+                                            term_postings=backend == "milvus-terms"))
     if backend in ("milvus-lite", "milvus-lite-terms"):
         from shared_core.search.milvus import MilvusVectorStore
 
@@ -230,16 +255,48 @@ def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "A
     raise ValueError(f"unknown backend {backend!r}")
 
 
+def drop_collections(store: TimedStore) -> None:
+    """Drop a server backend's collections (its rows and its generation marker)."""
+    client = store.store.client
+    for name in (store.store.collection, store.store.marker_collection):
+        if client.has_collection(name):
+            client.drop_collection(name)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Where ``--backend`` puts the vectors: its name, Milvus's index type, and for a
+    server backend its address and (optionally) its process, whose memory is read."""
+
+    backend: str = "local"
+    milvus_index: str = "AUTOINDEX"
+    milvus_uri: str | None = None
+    pid: int | None = None
+
+    def rss_mb(self) -> float | None:
+        """The server process's resident memory now (``VmRSS``), or None without a pid."""
+        if self.pid is None:
+            return None
+        status = Path(f"/proc/{self.pid}/status").read_text(encoding="utf-8")
+        line = next(x for x in status.splitlines() if x.startswith("VmRSS:"))
+        return round(int(line.split()[1]) / 1024, 1)
+
+
 def measure_size(n: int, data: Path, queries: int, vector_index: str,
-                 backend: str = "local", milvus_index: str = "AUTOINDEX",
-                 lean: bool = False, spill: bool = True,
+                 engine: Engine = Engine(), lean: bool = False, spill: bool = True,
                  beams: Sequence[int] = (),
                  sweeps: dict[str, Sequence[int]] | None = None) -> dict[str, Any]:
     """One corpus size, in this process: every cost the issue asks for. ``sweeps`` maps
     query knobs (``SWEPT_KNOBS``) to values each queried with, against exact."""
     with tempfile.TemporaryDirectory() as folder:
-        return _measure_size(n, data, queries, vector_index, backend, milvus_index,
-                             Path(folder), lean, spill, beams, sweeps or {})
+        store = open_store(engine.backend, Path(folder), None, engine.milvus_index,
+                           engine.milvus_uri) if engine.backend in SERVER_BACKENDS else None
+        try:
+            return _measure_size(n, data, queries, vector_index, engine, Path(folder), lean,
+                                 spill, beams, sweeps or {}, store)
+        finally:
+            if store is not None:  # the server outlives the run: leave it as it was
+                drop_collections(store)
 
 
 def save_built(n: int, data: Path, folder: Path) -> dict[str, Any]:
@@ -259,10 +316,9 @@ def save_built(n: int, data: Path, folder: Path) -> dict[str, Any]:
             "disk_mb": round(folder_size(path) / 1e6, 1)}
 
 
-def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: str,
-                  milvus_index: str, folder: Path, lean: bool,
-                  spill: bool, beams: Sequence[int],
-                  sweeps: dict[str, Sequence[int]]) -> dict[str, Any]:
+def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: Engine,
+                  folder: Path, lean: bool, spill: bool, beams: Sequence[int],
+                  sweeps: dict[str, Sequence[int]], server_store: Any) -> dict[str, Any]:
     from dataclasses import replace
 
     from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
@@ -277,7 +333,10 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
     embedder = HashingEmbedder(384)
     timed = TimedEmbedder(embedder)
     config = ConceptGraphConfig(vector_index=vector_index)  # type: ignore[arg-type]
-    store = open_store(backend, folder, embedder, milvus_index)
+    backend = engine.backend
+    store = server_store if server_store is not None else open_store(
+        backend, folder, embedder, engine.milvus_index)
+    engine_rss = {"before_build": engine.rss_mb()}
     heap = HeapSampler()
     heap_before_build = heap.anonymous_mb()
     start = time.perf_counter()
@@ -287,6 +346,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
     build = time.perf_counter() - start
     # the peak so far: the build's own (later steps hold a second index beside this one)
     build_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    engine_rss["after_build"] = engine.rss_mb()
     build_peak_where = heap.peak_where
     build_peak_heap = heap.reset()
     heap_after_build = heap.level_mb
@@ -301,7 +361,10 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, backend: 
         store.search_seconds = 0.0
     local: list[float] = []
     latencies, contexts = query_latencies(index, asked, store, local)
+    engine_rss["after_queries"] = engine.rss_mb()
     row: dict[str, Any] = {}
+    if engine.pid is not None:
+        row.update({f"engine_rss_mb_{when}": mb for when, mb in engine_rss.items()})
     if store is not None:
         row["store_search_ms_mean"] = round(store.search_seconds * 1000 / queries, 2)
         row.update(percentile_fields("local_query_ms", local))
@@ -632,7 +695,7 @@ def plot_costs(rows: Sequence[dict[str, Any]], out: Path) -> None:
 
 
 BACKENDS = ("local", "milvus-lite", "milvus-lite-terms", "qdrant-local", "qdrant-local-terms",
-            "chroma")
+            "chroma", *SERVER_BACKENDS)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -645,10 +708,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--backend", default="local", choices=BACKENDS,
                         help="where the vectors live: this process (local), Milvus Lite "
                              "(milvus-lite-terms: with the units' term postings, which find "
-                             "the evidence and BM25 views' units), or Chroma's embedded "
-                             "client")
+                             "the evidence and BM25 views' units), a Milvus server "
+                             "(milvus, milvus-terms; --milvus-uri), Qdrant's local mode, or "
+                             "Chroma's embedded client")
     parser.add_argument("--milvus-index", default="AUTOINDEX",
                         help="the Milvus index type (AUTOINDEX, FLAT, HNSW, ...)")
+    parser.add_argument("--milvus-uri",
+                        help="the running Milvus server of --backend milvus / milvus-terms")
+    parser.add_argument("--engine-pid", type=int,
+                        help="the server's process id: its resident memory is reported")
     parser.add_argument("--lean", action="store_true",
                         help="for the largest sizes: no second derivation of the graph alone "
                              "and no verifying load (each as long as a build), and the add and "
@@ -682,9 +750,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(json.dumps(save_built(n, args.data, args.save)), flush=True)
         return
     if args.one:
+        engine = Engine(args.backend, args.milvus_index, args.milvus_uri, args.engine_pid)
         print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index,
-                                      args.backend, args.milvus_index, args.lean,
-                                      args.spill, args.beams,
+                                      engine, args.lean, args.spill, args.beams,
                                       {"candidates": args.candidates,
                                        "walk_postings": args.walk_postings})))
         return
@@ -694,6 +762,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             [sys.executable, "-m", "benchmarks.scale", "--one", str(n), "--data", str(args.data),
              "--queries", str(args.queries), "--vector-index", args.vector_index,
              "--backend", args.backend, "--milvus-index", args.milvus_index,
+             *(("--milvus-uri", args.milvus_uri) if args.milvus_uri else ()),
+             *(("--engine-pid", str(args.engine_pid)) if args.engine_pid else ()),
              *(("--lean",) if args.lean else ()),
              *(("--beams", *map(str, args.beams)) if args.beams else ()),
              *(("--candidates", *map(str, args.candidates)) if args.candidates else ()),
@@ -725,7 +795,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                      if args.walk_postings else ()),
                    *((("no_spill", ""),) if not args.spill else ()),
                    *((("milvus_index", args.milvus_index),) if args.backend.startswith("milvus")
-                     else ()))),
+                     else ()),
+                   *((("milvus_uri", args.milvus_uri),) if args.milvus_uri else ()))),
               "minilm_sentences_per_s": None if rate is None else round(rate, 1),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                          f"{platform.python_version()}",

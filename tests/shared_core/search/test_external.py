@@ -3,7 +3,10 @@
 The stores here are the two engines with a backend of their own, each through the
 client code that talks to its cluster: Milvus Lite (a real Milvus server in a local
 file) through ``MilvusVectorStore``, and qdrant-client's local mode through
-``QdrantStore``. Every engine test runs on both.
+``QdrantStore``. Every engine test runs on both, and every test of vectors alone also
+on a Milvus 2.3 standalone server over loopback (``milvus_server``), whose HNSW index
+and segments Milvus Lite does not have. Milvus 2.3 has no sparse vectors, so the term
+posting tests run on the first two and the server must refuse ``term_postings``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from shared_core.search.external import (
 )
 from shared_core.search.milvus import MilvusVectorStore
 from shared_core.search.qdrant import QdrantStore
+from tests.shared_core.search.milvus_server import database_client, milvus_server_uri
 from tests.shared_core.test_store import TEXTS
 
 DIM = 64
@@ -47,15 +51,20 @@ QUERIES = ["Who wrote the first compiler?", "analytical engine", "punched cards 
 loopback = pytest.mark.allow_hosts(["127.0.0.1"])
 
 
-ENGINES = ["milvus", "qdrant"]
+TERM_ENGINES = ["milvus", "qdrant"]  # the engines that keep term postings
+ENGINES = [*TERM_ENGINES, "milvus-server"]
 Engine = MilvusVectorStore | QdrantStore
 
 
 def engine(kind: str, tmp_path: Path, name: str = "cg", terms: bool | None = None) -> Engine:
-    """A store of engine ``kind`` in ``tmp_path`` (one per folder and process)."""
+    """A store of engine ``kind`` in ``tmp_path`` (one per folder and process; for the
+    server, in the database of ``tmp_path``'s test)."""
     if kind == "milvus":
         return MilvusVectorStore(str(tmp_path / "vectors.db"), name, index_type="FLAT",
                                  term_postings=terms)
+    if kind == "milvus-server":
+        return MilvusVectorStore(milvus_server_uri(), name, term_postings=terms,
+                                 client=database_client(tmp_path))
     return QdrantStore(str(tmp_path / "qdrant"), name, term_postings=terms)
 
 
@@ -232,7 +241,7 @@ def record_requests(store: Engine) -> list[tuple[str, int]]:
 
 
 @loopback
-@pytest.mark.parametrize("kind", ENGINES)
+@pytest.mark.parametrize("kind", TERM_ENGINES)
 def test_an_engine_finds_the_rows_that_hold_a_term(tmp_path: Path, kind: str) -> None:
     store = terms_store(kind, tmp_path)
     index = build(store)
@@ -259,7 +268,7 @@ def test_an_engine_finds_the_rows_that_hold_a_term(tmp_path: Path, kind: str) ->
 
 
 @loopback
-@pytest.mark.parametrize("kind", ENGINES)
+@pytest.mark.parametrize("kind", TERM_ENGINES)
 def test_term_postings_follow_adds_and_deletes(tmp_path: Path, kind: str) -> None:
     store = terms_store(kind, tmp_path)
     index = build(store)
@@ -273,7 +282,7 @@ def test_term_postings_follow_adds_and_deletes(tmp_path: Path, kind: str) -> Non
 
 
 @loopback
-@pytest.mark.parametrize("kind", ENGINES)
+@pytest.mark.parametrize("kind", TERM_ENGINES)
 @pytest.mark.parametrize("lexical", [False, True])
 @pytest.mark.parametrize("knobs", [{}, {"chunk_similarity": "direct", "unit_tokens": 12}])
 def test_units_found_through_the_engine_rank_as_the_in_process_index(
@@ -301,7 +310,7 @@ def test_units_found_through_the_engine_rank_as_the_in_process_index(
 
 
 @loopback
-@pytest.mark.parametrize("kind", ENGINES)
+@pytest.mark.parametrize("kind", TERM_ENGINES)
 def test_an_engine_that_answers_fewer_term_queries_than_asked_is_an_error(
         tmp_path: Path, kind: str) -> None:
     """A retrieval asks for two term queries in one request; an answer short of one (a
@@ -336,7 +345,84 @@ def test_an_engine_that_answers_fewer_term_queries_than_asked_is_an_error(
 
 
 @loopback
-@pytest.mark.parametrize("kind", ENGINES)
+def test_a_milvus_server_without_sparse_vectors_refuses_term_postings(tmp_path: Path) -> None:
+    """Milvus 2.3 has no sparse vector field: the store says so before it writes anything
+    (the server's own error would come from ``create_index``, about "field 104")."""
+    client = database_client(tmp_path)
+    assert client.get_server_version().startswith("v2.3.")
+    with pytest.raises(ValueError, match=r"term_postings=True needs sparse vector fields, "
+                                         r"which Milvus has from 2\.4; the server at "
+                                         r"'http://127\.0\.0\.1:\d+' runs v2\.3\.\d"):
+        MilvusVectorStore(milvus_server_uri(), "cgt", term_postings=True, client=client)
+    assert client.list_collections() == []
+    store = MilvusVectorStore(milvus_server_uri(), "cg", term_postings=False, client=client)
+    assert contexts(build(store)) == contexts(build(vector_index="hnsw"))
+    store.close()
+
+
+def test_a_milvus_server_is_read_with_session_consistency_after_one_strong_read(
+        tmp_path: Path) -> None:
+    """A strong read waits for the server's next time tick (200 ms a search on Milvus
+    2.3), so a query's searches and row reads ask for session consistency, which still
+    sees this client's own writes; a load makes one strong read of the rows first, so
+    an index opened later sees every row written before it."""
+    store = engine("milvus-server", tmp_path)
+    writer = build(store)
+    levels: list[tuple[str, object]] = []
+    client = store.client
+    for name in ("search", "get", "query"):
+        def recorded(*args: object, _call: object = getattr(client, name), _name: str = name,
+                     **kwargs: object) -> object:
+            levels.append((_name, kwargs.get("consistency_level")))
+            return _call(*args, **kwargs)  # type: ignore[operator]
+
+        setattr(client, name, recorded)
+    writer.add(["Zeppelins flew over the sea."], ids=["z"])
+    zeppelin = f"z#{text_digest('Zeppelins flew over the sea.')}.s0"
+    # the row written a moment ago is the nearest to its own vector: read-your-writes
+    assert store.search(HashingEmbedder(DIM).embed(["Zeppelins flew over the sea."])[0],
+                        1) == [zeppelin]
+    writer.retrieve("zeppelins")
+    assert levels and {level for _, level in levels} == {"Session"}
+    writer.save(str(tmp_path / "idx"))
+    levels.clear()
+    replica = replica_of(tmp_path / "idx", store)
+    assert levels[0] == ("query", "Strong")  # the load's one strong read, before the rest
+    levels.clear()
+    assert contexts(replica) == contexts(writer)
+    assert {"search", "get"} <= {name for name, _ in levels}
+    assert {level for _, level in levels} == {"Session"}
+    store.close()
+
+
+@pytest.mark.parametrize(("kind", "flushes"), [("milvus", 3), ("milvus-server", 0)])
+def test_milvus_lite_is_flushed_after_each_update_and_a_server_never(
+        tmp_path: Path, kind: str, flushes: int) -> None:
+    """A flush cost a server 2 s and sped up none of its searches, while Milvus Lite
+    searched unsealed rows 4-10x slower (``MilvusVectorStore.flush``). Without one, the
+    server still finds and lists every row written."""
+    store = engine(kind, tmp_path)
+    assert store.is_lite == (kind == "milvus")
+    sealed: list[str] = []
+    flush = store.client.flush
+
+    def recorded(name: str, *args: object, **kwargs: object) -> object:
+        sealed.append(name)
+        return flush(name, *args, **kwargs)
+
+    store.client.flush = recorded
+    index = build(store)  # the build, an add and a delete: one flush each on Lite
+    index.add(["Zeppelins flew over the sea."], ids=["z"])
+    index.delete(["t0"])
+    assert sealed == ["cg"] * flushes
+    zeppelin = f"z#{text_digest('Zeppelins flew over the sea.')}.s0"
+    assert store.search(HashingEmbedder(DIM).embed(["Zeppelins flew over the sea."])[0],
+                        1) == [zeppelin]
+    assert set(store.list_keys()) == expected_keys(IDS[1:], TEXTS[1:]) | {zeppelin}
+    store.close()
+
+
+@pytest.mark.parametrize("kind", TERM_ENGINES)
 def test_term_postings_must_match_the_collection(tmp_path: Path, kind: str) -> None:
     store = terms_store(kind, tmp_path)
     build(store)
@@ -803,6 +889,11 @@ def test_a_replica_query_that_needs_rows_the_writer_deleted_raises(
     writer.save(str(tmp_path / "idx"))
     replica = replica_of(tmp_path / "idx", store)
     writer.delete(["t1", "t2"])  # the engine's rows of both go; the replica still lists them
+    if kind == "milvus-server":
+        # a replica's reads are session reads, which on Milvus 2.3 do not wait for this
+        # client's deletes (the server returns no timestamp for them): until the server
+        # has applied one, a read still returns the rows as the replica's save has them
+        store.read_marker()  # a strong read: from now on every read sees the delete
     # BM25 and concept evidence (the replica's own postings) find t1 and t2 for these
     # words, and their cosines need rows the engine no longer holds
     with pytest.raises(MissingRowsError, match=r"does not hold \d+ of the \d+ rows asked for.*"

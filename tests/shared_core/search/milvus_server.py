@@ -1,0 +1,85 @@
+"""A real Milvus server for the engine tests: Milvus 2.3 standalone from PyPI's ``milvus``.
+
+Milvus Lite runs inside the client's process and searches by brute force. This is the
+server a cluster's nodes run, on one machine (embedded etcd, local storage), reached
+over TCP on loopback with the same ``MilvusClient`` a user points at a cluster: its
+real index (``AUTOINDEX`` builds HNSW), its segments and its consistency levels.
+
+One server starts the first time a test asks for it and stops when the test process
+exits. Each test gets a Milvus database of its own, named after its temporary folder,
+so a child process the test starts finds the same collections. The server's etcd
+listens on the fixed peer port 2380, so no other Milvus standalone may run on the
+machine while the tests do.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+URI_VARIABLE = "CONCEPTGRAPH_TEST_MILVUS_URI"  # set once started; child processes inherit it
+
+SERVE = """
+import sys
+from milvus import MilvusServer
+server = MilvusServer()
+server.set_base_dir(sys.argv[1])
+server.start()  # waits until the server answers, or raises after 180 s
+print(server.listen_port, flush=True)
+server.wait()
+"""
+
+
+def milvus_server_uri() -> str:
+    """The address of the test session's Milvus server, started on the first call."""
+    if URI_VARIABLE in os.environ:
+        return os.environ[URI_VARIABLE]
+    folder = tempfile.mkdtemp(prefix="conceptgraph-milvus-")
+    log = open(Path(folder) / "serve.log", "w", encoding="utf-8")  # noqa: SIM115
+    server = subprocess.Popen([sys.executable, "-c", SERVE, folder], stdout=subprocess.PIPE,
+                              stderr=log, text=True, start_new_session=True)
+    atexit.register(_stop, server, folder)
+    assert server.stdout is not None
+    # the port, after whatever the wrapper prints; nothing if the server failed to start
+    port = next((line.strip() for line in server.stdout if line.strip().isdigit()), "")
+    if not port:
+        raise RuntimeError(f"the Milvus test server did not start; its logs are in {folder} "
+                           "(is another Milvus standalone holding port 2380?)")
+    os.environ[URI_VARIABLE] = f"http://127.0.0.1:{port}"
+    return os.environ[URI_VARIABLE]
+
+
+def _stop(server: subprocess.Popen[str], folder: str) -> None:
+    """Stop the server and everything it started (the wrapper, Milvus, its etcd)."""
+    import shutil
+
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def database_client(folder: Path) -> Any:
+    """A client of the server, in the database of the test that owns ``folder``
+    (created on first use): tests and their children share it, other tests do not."""
+    from pymilvus import MilvusClient
+
+    uri = milvus_server_uri()
+    name = "t" + hashlib.sha1(str(folder).encode()).hexdigest()[:20]
+    admin = MilvusClient(uri)
+    try:
+        if name not in admin.list_databases():
+            admin.create_database(name)
+    finally:
+        admin.close()
+    return MilvusClient(uri, db_name=name)
