@@ -822,7 +822,13 @@ def test_a_replica_reads_its_vectors_from_the_store_and_answers_as_the_writer(
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), vector_store=store)
     replica = replica_of(tmp_path / "idx", store)
     assert replica.is_replica and not writer.is_replica
-    assert isinstance(replica.state.corpus.sentence_vectors, EngineRows)
+    rows = replica.state.corpus.sentence_vectors
+    assert isinstance(rows, EngineRows)
+    held = np.asarray(writer.state.corpus.sentence_vectors)
+    read_back = rows[np.arange(len(rows))]
+    assert held.dtype == read_back.dtype == np.float32
+    assert read_back.tobytes() == held.tobytes()  # every bit of every row
+    rows.cached_rows = 0  # the queries below read from the engine again
     reads = record_vector_reads(store)
     assert contexts(replica) == contexts(writer)
     assert reads and all(n > 0 for n in reads)  # the rows came from the engine
