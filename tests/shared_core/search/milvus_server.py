@@ -50,10 +50,21 @@ def milvus_server_uri() -> str:
     # the port, after whatever the wrapper prints; nothing if the server failed to start
     port = next((line.strip() for line in server.stdout if line.strip().isdigit()), "")
     if not port:
-        raise RuntimeError(f"the Milvus test server did not start; its logs are in {folder} "
-                           "(is another Milvus standalone holding port 2380?)")
+        raise RuntimeError("the Milvus test server did not start (is another Milvus "
+                           f"standalone holding port 2380?); its errors:\n{_errors(folder)}")
     os.environ[URI_VARIABLE] = f"http://127.0.0.1:{port}"
     return os.environ[URI_VARIABLE]
+
+
+def _errors(folder: str, most: int = 20) -> str:
+    """The last error lines the server and its wrapper logged: the folder is removed
+    when the tests end, so a failed start says what went wrong here."""
+    lines: list[str] = []
+    for log in sorted(Path(folder).glob("**/*.log")):
+        text = log.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines += [f"{log.name}: {line[:300]}" for line in text
+                  if "ERROR" in line or "Error" in line or "panic" in line]
+    return "\n".join(lines[-most:]) or "(none logged)"
 
 
 def _stop(server: subprocess.Popen[str], folder: str) -> None:
