@@ -422,6 +422,7 @@ def test_milvus_lite_is_flushed_after_each_update_and_a_server_never(
     store.close()
 
 
+@loopback
 @pytest.mark.parametrize("kind", TERM_ENGINES)
 def test_term_postings_must_match_the_collection(tmp_path: Path, kind: str) -> None:
     store = terms_store(kind, tmp_path)
