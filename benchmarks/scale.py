@@ -288,14 +288,17 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str,
                  sweeps: dict[str, Sequence[int]] | None = None) -> dict[str, Any]:
     """One corpus size, in this process: every cost the issue asks for. ``sweeps`` maps
     query knobs (``SWEPT_KNOBS``) to values each queried with, against exact."""
+    from shared_core import HashingEmbedder
+
+    embedder = HashingEmbedder(384)
     with tempfile.TemporaryDirectory() as folder:
-        store = open_store(engine.backend, Path(folder), None, engine.milvus_index,
-                           engine.milvus_uri) if engine.backend in SERVER_BACKENDS else None
+        store = open_store(engine.backend, Path(folder), embedder, engine.milvus_index,
+                           engine.milvus_uri)
         try:
-            return _measure_size(n, data, queries, vector_index, engine, Path(folder), lean,
-                                 spill, beams, sweeps or {}, store)
-        finally:
-            if store is not None:  # the server outlives the run: leave it as it was
+            return _measure_size(n, data, queries, vector_index, engine, embedder, store,
+                                 lean, spill, beams, sweeps or {})
+        finally:  # a server outlives the run: leave it as it was
+            if engine.backend in SERVER_BACKENDS:
                 drop_collections(store)
 
 
@@ -317,11 +320,11 @@ def save_built(n: int, data: Path, folder: Path) -> dict[str, Any]:
 
 
 def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: Engine,
-                  folder: Path, lean: bool, spill: bool, beams: Sequence[int],
-                  sweeps: dict[str, Sequence[int]], server_store: Any) -> dict[str, Any]:
+                  embedder: Any, store: TimedStore | None, lean: bool, spill: bool,
+                  beams: Sequence[int], sweeps: dict[str, Sequence[int]]) -> dict[str, Any]:
     from dataclasses import replace
 
-    from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+    from shared_core import ConceptGraphConfig, ConceptGraphIndex
     from shared_core.search.external import returns_vectors
     from shared_core.state.derived import derive_graph
     from shared_core.state.saved import saved_parts
@@ -330,12 +333,9 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
     pool = sentence_pool(data)
     ids, texts = passages(pool, n, seed=1)
     extra_ids, extra_texts = passages(pool, max(1, n // 100), seed=2)
-    embedder = HashingEmbedder(384)
     timed = TimedEmbedder(embedder)
     config = ConceptGraphConfig(vector_index=vector_index)  # type: ignore[arg-type]
     backend = engine.backend
-    store = server_store if server_store is not None else open_store(
-        backend, folder, embedder, engine.milvus_index)
     engine_rss = {"before_build": engine.rss_mb()}
     heap = HeapSampler()
     heap_before_build = heap.anonymous_mb()
