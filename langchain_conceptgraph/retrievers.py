@@ -236,6 +236,7 @@ class ConceptGraphRetriever(BaseRetriever):
         verify: bool = False,
         vector_store: VectorStore | VectorStoreBackend | None = None,
         vectors_in_store: bool = False,
+        scores_in_store: bool = False,
         **kwargs: Any,
     ) -> Self:
         """Load an index written by :meth:`save` (or the CLI); the embeddings must match it.
@@ -245,14 +246,16 @@ class ConceptGraphRetriever(BaseRetriever):
         ``vector_store``: the store the index was built with; it is reconciled with
         the saved chunks (rows added or deleted after the last save are repaired).
         ``vectors_in_store=True``: a read-only replica that reads its vectors from
-        ``vector_store`` (a ``MilvusVectorStore`` or ``QdrantStore``) and holds none
-        (see ``ConceptGraphIndex.load``).
+        ``vector_store`` (a ``MilvusVectorStore`` or ``QdrantStore``) and holds none;
+        with ``scores_in_store=True`` the store scores the rows a query needs instead
+        of returning them (see ``ConceptGraphIndex.load``).
         """
         embedder = to_core_embedder(embeddings, model_id=model_id)
         backend = None if vector_store is None else to_backend(vector_store)
         return cls(index=ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify,
                                                 vector_store=backend,
-                                                vectors_in_store=vectors_in_store), **kwargs)
+                                                vectors_in_store=vectors_in_store,
+                                                scores_in_store=scores_in_store), **kwargs)
 
     def save(self, persist_dir: str | Path) -> None:
         """Write the index as versioned JSON + .npy (atomic; never pickle)."""

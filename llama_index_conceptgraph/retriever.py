@@ -226,6 +226,7 @@ class ConceptGraphRetriever(BaseRetriever):
         verify: bool = False,
         vector_store: BasePydanticVectorStore | VectorStoreBackend | None = None,
         vectors_in_store: bool = False,
+        scores_in_store: bool = False,
         **kwargs: Any
     ) -> ConceptGraphRetriever:
         """Load a persisted retriever; ``embed_model`` must be the model it was built with.
@@ -235,8 +236,9 @@ class ConceptGraphRetriever(BaseRetriever):
         ``vector_store``: the store the index was built with; it is reconciled with
         the saved chunks (rows added or deleted after the last save are repaired).
         ``vectors_in_store=True``: a read-only replica that reads its vectors from
-        ``vector_store`` (a ``MilvusVectorStore`` or ``QdrantStore``) and holds none
-        (see ``ConceptGraphIndex.load``).
+        ``vector_store`` (a ``MilvusVectorStore`` or ``QdrantStore``) and holds none;
+        with ``scores_in_store=True`` the store scores the rows a query needs instead
+        of returning them (see ``ConceptGraphIndex.load``).
         """
         embed_model = resolve_embed_model(embed_model)
         dim = read_manifest(persist_dir).get("embedding_dim")
@@ -244,7 +246,8 @@ class ConceptGraphRetriever(BaseRetriever):
         index = ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify,
                                        vector_store=None if vector_store is None
                                        else to_backend(vector_store),
-                                       vectors_in_store=vectors_in_store)
+                                       vectors_in_store=vectors_in_store,
+                                       scores_in_store=scores_in_store)
         settings: dict[str, Any] = {}
         sidecar = Path(persist_dir) / SIDECAR
         if sidecar.is_file():

@@ -47,10 +47,11 @@ from .search.external import (
     keeps_terms,
     reconcile,
     returns_vectors,
+    scores_rows,
 )
 from .search.fused import concept_weights, fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
-from .search.vector_index import scan_scores
+from .search.vector_index import row_scores, scan_scores
 from .search.walk import expansion_hops_for, walk_hops_for
 from .select.cost import Selection
 from .select.coverage import coverage_order, order_scores
@@ -914,7 +915,8 @@ class ConceptGraphIndex:
     def load(cls, path: str, embedder: Embedder, *, verify: bool = False,
              vector_store: VectorStoreBackend | None = None,
              vector_spill: VectorSpill | None = DEFAULT_SPILL,
-             vectors_in_store: bool = False) -> ConceptGraphIndex:
+             vectors_in_store: bool = False,
+             scores_in_store: bool = False) -> ConceptGraphIndex:
         """Read an index saved by :meth:`save`; ``embedder`` must be the one it was built with.
 
         Every file is checked against its checksum and the rules an index obeys
@@ -942,6 +944,13 @@ class ConceptGraphIndex:
         never writes to the store, so it cannot repair it). ``add``, ``delete`` and
         ``save`` raise; a query that needs rows the writer has since deleted raises
         ``MissingRowsError``. Needs the default ``chunk_similarity="max"``.
+
+        ``scores_in_store=True`` (with ``vectors_in_store``) has the store score the
+        rows a query needs instead of returning them (``scores_of``: Milvus, Qdrant),
+        which moves floats instead of vectors: a replica's query on a Milvus server
+        reads no row it scores. The store's float32 sums may differ from this
+        process's in the last bits, so its answers equal the writer's up to near-ties
+        rather than to the bit.
         """
         from .store import index_folder, load_corpus
 
@@ -956,9 +965,19 @@ class ConceptGraphIndex:
             if verify:
                 raise ValueError("verify=True derives the concept vectors from every sentence "
                                  "vector; a replica reads none of them whole")
+            if not isinstance(scores_in_store, bool):
+                raise TypeError(f"scores_in_store must be a bool, got "
+                                f"{type(scores_in_store).__name__}")
+            if scores_in_store and not scores_rows(vector_store):
+                raise TypeError(f"{type(vector_store).__name__} does not score the rows it "
+                                "holds (scores_of): MilvusVectorStore and QdrantStore do")
             vectors_from = cast(VectorRowsBackend, vector_store)
+        elif scores_in_store:
+            raise ValueError("scores_in_store=True is for a replica: pass vectors_in_store=True")
         saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify,
                             vectors_from=vectors_from)
+        if scores_in_store:
+            cast(EngineRows, saved.corpus.sentence_vectors).scores_in_store = True
         return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
                               saved=saved.graph, verify=verify, vector_store=vector_store,
                               store_generation=saved.store_generation,
@@ -1285,16 +1304,23 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
     unit_vectors, offsets = graph.unit_vectors, graph.unit_offsets
     sentences = corpus.sentence_vectors
 
+    def sentence_rows(units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = concatenated_ranges(offsets[units], offsets[units + 1])
+        first = np.concatenate([[0], np.cumsum(offsets[units + 1] - offsets[units])[:-1]])
+        return rows, first
+
     def gathered(units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if unit_vectors is not None:
             return unit_vectors[units], np.arange(len(units))
-        rows = concatenated_ranges(offsets[units], offsets[units + 1])
-        first = np.concatenate([[0], np.cumsum(offsets[units + 1] - offsets[units])[:-1]])
+        rows, first = sentence_rows(units)
         return sentences[rows], first
 
     def score(units: np.ndarray) -> np.ndarray:
         if not len(units):
             return np.zeros(0, dtype=np.float32)
+        if kept is None and unit_vectors is None:  # rows in a store may score themselves
+            positions, first = sentence_rows(units)
+            return np.maximum.reduceat(row_scores(sentences, positions, q), first)
         rows, first = gathered(units) if kept is None else kept.rows(units, gathered)
         scores = scan_scores(rows, q)
         return scores if unit_vectors is not None else np.maximum.reduceat(scores, first)

@@ -81,3 +81,16 @@ def rows_by_key(keys: Sequence[str], dim: int | None, where: str, batch: int,
     if not len(keys):
         return np.zeros((0, dim or 0), dtype=np.float32)
     return np.array([found[key] for key in keys], dtype=np.float32)  # one conversion
+
+
+def scores_by_key(keys: Sequence[str], dim: int | None, batch: int,
+                  score: Callable[[list[str]], Iterable[tuple[str, float]]]) -> np.ndarray:
+    """``VectorScoresBackend.scores_of``: the scores ``score`` gives the keys it finds
+    (``batch`` distinct keys a request), float32 in ``keys``' order, NaN for the rest.
+    A store with no collection yet (``dim`` None) scores none."""
+    found: dict[str, float] = {}
+    if dim is not None:
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), batch):
+            found.update(score(unique[start:start + batch]))
+    return np.array([found.get(key, np.nan) for key in keys], dtype=np.float32)

@@ -32,6 +32,7 @@ from .engine_store import (
     check_term_rows,
     rows_by_key,
     rows_to_write,
+    scores_by_key,
     term_searches,
 )
 
@@ -45,6 +46,20 @@ READ_BATCH = 16_384
 TERMS_FIELD = "terms"  # the sparse field of a unit's terms (``term_postings=True``)
 QUERY_CONSISTENCY = "Session"  # a query's searches and reads: see the class docstring
 SPARSE_SINCE = (2, 4)  # the first Milvus release with sparse vector fields
+# what a string literal in a Milvus filter escapes: the other characters go in as they
+# are (Milvus Lite refuses \u escapes, and a raw carriage return ends a literal)
+_ESCAPED = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def _quoted(key: str) -> str:
+    return '"' + key.translate(_ESCAPED) + '"'
+
+
+def key_filter(keys: Sequence[str]) -> str:
+    """A filter for the rows under ``keys``. pymilvus's own ``get`` and ``delete`` by id
+    quote keys with no escape, so a chunk id with an apostrophe or a backslash broke
+    them; this quotes any key (tested on Milvus Lite and a Milvus 2.3 server)."""
+    return "key in [" + ",".join(map(_quoted, keys)) + "]"
 
 
 def _client_class() -> Any:
@@ -190,7 +205,7 @@ class MilvusVectorStore:
         if not len(keys) or self._dim is None:
             return
         for start in range(0, len(keys), WRITE_BATCH):
-            self.client.delete(self.collection, ids=list(keys[start:start + WRITE_BATCH]))
+            self.client.delete(self.collection, filter=key_filter(keys[start:start + WRITE_BATCH]))
 
     def flush(self) -> None:
         """Seal what was written, on Milvus Lite alone: Lite searched unsealed rows 4-10x
@@ -239,17 +254,26 @@ class MilvusVectorStore:
                            [{"key": "generation", "value": value, "vector": [0.0, 0.0]}])
 
     def list_keys(self) -> Iterable[str]:
+        """Every key, a page at a time in key order, each page after the last key of the
+        one before. pymilvus's ``query_iterator`` does the same but puts that key in its
+        filter unescaped, which broke on a chunk id with a quote, a backslash or a line
+        break; this pages with :func:`key_filter`'s quoting, and asks for the order the
+        iterator does (``iterator``: Milvus Lite returns a plain query's page unordered)."""
         if self._dim is None:
             return []
         out: list[str] = []
-        pages = self.client.query_iterator(self.collection, batch_size=LIST_BATCH, filter="",
-                                           output_fields=["key"])
-        try:
-            while page := pages.next():
-                out.extend(row["key"] for row in page)
-        finally:
-            pages.close()
-        return out
+        last: str | None = None
+        while True:
+            page = [row["key"] for row in self.client.query(
+                self.collection, filter="" if last is None else f"key > {_quoted(last)}",
+                output_fields=["key"], limit=LIST_BATCH, iterator="True")]
+            if page != sorted(page):  # a page out of order could skip keys: never guess
+                raise RuntimeError(f"{self._where} returned a page of keys out of key order, "
+                                   "so its keys cannot be listed page by page")
+            out.extend(page)
+            if len(page) < LIST_BATCH:
+                return out
+            last = page[-1]
 
     def vectors_of(self, keys: Sequence[str]) -> np.ndarray:
         """The rows under ``keys`` (``VectorRowsBackend``), fetched by primary key.
@@ -258,11 +282,28 @@ class MilvusVectorStore:
         (3,000 rows from a Milvus 2.3 server: 171 against 342 ms)."""
 
         def read(batch: list[str]) -> Iterable[tuple[str, Sequence[float]]]:
-            return ((row["key"], row["vector"]) for row in self.client.get(
-                self.collection, ids=batch, output_fields=["vector"],
+            return ((row["key"], row["vector"]) for row in self.client.query(
+                self.collection, filter=key_filter(batch), output_fields=["key", "vector"],
                 consistency_level=QUERY_CONSISTENCY, strict_float32=True))
 
         return rows_by_key(keys, self._dim, self._where, READ_BATCH, read)
+
+    def scores_of(self, keys: Sequence[str], query: np.ndarray) -> np.ndarray:
+        """Each row's inner product with ``query`` (``VectorScoresBackend``): a search
+        filtered to the keys, which returns scores and no vectors. On a Milvus 2.3
+        server, 5,200 rows of 442,000 took 50-116 ms this way against 220-420 ms for
+        ``vectors_of``. A search may return fewer rows than asked (an index still being
+        built proposes a subset); the rest are NaN."""
+        q = [np.asarray(query, np.float32).tolist()]
+
+        def score(batch: list[str]) -> Iterable[tuple[str, float]]:
+            found = self.client.search(
+                self.collection, data=q, anns_field="vector", limit=len(batch),
+                filter=key_filter(batch), output_fields=["key"],
+                search_params={"metric_type": "IP"}, consistency_level=QUERY_CONSISTENCY)
+            return ((hit["key"], hit["distance"]) for hit in found[0])
+
+        return scores_by_key(keys, self._dim, MAX_TOP_K, score)
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if self._dim is None or k <= 0:

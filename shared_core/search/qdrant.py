@@ -35,6 +35,7 @@ from .engine_store import (
     check_term_rows,
     rows_by_key,
     rows_to_write,
+    scores_by_key,
     term_searches,
 )
 from .external import KEY_FIELD, key_uuid, qdrant_keys
@@ -42,6 +43,7 @@ from .external import KEY_FIELD, key_uuid, qdrant_keys
 VECTOR = "vector"  # the named dense vector of every point
 TERMS = "terms"  # the named sparse vector of a unit's terms (``term_postings=True``)
 WRITE_BATCH = 1024  # points per upsert or delete request
+SCORE_BATCH = 16_384  # keys per filtered search of their scores (scores_of)
 MARKER_ID = 0  # the one point of the generation collection
 
 
@@ -218,6 +220,22 @@ class QdrantStore:
                 with_vectors=[VECTOR]))
 
         return rows_by_key(keys, self._dim, self._where, WRITE_BATCH, read)
+
+    def scores_of(self, keys: Sequence[str], query: np.ndarray) -> np.ndarray:
+        """Each row's dot product with ``query`` (``VectorScoresBackend``): a search
+        filtered to the keys' point ids, which returns scores and no vectors. Rows a
+        search does not return are NaN."""
+        q, models = np.asarray(query, np.float32).tolist(), self._models
+
+        def score(batch: list[str]) -> Iterable[tuple[str, float]]:
+            found = self.client.query_points(
+                self.collection, query=q, using=VECTOR, limit=len(batch),
+                query_filter=models.Filter(must=[models.HasIdCondition(
+                    has_id=[key_uuid(k) for k in batch])]),
+                with_payload=[KEY_FIELD])
+            return ((self._key(point), point.score) for point in found.points)
+
+        return scores_by_key(keys, self._dim, SCORE_BATCH, score)
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
         if self._dim is None or k <= 0:

@@ -49,6 +49,22 @@ def scan_scores(matrix: Rows, query: np.ndarray) -> np.ndarray:
     return out
 
 
+@runtime_checkable
+class ScoredRows(Protocol):
+    """Rows that score a subset of themselves against a query without handing the rows
+    over: a replica's rows in a store (``search.external.EngineRows``)."""
+
+    def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray: ...
+
+
+def row_scores(matrix: Rows, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``matrix[positions] @ query`` as float32, by the rows themselves where they score
+    (:class:`ScoredRows`), else gathered and scanned here."""
+    if isinstance(matrix, ScoredRows):
+        return matrix.scores_at(positions, query)
+    return scan_scores(matrix[positions], query)
+
+
 def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` largest scores, best first; ties go to the lower index."""
     k = min(k, len(scores))

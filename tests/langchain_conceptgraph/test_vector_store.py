@@ -190,4 +190,10 @@ def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
     replica = ConceptGraphRetriever.from_persist_dir(tmp_path / "idx", embeddings,
                                                      vector_store=store, vectors_in_store=True)
     assert replica.index.is_replica and answers(replica) == answers(retriever)
+    # one whose engine scores the rows a query needs, instead of returning them
+    scored = ConceptGraphRetriever.from_persist_dir(tmp_path / "idx", embeddings,
+                                                    vector_store=store, vectors_in_store=True,
+                                                    scores_in_store=True)
+    assert [[i for i, _ in q] for q in answers(scored)] == [[i for i, _ in q]
+                                                            for q in answers(retriever)]
     store.close()

@@ -390,7 +390,12 @@ def test_a_milvus_server_is_read_with_session_consistency_after_one_strong_read(
     assert levels[0] == ("query", "Strong")  # the load's one strong read, before the rest
     levels.clear()
     assert contexts(replica) == contexts(writer)
-    assert {"search", "get"} <= {name for name, _ in levels}
+    assert {"search", "query"} <= {name for name, _ in levels}
+    assert {level for _, level in levels} == {"Session"}
+    scored = scored_replica_of(tmp_path / "idx", store)
+    levels.clear()  # and rows the store scores are scored by session searches too
+    assert same_answers(contexts(scored), contexts(writer))
+    assert [name for name, _ in levels].count("search") > len(QUERIES)
     assert {level for _, level in levels} == {"Session"}
     store.close()
 
@@ -791,16 +796,18 @@ def replica_of(path: Path, store: VectorStoreBackend) -> ConceptGraphIndex:
 
 
 def record_vector_reads(store: Engine) -> list[int]:
-    """How many rows each request that reads vectors back from the engine asks for (the
-    engine's own client, recorded)."""
+    """How many rows each request that reads vectors back from the engine returns (the
+    engine's own client, recorded: a Milvus ``query`` for vectors, a Qdrant ``retrieve``)."""
     sent: list[int] = []
     client = store.client
-    name = "get" if isinstance(store, MilvusVectorStore) else "retrieve"
+    name = "query" if isinstance(store, MilvusVectorStore) else "retrieve"
     read = getattr(client, name)
 
     def recorded(*args: object, **kwargs: object) -> object:
-        sent.append(len(kwargs["ids"]))  # type: ignore[arg-type]
-        return read(*args, **kwargs)
+        found = read(*args, **kwargs)
+        if name == "retrieve" or "vector" in kwargs.get("output_fields", ()):  # type: ignore[operator]
+            sent.append(len(found))
+        return found
 
     setattr(client, name, recorded)
     return sent
@@ -1033,6 +1040,189 @@ def test_a_replica_answers_the_sample_corpus_as_the_writer(
     store.close()
 
 
+# ------------------------------------------------------------------ rows the store scores
+def record_score_requests(store: Engine) -> list[int]:
+    """How many rows each filtered search that scores rows asks for (recorded at the
+    engine's own client: a Milvus ``search`` with a filter, a Qdrant ``query_points``
+    with one)."""
+    sent: list[int] = []
+    client = store.client
+    name = "search" if isinstance(store, MilvusVectorStore) else "query_points"
+    search = getattr(client, name)
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        if kwargs.get("filter") or kwargs.get("query_filter"):
+            sent.append(int(kwargs["limit"]))  # type: ignore[call-overload]
+        return search(*args, **kwargs)
+
+    setattr(client, name, recorded)
+    return sent
+
+
+@loopback
+@pytest.mark.parametrize("kind", ENGINES)
+def test_an_engine_scores_the_rows_it_holds_by_key(tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
+    q = np.random.default_rng(0).standard_normal(DIM).astype(np.float32)
+    assert store.scores_of(["a#0123456789ab.s0"], q).tolist() != [0.0]  # no collection yet
+    assert np.isnan(store.scores_of(["a#0123456789ab.s0"], q)).all()
+    index = build(store)
+    rows = index.state.stored_rows()
+    keys = rows.keys_of(range(len(TEXTS)))
+    held = np.asarray(index.state.corpus.sentence_vectors)
+    gone = row_key("t9", text_digest("never written"), "s", 0)
+    asked = [keys[3], gone, keys[0], keys[3], keys[9]]  # a repeat, and a key not held
+    scores = store.scores_of(asked, q)
+    assert scores.dtype == np.float32 and scores.shape == (5,)
+    assert np.isnan(scores[1])
+    # the engine's own float32 sums: the cosines held here, up to rounding
+    np.testing.assert_allclose(scores[[0, 2, 3, 4]], held[[3, 0, 3, 9]] @ q, rtol=0, atol=2e-6)
+    assert scores[0] == scores[3]
+    assert store.scores_of([], q).shape == (0,)
+    store.close()
+
+
+ODD_IDS = ["it's", 'say "hi"', "back\\slash", "café", "line\nbreak", "cr\rtab\t", "ctl\x01",
+           "emoji\U0001f600"]
+
+
+@loopback
+@pytest.mark.parametrize("kind", ["milvus", "milvus-server"])
+def test_milvus_reads_scores_lists_and_deletes_rows_of_any_chunk_id(
+        tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pymilvus's own ``get``, ``delete`` and ``query_iterator`` put keys between quotes
+    unescaped, so an id with an apostrophe, a backslash or a line break broke them; the
+    store's filters quote any key. Keys are listed three a page here, so that pages end
+    on those ids."""
+    from shared_core.search import milvus
+
+    monkeypatch.setattr(milvus, "LIST_BATCH", 3)
+    store = engine(kind, tmp_path)
+    texts = (TEXTS * 2)[:len(ODD_IDS)]
+    index = ConceptGraphIndex.from_texts(texts, ids=ODD_IDS, embedder=HashingEmbedder(DIM),
+                                         vector_store=store)
+    keys = [row_key(i, text_digest(t), "s", 0) for i, t in zip(ODD_IDS, texts, strict=True)]
+    at = [index.state.corpus.position[i] for i in ODD_IDS]  # the corpus sorts its ids
+    held = np.asarray(index.state.corpus.sentence_vectors)[index.state.stored_rows().first[at]]
+    assert store.vectors_of(keys).tobytes() == held.tobytes()
+    q = np.ones(DIM, np.float32)
+    np.testing.assert_allclose(store.scores_of(keys, q), held @ q, rtol=0, atol=2e-6)
+    listed = list(store.list_keys())
+    assert listed == sorted(listed) and set(listed) == expected_keys(ODD_IDS, texts)
+    index.delete(ODD_IDS[:4])
+    assert sorted(parse_key(k)[0] for k in store.list_keys()  # type: ignore[index]
+                  ) == sorted(ODD_IDS[4:] * 2)
+    store.close()
+
+
+def scored_replica_of(path: Path, store: VectorStoreBackend) -> ConceptGraphIndex:
+    """The save at ``path`` opened as a replica whose store scores its rows."""
+    return ConceptGraphIndex.load(str(path), HashingEmbedder(DIM), vector_store=store,
+                                  vectors_in_store=True, scores_in_store=True)
+
+
+def same_answers(a: list[list[tuple[str, float]]], b: list[list[tuple[str, float]]]) -> bool:
+    """The same chunks in the same order, with scores equal up to float32 rounding."""
+    return ([[c for c, _ in q] for q in a] == [[c for c, _ in q] for q in b]
+            and np.allclose([s for q in a for _, s in q], [s for q in b for _, s in q],
+                            rtol=1e-5, atol=1e-6))
+
+
+@loopback
+@pytest.mark.parametrize("kind", ENGINES)
+@pytest.mark.parametrize("knobs", [{}, {"unit_tokens": 12}])
+def test_a_replica_whose_store_scores_its_rows_reads_none_of_them(
+        tmp_path: Path, kind: str, knobs: dict[str, object]) -> None:
+    store = engine(kind, tmp_path)
+    writer = build(store, **knobs)
+    writer.save(str(tmp_path / "idx"))
+    replica = scored_replica_of(tmp_path / "idx", store)
+    assert replica.is_replica
+    rows = replica.state.corpus.sentence_vectors
+    rows.cached_rows = 0  # type: ignore[union-attr]
+    reads, scored = record_vector_reads(store), record_score_requests(store)
+    assert same_answers(contexts(replica), contexts(writer))
+    assert reads == []  # not one vector came back
+    assert scored and all(0 < n <= 10 for n in scored)
+    # a query's rows are scored once: the pool's sentences hold the nearest rows, scored
+    # just before
+    assert sum(scored) <= 10 * len(QUERIES)
+    store.close()
+
+
+@loopback
+def test_a_replica_reads_the_rows_its_store_does_not_score(tmp_path: Path) -> None:
+    """An engine whose search returns only some of the rows asked for (an index still
+    being built does): the rest are read and scored here, and the answers stand."""
+    from shared_core.search.external import EngineRows
+
+    store = engine("qdrant", tmp_path)
+    writer = build(store)
+    writer.save(str(tmp_path / "idx"))
+    scores_of = store.scores_of
+
+    def every_other(keys: list[str], query: np.ndarray) -> np.ndarray:
+        scores = scores_of(keys, query)
+        scores[::2] = np.nan  # the engine did not return these
+        return scores
+
+    store.scores_of = every_other  # type: ignore[method-assign]
+    replica = scored_replica_of(tmp_path / "idx", store)
+    rows = replica.state.corpus.sentence_vectors
+    assert isinstance(rows, EngineRows)
+    rows.cached_rows = 0
+    reads = record_vector_reads(store)
+    assert same_answers(contexts(replica), contexts(writer))
+    assert reads and all(n > 0 for n in reads)
+    store.close()
+
+
+@loopback
+def test_scores_in_store_needs_a_replica_over_a_store_that_scores(tmp_path: Path) -> None:
+    from shared_core.search.external import EngineRows
+
+    store = engine("qdrant", tmp_path)
+    build(store).save(str(tmp_path / "idx"))
+    load, path, embedder = ConceptGraphIndex.load, str(tmp_path / "idx"), HashingEmbedder(DIM)
+    with pytest.raises(ValueError, match=r"scores_in_store=True is for a replica"):
+        load(path, embedder, vector_store=store, scores_in_store=True)
+    with pytest.raises(TypeError, match=r"scores_in_store must be a bool, got str"):
+        load(path, embedder, vector_store=store, vectors_in_store=True,
+             scores_in_store="yes")  # type: ignore[arg-type]
+
+    class RowsOnly:
+        """A store that returns its rows but does not score them."""
+
+        def __init__(self, inner: QdrantStore) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            if name == "scores_of":
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+
+        def upsert(self, *args: object) -> None: ...
+        def delete(self, keys: object) -> None: ...
+        def list_keys(self) -> list[str]: return []
+        def flush(self) -> None: ...
+        def read_marker(self) -> str | None: return self.inner.read_marker()
+        def write_marker(self, value: str) -> None: ...
+        def search(self, query: object, k: int) -> list[str]: return []
+        def vectors_of(self, keys: list[str]) -> np.ndarray: return self.inner.vectors_of(keys)
+
+    rows_only = RowsOnly(store)
+    with pytest.raises(TypeError, match=r"RowsOnly does not score the rows it holds"):
+        load(path, embedder, vector_store=rows_only,  # type: ignore[arg-type]
+             vectors_in_store=True, scores_in_store=True)
+    replica = load(path, embedder, vector_store=rows_only,  # type: ignore[arg-type]
+                   vectors_in_store=True)
+    rows = replica.state.corpus.sentence_vectors
+    assert isinstance(rows, EngineRows) and not rows.scores_in_store
+    with pytest.raises(TypeError, match=r"RowsOnly does not score the rows it holds"):
+        rows.scores_in_store = True
+    store.close()
+
+
 @pytest.fixture(scope="module")
 def sample_rows() -> tuple[QdrantStore, ConceptGraphIndex]:
     store = QdrantStore(":memory:")
@@ -1057,3 +1247,29 @@ def test_engine_rows_always_read_the_rows_held(
     for positions in reads:
         assert np.array_equal(rows[np.array(positions, dtype=np.int64)],
                               held[np.array(positions, dtype=np.int64)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(reads=st.lists(st.tuples(st.lists(st.integers(-10, 9), max_size=12),
+                                st.integers(0, 2)), min_size=1, max_size=6),
+       kept=st.integers(0, 12))
+def test_engine_rows_scored_in_the_store_are_the_rows_held_times_the_query(
+        sample_rows: tuple[QdrantStore, ConceptGraphIndex],
+        reads: list[tuple[list[int], int]], kept: int) -> None:
+    """Any run of scorings (repeats, negative positions, rows kept or not, queries asked
+    again) gives the held rows times the query, up to float32 rounding."""
+    from shared_core.search.external import EngineRows
+
+    store, index = sample_rows
+    corpus = index.state.corpus
+    held = np.asarray(corpus.sentence_vectors)
+    queries = np.random.default_rng(1).standard_normal((3, DIM)).astype(np.float32)
+    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.sentence_offsets, DIM,
+                      cached_rows=kept)
+    rows.scores_in_store = True
+    for positions, which in reads:
+        at = np.array(positions, dtype=np.int64)
+        if kept and len(at):
+            rows[at[:1]]  # a row read now is kept, and scored here next time
+        np.testing.assert_allclose(rows.scores_at(at, queries[which]), held[at] @ queries[which],
+                                   rtol=0, atol=2e-6)
