@@ -177,7 +177,7 @@ class TimedStore:
         found: list[str] = self._timed(self.store.search, query, k)
         return found
 
-    def _timed(self, search: Any, asked: Any, k: int) -> Any:
+    def _timed(self, search: Any, asked: Any, k: Any) -> Any:
         """``search(asked, k)``, its seconds added to ``search_seconds``."""
         start = time.perf_counter()
         try:
@@ -206,6 +206,12 @@ class TimedStore:
     def vectors_of(self, keys: Any) -> np.ndarray:
         rows: np.ndarray = self._timed(lambda asked, _: self.store.vectors_of(asked), keys, 0)
         return rows
+
+    # a store that scores its rows (``VectorScoresBackend``): a replica with
+    # ``scores_in_store`` asks it for them
+    def scores_of(self, keys: Any, query: Any) -> np.ndarray:
+        scores: np.ndarray = self._timed(self.store.scores_of, keys, query)
+        return scores
 
 
 SERVER_BACKENDS = ("milvus", "milvus-terms")  # a running server at ``--milvus-uri``
@@ -559,7 +565,8 @@ def replica_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries
     vectors read from the store, never from the save's file. Its load time, its second
     pass's latency (and the part outside the store's searches and reads), its context
     against the loaded index's (the same rows, so the same bits are expected), and the
-    save's size without the file it does not need."""
+    save's size without the file it does not need. Where the store scores rows
+    (``scores_of``), the same for a replica opened with ``scores_in_store=True``."""
     from shared_core import ConceptGraphIndex
     from shared_core.search.external import ENGINE_ROWS_CACHED
 
@@ -575,10 +582,23 @@ def replica_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries
     rows.cached_rows = 0
     uncached_local: list[float] = []
     uncached, uncached_contexts = query_latencies(replica, asked, store, uncached_local)
+    from shared_core.search.external import scores_rows
     from shared_core.store import index_folder
 
+    scored_fields: dict[str, Any] = {}
+    if scores_rows(store.store):  # and one whose store scores the rows it needs
+        scored = ConceptGraphIndex.load(str(path), embedder, vector_store=store,
+                                        vectors_in_store=True, scores_in_store=True)
+        query_latencies(scored, asked)
+        scored_local: list[float] = []
+        scored_latencies, scored_contexts = query_latencies(scored, asked, store, scored_local)
+        scored_fields = {**percentile_fields("replica_scored_query_ms", scored_latencies),
+                         **percentile_fields("replica_scored_local_query_ms", scored_local),
+                         "replica_scored_context_vs_loaded": round(
+                             context_recall(scored_contexts, loaded_contexts), 4)}
     vectors_file = index_folder(path) / "sentence_embeddings.npy"
-    return {"replica_load_s": round(load, 2),
+    return {**scored_fields,
+            "replica_load_s": round(load, 2),
             **percentile_fields("replica_query_ms", latencies),
             **percentile_fields("replica_local_query_ms", local),
             "replica_context_vs_loaded": round(context_recall(contexts, loaded_contexts), 4),
