@@ -213,6 +213,10 @@ class TimedStore:
         scores: np.ndarray = self._timed(self.store.scores_of, keys, query)
         return scores
 
+    def search_scored(self, query: Any, k: int) -> list[tuple[str, float]]:
+        found: list[tuple[str, float]] = self._timed(self.store.search_scored, query, k)
+        return found
+
 
 SERVER_BACKENDS = ("milvus", "milvus-terms")  # a running server at ``--milvus-uri``
 

@@ -125,6 +125,11 @@ class VectorScoresBackend(Protocol):
         not return), which the caller reads with ``vectors_of`` instead."""
         ...
 
+    def search_scored(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """``search``'s keys, each with the store's score of its row: the nearest rows
+        come with their scores, so a replica does not ask for them again."""
+        ...
+
 
 def scores_rows(store: object) -> bool:
     """Whether ``store`` scores its rows by key (:class:`VectorScoresBackend`)."""
@@ -577,18 +582,24 @@ class EngineRows:
             raise ValueError(f"{type(store).__name__}.scores_of returned scores of shape "
                              f"{got.shape} for {int(asked.sum())} keys")
         out[asked] = got
-        scored = ~np.isnan(out)
-        with self._lock:
-            if before is not None:
-                merged = np.concatenate([before[0], positions[scored]])
-                values = np.concatenate([before[1], out[scored]])
-                merged, first = np.unique(merged, return_index=True)
-                self._scored_last[memo_key] = (merged, values[first])
-            else:
-                if len(self._scored_last) >= SCORED_QUERIES_KEPT:
-                    del self._scored_last[next(iter(self._scored_last))]
-                self._scored_last[memo_key] = (positions[scored], out[scored])
+        self.remember(q, positions, out)
         return out
+
+    def remember(self, query: np.ndarray, positions: np.ndarray, scores: np.ndarray) -> None:
+        """Keep the store's scores of these rows for this query (NaN ones are dropped):
+        the rows a search found come with their scores, asked for again by the pool."""
+        memo_key = np.asarray(query, dtype=np.float32).tobytes()
+        known = ~np.isnan(scores)
+        positions, scores = np.asarray(positions, np.int64)[known], scores[known]
+        with self._lock:
+            before = self._scored_last.get(memo_key)
+            if before is None and len(self._scored_last) >= SCORED_QUERIES_KEPT:
+                del self._scored_last[next(iter(self._scored_last))]
+            if before is not None:
+                positions = np.concatenate([before[0], positions])
+                scores = np.concatenate([before[1], scores])
+            positions, first = np.unique(positions, return_index=True)
+            self._scored_last[memo_key] = (positions, scores[first])
 
     def _keep(self, positions: np.ndarray, rows: np.ndarray) -> None:
         """Put fetched rows in the ring's next slots, over the oldest (under the lock)."""
@@ -666,8 +677,15 @@ class EngineVectorIndex:
         k = min(k, len(self))
         if k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        picked = self._rows_of(self.store.search(query, k))
-        return picked, row_scores(self.rows.vectors, picked, query)
+        rows = self.rows.vectors
+        if isinstance(rows, EngineRows) and rows.scores_in_store:  # the store's scores
+            found = cast(VectorScoresBackend, self.store).search_scored(query, k)
+            picked, which = self._positions_of(key for key, _ in found)
+            rows.remember(query, picked, np.array([found[i][1] for i in which.tolist()],
+                                                  dtype=np.float32))
+        else:
+            picked = self._rows_of(self.store.search(query, k))
+        return picked, row_scores(rows, picked, query)
 
     @property
     def keeps_terms(self) -> bool:
@@ -698,9 +716,14 @@ class EngineVectorIndex:
     def _rows_of(self, keys: Iterable[str]) -> np.ndarray:
         """The rows of this state the engine's keys name, in their order; a key of a chunk
         this state does not hold (a writer's newer rows, or a crash's) is skipped."""
+        return self._positions_of(keys)[0]
+
+    def _positions_of(self, keys: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_rows_of`, and which of ``keys`` each row is (its index among them)."""
         position, rows = self.rows.corpus.position, self.rows
         found: list[int] = []
-        for key in keys:
+        which: list[int] = []
+        for i, key in enumerate(keys):
             parsed = parse_key(key)
             if parsed is None:
                 continue
@@ -709,7 +732,8 @@ class EngineVectorIndex:
             if c is None or kind != rows.kind or part >= rows.count[c]:
                 continue
             found.append(int(rows.first[c]) + part)
-        return np.asarray(found, dtype=np.int64)
+            which.append(i)
+        return np.asarray(found, dtype=np.int64), np.asarray(which, dtype=np.int64)
 
 
 @dataclass(frozen=True)

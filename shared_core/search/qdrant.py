@@ -238,12 +238,16 @@ class QdrantStore:
         return scores_by_key(keys, self._dim, SCORE_BATCH, score)
 
     def search(self, query: np.ndarray, k: int) -> list[str]:
+        return [key for key, _ in self.search_scored(query, k)]
+
+    def search_scored(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The nearest ``k`` rows' keys with their dot products (``VectorScoresBackend``)."""
         if self._dim is None or k <= 0:
             return []
         found = self.client.query_points(
             self.collection, query=np.asarray(query, np.float32).tolist(), using=VECTOR,
             limit=k, with_payload=[KEY_FIELD])
-        return [self._key(point) for point in found.points]
+        return [(self._key(point), point.score) for point in found.points]
 
     def search_terms(self, queries: Sequence[Mapping[int, float]], k: int) -> list[list[str]]:
         if not self._terms:

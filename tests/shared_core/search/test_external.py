@@ -1079,6 +1079,13 @@ def test_an_engine_scores_the_rows_it_holds_by_key(tmp_path: Path, kind: str) ->
     np.testing.assert_allclose(scores[[0, 2, 3, 4]], held[[3, 0, 3, 9]] @ q, rtol=0, atol=2e-6)
     assert scores[0] == scores[3]
     assert store.scores_of([], q).shape == (0,)
+    # the nearest rows come with the same scores
+    nearest = store.search_scored(q, 3)
+    assert [key for key, _ in nearest] == store.search(q, 3)
+    at = {key: i for i, key in enumerate(keys)}
+    np.testing.assert_allclose([score for _, score in nearest],
+                               held[[at[key] for key, _ in nearest]] @ q, rtol=0, atol=2e-6)
+    assert store.search_scored(q, 0) == []
     store.close()
 
 
@@ -1130,7 +1137,9 @@ def same_answers(a: list[list[tuple[str, float]]], b: list[list[tuple[str, float
 
 @loopback
 @pytest.mark.parametrize("kind", ENGINES)
-@pytest.mark.parametrize("knobs", [{}, {"unit_tokens": 12}])
+# two candidates a view: the engine's nearest search finds four of the ten rows, so the
+# pool's other rows are scored by filtered searches
+@pytest.mark.parametrize("knobs", [{"candidates": 2}, {"candidates": 2, "unit_tokens": 12}])
 def test_a_replica_whose_store_scores_its_rows_reads_none_of_them(
         tmp_path: Path, kind: str, knobs: dict[str, object]) -> None:
     store = engine(kind, tmp_path)
@@ -1140,13 +1149,21 @@ def test_a_replica_whose_store_scores_its_rows_reads_none_of_them(
     assert replica.is_replica
     rows = replica.state.corpus.sentence_vectors
     rows.cached_rows = 0  # type: ignore[union-attr]
-    reads, scored = record_vector_reads(store), record_score_requests(store)
+    first, scored = record_vector_reads(store), record_score_requests(store)
     assert same_answers(contexts(replica), contexts(writer))
-    assert reads == []  # not one vector came back
-    assert scored and all(0 < n <= 10 for n in scored)
-    # a query's rows are scored once: the pool's sentences hold the nearest rows, scored
-    # just before
-    assert sum(scored) <= 10 * len(QUERIES)
+    # the first queries read the rank sample's rows (the same units for every query,
+    # gathered once and kept with the state), where ranks beyond the top are sampled
+    assert first in ([], [10])
+    assert all(0 < n <= 10 for n in scored)
+    # at whole chunks the pool holds rows the nearest search did not find (at sentence
+    # units, here, the nearest rows already are the pool's)
+    assert scored or "unit_tokens" in knobs
+    # a query's rows are scored once: the nearest rows come with their scores, and the
+    # pool's sentences hold them
+    assert sum(scored) < 10 * len(QUERIES)
+    reads = record_vector_reads(store)
+    assert same_answers(contexts(replica), contexts(writer))
+    assert reads == []  # after that, not one vector comes back
     store.close()
 
 
@@ -1157,7 +1174,7 @@ def test_a_replica_reads_the_rows_its_store_does_not_score(tmp_path: Path) -> No
     from shared_core.search.external import EngineRows
 
     store = engine("qdrant", tmp_path)
-    writer = build(store)
+    writer = build(store, candidates=2)
     writer.save(str(tmp_path / "idx"))
     scores_of = store.scores_of
 
