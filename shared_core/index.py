@@ -950,7 +950,9 @@ class ConceptGraphIndex:
         which moves floats instead of vectors: a replica's query on a Milvus server
         reads no row it scores. The store's float32 sums may differ from this
         process's in the last bits, so its answers equal the writer's up to near-ties
-        rather than to the bit.
+        rather than to the bit. They are exact only where the store's index holds the
+        vectors as written (Milvus FLAT or HNSW, Qdrant without quantization); under a
+        quantizing index (IVF_SQ8, PQ) they are approximate: leave this off there.
         """
         from .store import index_folder, load_corpus
 
