@@ -572,7 +572,8 @@ def replica_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries
     save's size without the file it does not need. Where the store scores rows
     (``scores_of``), the same for a replica opened with ``scores_in_store=True``."""
     from shared_core import ConceptGraphIndex
-    from shared_core.search.external import ENGINE_ROWS_CACHED
+    from shared_core.search.external import ENGINE_ROWS_CACHED, scores_rows
+    from shared_core.store import index_folder
 
     start = time.perf_counter()
     replica = ConceptGraphIndex.load(str(path), embedder, vector_store=store,
@@ -586,9 +587,6 @@ def replica_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries
     rows.cached_rows = 0
     uncached_local: list[float] = []
     uncached, uncached_contexts = query_latencies(replica, asked, store, uncached_local)
-    from shared_core.search.external import scores_rows
-    from shared_core.store import index_folder
-
     scored_fields: dict[str, Any] = {}
     if scores_rows(store.store):  # and one whose store scores the rows it needs
         scored = ConceptGraphIndex.load(str(path), embedder, vector_store=store,

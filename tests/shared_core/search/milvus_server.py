@@ -74,7 +74,9 @@ def _stop(server: subprocess.Popen[str], folder: str) -> None:
     try:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
+    except ProcessLookupError:  # the group has already exited: nothing left to stop
+        pass
+    except subprocess.TimeoutExpired:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
     shutil.rmtree(folder, ignore_errors=True)

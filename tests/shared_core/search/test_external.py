@@ -916,6 +916,30 @@ def test_a_replica_query_that_needs_rows_the_writer_deleted_raises(
     store.close()
 
 
+class StoreWithout:
+    """A real engine's store that lacks one method (``hidden``): a store of another kind,
+    for what a load refuses. The store protocol's methods are its own (a protocol check
+    reads them from the class), and any other attribute is the engine's."""
+
+    hidden = ""
+
+    def __init__(self, inner: Engine) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        if name == self.hidden:
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def upsert(self, *args: object) -> None: ...
+    def delete(self, keys: object) -> None: ...
+    def list_keys(self) -> list[str]: return []
+    def flush(self) -> None: ...
+    def read_marker(self) -> str | None: return self.inner.read_marker()
+    def write_marker(self, value: str) -> None: ...
+    def search(self, query: object, k: int) -> list[str]: return []
+
+
 @loopback
 def test_a_replica_needs_a_store_that_returns_its_vectors(tmp_path: Path) -> None:
     store = engine("qdrant", tmp_path)
@@ -928,24 +952,10 @@ def test_a_replica_needs_a_store_that_returns_its_vectors(tmp_path: Path) -> Non
     with pytest.raises(ValueError, match=r"verify=True derives the concept vectors"):
         load(path, embedder, vector_store=store, vectors_in_store=True, verify=True)
 
-    class KeysOnly:
+    class KeysOnly(StoreWithout):
         """A store that keeps rows and finds them, but never gives a vector back."""
 
-        def __init__(self, inner: QdrantStore) -> None:
-            self.inner = inner
-
-        def __getattr__(self, name: str) -> object:
-            if name == "vectors_of":
-                raise AttributeError(name)
-            return getattr(self.inner, name)
-
-        def upsert(self, *args: object) -> None: ...
-        def delete(self, keys: object) -> None: ...
-        def list_keys(self) -> list[str]: return []
-        def flush(self) -> None: ...
-        def read_marker(self) -> None: return None
-        def write_marker(self, value: str) -> None: ...
-        def search(self, query: object, k: int) -> list[str]: return []
+        hidden = "vectors_of"
 
     with pytest.raises(TypeError, match=r"KeysOnly does not return the vectors it holds"):
         load(path, embedder, vector_store=KeysOnly(store),  # type: ignore[arg-type]
@@ -1207,24 +1217,11 @@ def test_scores_in_store_needs_a_replica_over_a_store_that_scores(tmp_path: Path
         load(path, embedder, vector_store=store, vectors_in_store=True,
              scores_in_store="yes")  # type: ignore[arg-type]
 
-    class RowsOnly:
+    class RowsOnly(StoreWithout):
         """A store that returns its rows but does not score them."""
 
-        def __init__(self, inner: QdrantStore) -> None:
-            self.inner = inner
+        hidden = "scores_of"
 
-        def __getattr__(self, name: str) -> object:
-            if name == "scores_of":
-                raise AttributeError(name)
-            return getattr(self.inner, name)
-
-        def upsert(self, *args: object) -> None: ...
-        def delete(self, keys: object) -> None: ...
-        def list_keys(self) -> list[str]: return []
-        def flush(self) -> None: ...
-        def read_marker(self) -> str | None: return self.inner.read_marker()
-        def write_marker(self, value: str) -> None: ...
-        def search(self, query: object, k: int) -> list[str]: return []
         def vectors_of(self, keys: list[str]) -> np.ndarray: return self.inner.vectors_of(keys)
 
     rows_only = RowsOnly(store)
