@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConceptGraphConfig
-from .corpus import Record, iter_corpus, window_chunks
+from .corpus import CountedStream, Record, count_records, iter_corpus, window_chunks
 from .embeddings.cache import embedder_for_model_id, resolve_embedder
 from .fusion import FusedContext
 from .index import ConceptGraphIndex, RetrievalResult
@@ -140,14 +140,18 @@ def cmd_build(args: argparse.Namespace) -> int:
     records: Iterable[Record] = iter_corpus(args.corpus)
     if args.chunk_tokens:
         records = window_chunks(list(records), args.chunk_tokens, args.overlap)
-    embedder = resolve_embedder(args.embedder, args.cache)
+    embedder = resolve_embedder(args.embedder, args.cache, args.precision)
     config = _parse_config(args.set)
     print(f"building a concept graph from {args.corpus} with {embedder.model_id}")
     start = time.perf_counter()
     texts, ids, metadatas = itertools.tee(records, 3)  # consumed in step: one record buffered
-    with _cluster_executor(args.dask) as executor:
+    text_stream: Iterable[str] = (r.text for r in texts)
+    if not args.quiet:  # the bar's ETA needs the count: one quick pass over the bytes first
+        count = len(records) if isinstance(records, list) else count_records(args.corpus)
+        text_stream = CountedStream(text_stream, count)
+    with _cluster_executor(args.dask, args.ray) as executor:
         index = ConceptGraphIndex.from_texts(
-            (r.text for r in texts), ids=(r.id for r in ids),
+            text_stream, ids=(r.id for r in ids),
             metadatas=(r.metadata for r in metadatas), embedder=embedder, config=config,
             show_progress=not args.quiet, executor=executor,
             vector_spill=VectorSpill(args.spill_dir) if args.spill_dir else DEFAULT_SPILL,
@@ -163,9 +167,22 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _cluster_executor(address: str | None) -> Iterator[Executor | None]:
-    """The Dask cluster at ``address`` as an executor for the build, or None (this process)."""
-    if address is None:
+def _cluster_executor(dask: str | None, ray: str | None) -> Iterator[Executor | None]:
+    """The Dask or Ray cluster at its address as an executor for the build, or None (this
+    process)."""
+    if ray is not None:
+        try:
+            from .ray_executor import RayExecutor
+
+            executor = RayExecutor(ray)
+        except ImportError as exc:
+            raise SystemExit("--ray needs the ray package: pip install 'conceptgraph[ray]'"
+                             ) from exc
+        print(f"splitting, embedding and counting on the Ray cluster at {ray}")
+        with executor:
+            yield executor
+        return
+    if dask is None:
         yield None
         return
     try:
@@ -173,8 +190,8 @@ def _cluster_executor(address: str | None) -> Iterator[Executor | None]:
     except ImportError as exc:
         raise SystemExit("--dask needs the distributed package: "
                          "pip install 'conceptgraph[dask]'") from exc
-    print(f"splitting, embedding and counting on the Dask cluster at {address}")
-    with distributed.Client(address) as client:  # type: ignore[no-untyped-call]
+    print(f"splitting, embedding and counting on the Dask cluster at {dask}")
+    with distributed.Client(dask) as client:  # type: ignore[no-untyped-call]
         yield client.get_executor()
 
 
@@ -344,9 +361,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a ConceptGraphConfig knob, e.g. --set theta_co=1 (a small "
                        "corpus needs it: the default 3 leaves its graph without edges)")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
-    build.add_argument("--dask", metavar="ADDRESS", default=None,
-                       help="split, embed and count on this Dask cluster (its scheduler's "
-                            "address, e.g. tcp://10.0.0.5:8786); the graph is built here")
+    build.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                       help="MiniLM's precision: auto (bf16 where the CPU or GPU computes it "
+                            "natively), or forced; the index records it")
+    cluster = build.add_mutually_exclusive_group()
+    cluster.add_argument("--dask", metavar="ADDRESS", default=None,
+                         help="split, embed and count on this Dask cluster (its scheduler's "
+                              "address, e.g. tcp://10.0.0.5:8786); the graph is built here")
+    cluster.add_argument("--ray", metavar="ADDRESS", default=None,
+                         help="the same on this Ray cluster (e.g. ray://10.0.0.5:10001, or "
+                              "auto for the one this machine has joined)")
     build.add_argument("--spill-dir", metavar="DIR", default=None,
                        help="where the build keeps its vectors (memory-mapped, unlinked files) "
                             "once they pass 256 MB; default: the system's temporary folder")

@@ -17,6 +17,7 @@ import hashlib
 import itertools
 import json
 import logging
+import operator
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
@@ -488,7 +489,9 @@ class ConceptGraphIndex:
         over a corpus larger than memory: chunks are split, embedded and counted
         ``batch_size`` at a time, and the graph is derived once, at the end. A list
         is checked whole before anything is embedded; a stream is checked batch by
-        batch, and an error names the chunk's position in the stream. With a
+        batch, and an error names the chunk's position in the stream. The progress
+        bar shows an ETA where ``texts`` knows its length (a list, or a stream with
+        ``__length_hint__`` such as :class:`~shared_core.corpus.CountedStream`). With a
         ``CachedEmbedder`` over a file cache, a build that dies midway (a killed
         process, a bad chunk late in the stream) resumes without re-embedding
         what it had embedded.
@@ -514,8 +517,9 @@ class ConceptGraphIndex:
         elif isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
             raise TypeError(f"texts must be a sequence of str (or an iterable of str), got "
                             f"{type(texts).__name__}")
-        else:
+        else:  # a stream that says how long it is (__len__, __length_hint__) gets an ETA
             batches = self._stream(texts, ids, metadatas, batch_size)
+            total = operator.length_hint(texts) or None
         return self._add_batches(batches, total, ids is None, show_progress, executor)
 
     def _stream(self, texts: Iterable[str], ids: Iterable[str] | None,
@@ -978,11 +982,21 @@ class ConceptGraphIndex:
             raise ValueError("scores_in_store=True is for a replica: pass vectors_in_store=True")
         saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify,
                             vectors_from=vectors_from)
+        generation = saved.store_generation
+        if saved.store_keys_outdated:
+            if vectors_in_store:
+                raise ValueError(
+                    f"{path} was saved by an older conceptgraph, whose vector store keys do not "
+                    "cover chunk metadata, and some of its chunks have metadata: a replica "
+                    "would not find their rows. Load it once with its vectors (without "
+                    "vectors_in_store) and the same store, which rewrites those rows, then "
+                    "save it, and open replicas of that save")
+            generation = None  # the store is listed: those chunks' rows get their new keys
         if scores_in_store:
             cast(EngineRows, saved.corpus.sentence_vectors).scores_in_store = True
         return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
                               saved=saved.graph, verify=verify, vector_store=vector_store,
-                              store_generation=saved.store_generation,
+                              store_generation=generation,
                               vector_spill=vector_spill, source=str(index_folder(path)))
 
 

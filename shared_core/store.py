@@ -116,7 +116,7 @@ from .embeddings.models import BF16_SUFFIX
 from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswSegments, HnswVectorIndex, segment_file
-from .search.external import EngineRows, VectorRowsBackend
+from .search.external import NO_METADATA, EngineRows, VectorRowsBackend
 from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_terms
 from .state.derived import GraphMatrices, VectorSearch
 from .state.ingest import unit_texts
@@ -134,6 +134,10 @@ POINTER = "CURRENT"
 LOCK = ".lock"
 _VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
 STORE_GENERATION = "vector_store_generation"  # manifest key (see search.external)
+# manifest key: how the store's row keys were made. 2: a chunk's metadata is in its keys'
+# digest (search.external.chunk_digest); saves without it have text-only digests
+STORE_KEYS = "vector_store_keys"
+STORE_KEYS_VERSION = 2
 _GENERATION = re.compile(r"[0-9a-f]{32}")
 # name -> (dtype, ndim)
 ARRAYS = {
@@ -213,6 +217,8 @@ class SavedIndex:
     ann: VectorSearch | None
     graph: SavedGraph | None
     store_generation: str | None = None  # of the outside vector store it was saved with
+    # the store's rows of chunks with metadata have keys of an older form (STORE_KEYS)
+    store_keys_outdated: bool = False
 
 
 # ------------------------------------------------------------------------------- saving
@@ -342,6 +348,7 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         manifest["matrices"] = {"index": matrix_index}
     if store_generation:
         manifest[STORE_GENERATION] = store_generation
+        manifest[STORE_KEYS] = STORE_KEYS_VERSION
     _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
 
 
@@ -614,10 +621,13 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool,
                               digests.later, vectors_from)
         if version == 1:  # older indexes kept insertion order: put them in canonical order
             corpus = sorted_by_id(with_sorted_terms(corpus))
+        generation = _read_store_generation(folder, manifest)
         saved = SavedIndex(corpus, config, _read_ann(folder, manifest, corpus, config, digests),
                            _read_graph(folder, manifest, stored, corpus, digests,
                                        _optional_files(manifest, version)),
-                           _read_store_generation(folder, manifest))
+                           generation,
+                           generation is not None and _store_keys_outdated(folder, manifest,
+                                                                           corpus))
         digests.settle()
         return saved
 
@@ -630,6 +640,19 @@ def _read_store_generation(folder: Path, manifest: dict[str, Any]) -> str | None
         raise CorruptIndexError(f"{folder}/manifest.json: '{STORE_GENERATION}' must be 32 "
                                 f"hex digits, got {str(value)[:80]!r}")
     return value
+
+
+def _store_keys_outdated(folder: Path, manifest: dict[str, Any], corpus: CorpusState) -> bool:
+    """Whether the store's rows of this save's chunks have keys of an older form: a save
+    from before ``STORE_KEYS``, some of whose chunks have metadata (the keys of chunks
+    without it have not changed)."""
+    value = manifest.get(STORE_KEYS)
+    if value is None:
+        return any(m != NO_METADATA for m in corpus.metadata)
+    if value != STORE_KEYS_VERSION or isinstance(value, bool):
+        raise CorruptIndexError(f"{folder}/manifest.json: '{STORE_KEYS}' must be "
+                                f"{STORE_KEYS_VERSION}, got {repr(value)[:80]}")
+    return False
 
 
 def _precision_hint(recorded: str, given: str) -> str:
@@ -1222,7 +1245,8 @@ def _read_arrays(folder: Path, config: ConceptGraphConfig, dim: int, ids: list[s
 
     vectors: Rows = (
         _read_vectors(path("sentence_embeddings"), (n_sent, dim), version, later)
-        if vectors_from is None else EngineRows(vectors_from, ids, texts, offsets, dim))
+        if vectors_from is None else EngineRows(vectors_from, ids, texts, metadata, offsets,
+                                                   dim))
 
     indptr = _read_npy(path("sentence_terms_indptr"), np.int64, (n_sent + 1,), mapped=True)
     _rule(path("sentence_terms_indptr"), int(indptr[0]) == 0

@@ -25,6 +25,7 @@ from .models import (
     OPENAI_DEFAULT_MODEL,
     HashingEmbedder,
     OpenAIEmbedder,
+    Precision,
     minilm_embedder,
 )
 
@@ -195,13 +196,20 @@ class CachedEmbedder:
         return out
 
 
-def resolve_embedder(name: str, cache_path: str | Path | None = None) -> CachedEmbedder:
-    """An embedder by CLI name (``minilm``, ``openai``, ``hashing``) with the persistent cache."""
+def resolve_embedder(name: str, cache_path: str | Path | None = None,
+                     precision: Precision = "auto") -> CachedEmbedder:
+    """An embedder by CLI name (``minilm``, ``openai``, ``hashing``) with the persistent cache.
+
+    ``precision`` is MiniLM's (``auto``: bf16 where the hardware computes it natively);
+    the other embedders have one precision, so anything but ``auto`` is refused for them.
+    """
     ids = {"hashing": HashingEmbedder().model_id,
            "openai": f"openai/{OPENAI_DEFAULT_MODEL}@{_OPENAI_DIMS[OPENAI_DEFAULT_MODEL]}"}
-    if name == "minilm":  # the default precision: bf16 where the hardware has it
-        return CachedEmbedder(minilm_embedder(), EmbeddingCache(cache_path or
-                                                                 default_cache_path()))
+    if name == "minilm":
+        return CachedEmbedder(minilm_embedder(precision=precision),
+                              EmbeddingCache(cache_path or default_cache_path()))
+    if precision != "auto":
+        raise ValueError(f"precision={precision!r} is MiniLM's; the {name} embedder has one")
     if name not in ids:
         raise ValueError(f"unknown embedder {name!r}; choose minilm, openai or hashing")
     return embedder_for_model_id(ids[name], cache_path)

@@ -290,6 +290,27 @@ def text_digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=DIGEST_CHARS // 2).hexdigest()
 
 
+NO_METADATA = "{}"  # a chunk's metadata JSON when it has none
+
+
+def chunk_digest(text: str, metadata: str = NO_METADATA) -> str:
+    """The digest that ties a chunk's keys to its text and its metadata (JSON text).
+
+    Metadata is part of the key so that a store whose rows carry other metadata
+    than the index's (an update the index never saved) holds other keys, which
+    :func:`reconcile` finds as it finds any missing or stale row. A chunk without
+    metadata keeps its text's digest, the key every version has written.
+    """
+    if metadata == NO_METADATA:
+        return text_digest(text)
+    encoded = text.encode("utf-8")
+    with_metadata = hashlib.blake2b(len(encoded).to_bytes(8, "little"),
+                                    digest_size=DIGEST_CHARS // 2, person=b"cg-metadata")
+    with_metadata.update(encoded)
+    with_metadata.update(metadata.encode("utf-8"))
+    return with_metadata.hexdigest()
+
+
 def row_key(chunk_id: str, digest: str, kind: str, part: int) -> str:
     return f"{chunk_id}#{digest}.{kind}{part}"
 
@@ -336,7 +357,7 @@ class StoredRows:
         """Every key of these chunk positions, chunk by chunk."""
         out: list[str] = []
         for c in chunks:
-            digest = text_digest(self.corpus.texts[c])
+            digest = chunk_digest(self.corpus.texts[c], self.corpus.metadata[c])
             cid = self.corpus.ids[c]
             out.extend(row_key(cid, digest, self.kind, p) for p in range(int(self.count[c])))
         return out
@@ -453,13 +474,13 @@ class EngineRows:
     ndim = 2
 
     def __init__(self, store: VectorRowsBackend, ids: Sequence[str], texts: Sequence[str],
-                 sentence_offsets: np.ndarray, dim: int,
+                 metadata: Sequence[str], sentence_offsets: np.ndarray, dim: int,
                  cached_rows: int = ENGINE_ROWS_CACHED) -> None:
         if not isinstance(store, VectorRowsBackend):
             raise TypeError(f"{type(store).__name__} does not return the vectors it holds "
                             "(vectors_of), so an index cannot read its rows from it")
         self.store = store
-        self._ids, self._texts = ids, texts
+        self._ids, self._texts, self._metadata = ids, texts, metadata  # the keys' parts
         self._offsets = np.asarray(sentence_offsets, dtype=np.int64)
         self.shape = (int(self._offsets[-1]), int(dim))
         self.dtype = np.dtype(np.float32)
@@ -499,7 +520,8 @@ class EngineRows:
         chunks = np.searchsorted(self._offsets, positions, side="right") - 1
         parts = (positions - self._offsets[chunks]).tolist()
         used, which = np.unique(chunks, return_inverse=True)
-        prefixes = [row_key(self._ids[c], text_digest(self._texts[c]), "s", 0)[:-1]
+        prefixes = [row_key(self._ids[c], chunk_digest(self._texts[c], self._metadata[c]),
+                            "s", 0)[:-1]
                     for c in used.tolist()]
         return [prefixes[w] + str(p) for w, p in zip(which.tolist(), parts, strict=True)]
 
@@ -791,8 +813,9 @@ def _new_generation(store: VectorStoreBackend) -> str:
 def changed_rows(store: VectorStoreBackend, before: StoredRows, after: StoredRows,
                  rewritten: Iterable[str] = ()) -> str:
     """Bring ``store`` from ``before``'s rows to ``after``'s: one write of the new chunks
-    (and of ``rewritten`` ids, whose metadata changed), one delete of the gone ones.
-    Returns the store's new generation.
+    (and of ``rewritten`` ids, whose metadata changed, under their new keys), one
+    delete of the gone ones' rows and of the rewritten ones' old rows. Returns the
+    store's new generation.
 
     On an error the rows it wrote are deleted again before it raises, so that the
     store holds what it held; rows it could not delete are found by the next
@@ -800,17 +823,23 @@ def changed_rows(store: VectorStoreBackend, before: StoredRows, after: StoredRow
     """
     kinds_differ = before.kind != after.kind
     before_ids, after_ids = before.corpus.position, after.corpus.position
-    new = sorted({after_ids[i] for i in rewritten if i in after_ids}
+    kept = [i for i in rewritten if i in after_ids and i in before_ids]
+    new = sorted({after_ids[i] for i in kept}
                  | {c for i, c in after_ids.items() if kinds_differ or i not in before_ids})
     gone = [c for i, c in before_ids.items() if kinds_differ or i not in after_ids]
+    # a chunk's metadata is part of its keys: a rewritten chunk's old rows go too
+    old_keys = set(before.keys_of(before_ids[i] for i in kept))
+    new_keys = set(after.keys_of(after_ids[i] for i in kept))
     store.write_marker("")
     try:
         after.write(store, new)
-    except BaseException:
-        store.delete(after.keys_of(c for c in new if after.corpus.ids[c] not in before_ids))
+    except BaseException:  # what was written goes; the rows it replaces are still there
+        written = after.keys_of(c for c in new if after.corpus.ids[c] not in before_ids)
+        store.delete(written + sorted(new_keys - old_keys))
         raise
-    if gone:
-        store.delete(before.keys_of(gone))
-    if new or gone:
+    stale = before.keys_of(gone) + sorted(old_keys - new_keys)
+    if stale:
+        store.delete(stale)
+    if new or stale:
         store.flush()
     return _new_generation(store)

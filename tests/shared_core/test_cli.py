@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +17,7 @@ from benchmarks.faults import swap_concept_vectors
 from shared_core import ConceptGraphIndex
 from shared_core.cli import format_table, main
 from shared_core.embeddings import resolve_embedder
+from shared_core.embeddings.models import MINILM_MODEL_ID
 from shared_core.store import CorruptIndexError, index_folder, read_manifest
 
 PASSAGES = [
@@ -68,6 +75,29 @@ def test_build_then_stats_select_query(corpus: Path, tmp_path: Path,
     assert answer["chunks"][0]["provenance"]["stage"] == "direct"
 
 
+def test_build_shows_its_progress_with_an_eta(corpus: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # the stream is counted first, so the bar has a total; --quiet shows no bar
+    assert main(["build", str(corpus), "--out", str(tmp_path / "a"), "--embedder",
+                 "hashing"]) == 0
+    err = capsys.readouterr().err
+    assert "adding chunks" in err and "4/4" in err
+    assert re.search(r"\[\d\d:\d\d<\d\d:\d\d", err)  # tqdm's [elapsed<remaining
+    assert build(corpus, tmp_path / "b") == 0
+    assert "adding chunks" not in capsys.readouterr().err
+
+
+def assert_same_index(corpus: Path, sharded_path: Path, tmp_path: Path) -> None:
+    """The index at ``sharded_path`` is the one a build in this process writes."""
+    assert build(corpus, tmp_path / "local") == 0
+    embedder = resolve_embedder("hashing")
+    sharded = ConceptGraphIndex.load(str(sharded_path), embedder)
+    local = ConceptGraphIndex.load(str(tmp_path / "local"), embedder)
+    assert sharded.chunk_ids == local.chunk_ids and sharded.concepts == local.concepts
+    assert sharded.edges == local.edges
+    assert sharded.concept_pagerank() == pytest.approx(local.concept_pagerank(), abs=1e-6)
+
+
 @pytest.mark.allow_hosts(["127.0.0.1"])
 def test_build_on_a_dask_cluster_writes_the_index_a_local_build_writes(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,13 +107,51 @@ def test_build_on_a_dask_cluster_writes_the_index_a_local_build_writes(
                                   dashboard_address=None, host="127.0.0.1") as cluster:
         assert build(corpus, tmp_path / "sharded", "--dask", cluster.scheduler_address) == 0
     assert f"on the Dask cluster at {cluster.scheduler_address}" in capsys.readouterr().out
-    assert build(corpus, tmp_path / "local") == 0
-    embedder = resolve_embedder("hashing")
-    sharded = ConceptGraphIndex.load(str(tmp_path / "sharded"), embedder)
-    local = ConceptGraphIndex.load(str(tmp_path / "local"), embedder)
-    assert sharded.chunk_ids == local.chunk_ids and sharded.concepts == local.concepts
-    assert sharded.edges == local.edges
-    assert sharded.concept_pagerank() == pytest.approx(local.concept_pagerank(), abs=1e-6)
+    assert_same_index(corpus, tmp_path / "sharded", tmp_path)
+
+
+RAY_PORT = 6390  # the test cluster's head (Ray's default, 6379, may be another's)
+
+
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_build_on_a_ray_cluster_writes_the_index_a_local_build_writes(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import ray
+
+    # a cluster of its own, started as a user starts one, with a short folder for its
+    # sockets (a path of over 107 bytes cannot be one)
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    sessions = tempfile.mkdtemp(prefix="cg-ray-")
+    # Ray 2.5x's `ray start` turns token authentication on; a test cluster on loopback
+    # goes without (a user's cluster with it needs its token where Ray looks for one)
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+    subprocess.run([ray_cli, "start", "--head", f"--port={RAY_PORT}", "--num-cpus=2",
+                    "--include-dashboard=false", "--disable-usage-stats",
+                    f"--temp-dir={sessions}"], check=True, env=env, capture_output=True)
+    try:
+        assert not ray.is_initialized()  # so the build joins the cluster at the address
+        address = f"127.0.0.1:{RAY_PORT}"
+        assert build(corpus, tmp_path / "sharded", "--ray", address) == 0
+        assert not ray.is_initialized()  # it left the cluster, which runs on
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], env=env, capture_output=True)
+        shutil.rmtree(sessions, ignore_errors=True)
+    assert f"on the Ray cluster at {address}" in capsys.readouterr().out
+    assert_same_index(corpus, tmp_path / "sharded", tmp_path)
+
+
+def test_build_takes_one_cluster_and_minilms_precision_only(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build(corpus, tmp_path / "both", "--dask", "tcp://a:8786", "--ray", "b:6379")
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert build(corpus, tmp_path / "hashing", "--precision", "fp32") == 2
+    assert ("conceptgraph: error: precision='fp32' is MiniLM's; the hashing embedder has one"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "both").exists() and not (tmp_path / "hashing").exists()
+    # MiniLM in fp32 on any CPU, bf16 or not: the index records the precision it was built in
+    assert build(corpus, tmp_path / "fp32", "--embedder", "minilm", "--precision", "fp32") == 0
+    assert read_manifest(tmp_path / "fp32")["embedding_model"] == MINILM_MODEL_ID
 
 
 def test_build_spills_to_the_folder_given_or_names_a_missing_one(

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import json
+import operator
 import re
 from pathlib import Path
 
 import pytest
 
-from shared_core.corpus import read_corpus, window_chunks
+from shared_core.corpus import CountedStream, count_records, read_corpus, window_chunks
 from shared_core.text import count_tokens
 
 
@@ -162,6 +163,24 @@ def test_directories_named_like_corpus_files_are_skipped(tmp_path: Path) -> None
     (tmp_path / "sub.txt" / "inner.md").write_text("Inner file.")
     (tmp_path / "a.txt").write_text("Outer file.")
     assert [r.text for r in read_corpus(tmp_path)] == ["Outer file.", "Inner file."]
+
+
+def test_records_are_counted_as_the_reading_gives_them(tmp_path: Path) -> None:
+    # blank and whitespace lines are no records; a text file is one; other files are none
+    (tmp_path / "c.jsonl").write_text('{"text": "Alpha."}\n\n  \t\n{"text": "Beta."}\n'
+                                      '{"text": "Gamma."}')  # no newline after the last
+    (tmp_path / "a.txt").write_text("First file.")
+    (tmp_path / "skip.csv").write_text("ignored\nlines\n")
+    assert count_records(tmp_path / "c.jsonl") == 3 == len(read_corpus(tmp_path / "c.jsonl"))
+    assert count_records(tmp_path) == 4 == len(read_corpus(tmp_path))
+    with pytest.raises(FileNotFoundError, match="corpus not found"):
+        count_records(tmp_path / "missing.jsonl")
+
+
+def test_a_counted_stream_gives_its_items_once_and_hints_its_count() -> None:
+    stream = CountedStream(iter(["a", "b"]), 2)
+    assert operator.length_hint(stream) == 2
+    assert list(stream) == ["a", "b"] and list(stream) == []  # a stream, read once
 
 
 def test_window_chunks_cover_the_joined_text(tmp_path: Path) -> None:

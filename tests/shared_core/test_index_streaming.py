@@ -3,11 +3,13 @@ errors named by stream position, and a killed build resumed from the embedding c
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from benchmarks.faults import FailOnCall
+from shared_core.corpus import CountedStream
 from shared_core.embeddings import CachedEmbedder, EmbeddingCache, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
 from shared_core.text import split_sentences
@@ -96,10 +98,19 @@ def test_progress_shows_chunks_throughput_and_eta(capsys: pytest.CaptureFixture[
                                  batch_size=4)
     err = capsys.readouterr().err
     assert "adding chunks" in err and "10/10" in err and "chunk/s" in err
-    ConceptGraphIndex.from_texts(iter(POOL), embedder=HashingEmbedder(DIM), show_progress=True,
-                                 batch_size=4)
-    err = capsys.readouterr().err  # a stream of unknown length: a count and a rate
+    assert re.search(ETA, err)
+    ConceptGraphIndex.from_texts((t for t in POOL), embedder=HashingEmbedder(DIM),
+                                 show_progress=True, batch_size=4)
+    err = capsys.readouterr().err  # a generator, of unknown length: a count and a rate
     assert "adding chunks" in err and "10chunk" in err.replace(" ", "")
+    assert not re.search(ETA, err)
+    ConceptGraphIndex.from_texts(CountedStream((t for t in POOL), len(POOL)),
+                                 embedder=HashingEmbedder(DIM), show_progress=True, batch_size=4)
+    err = capsys.readouterr().err  # a stream that knows its length: a total and an ETA
+    assert "10/10" in err and re.search(ETA, err)
+
+
+ETA = r"\[\d\d:\d\d<\d\d:\d\d"  # tqdm's [elapsed<remaining: only with a total
 
 
 def test_batch_size_must_be_positive() -> None:

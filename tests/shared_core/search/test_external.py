@@ -11,12 +11,15 @@ posting tests run on the first two and the server must refuse ``term_postings``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +35,7 @@ from shared_core.search.external import (
     StoredRows,
     TermPostingsBackend,
     VectorStoreBackend,
+    chunk_digest,
     keeps_terms,
     key_uuid,
     parse_key,
@@ -75,15 +79,29 @@ def reopened(store: Engine, name: str, terms: bool | None = None) -> Engine:
     return QdrantStore(store.client, name, term_postings=terms)
 
 
+def built_metadata(i: int) -> dict[str, object]:
+    return {"n": i, "tags": ["a", "b"]}
+
+
 def build(store: VectorStoreBackend | None = None, **knobs: object) -> ConceptGraphIndex:
     return ConceptGraphIndex.from_texts(
         TEXTS, ids=IDS, embedder=HashingEmbedder(DIM), vector_store=store,
-        metadatas=[{"n": i, "tags": ["a", "b"]} for i in range(len(TEXTS))],
+        metadatas=[built_metadata(i) for i in range(len(TEXTS))],
         config=ConceptGraphConfig(**knobs))  # type: ignore[arg-type]
 
 
+def built_digest(i: int) -> str:
+    """The key digest of :func:`build`'s chunk ``i``: its text and its metadata's JSON."""
+    return chunk_digest(TEXTS[i], json.dumps(built_metadata(i)))
+
+
+def built_keys(positions: Iterable[int] = range(len(TEXTS))) -> set[str]:
+    """The keys of :func:`build`'s chunks at these positions: two sentence rows each."""
+    return {row_key(IDS[i], built_digest(i), "s", p) for i in positions for p in range(2)}
+
+
 def expected_keys(ids: list[str], texts: list[str], parts: int = 2) -> set[str]:
-    """Every TEXTS chunk has two sentences, so two sentence rows."""
+    """The keys of chunks without metadata: every TEXTS chunk has two sentence rows."""
     return {row_key(i, text_digest(t), "s", p) for i, t in zip(ids, texts, strict=True)
             for p in range(parts)}
 
@@ -105,6 +123,21 @@ def test_a_key_names_chunk_text_kind_and_part() -> None:
         assert parse_key(other) is None, other
 
 
+def test_a_chunks_metadata_is_part_of_its_keys_digest() -> None:
+    text = "Ada wrote the first program."  # 28 characters
+    # no metadata: the text's own BLAKE2b, the key every version has written
+    assert (chunk_digest(text) == chunk_digest(text, "{}") == text_digest(text)
+            == hashlib.blake2b(text.encode(), digest_size=6).hexdigest())
+    # metadata: BLAKE2b personalised "cg-metadata" over the text's length (8 bytes,
+    # little-endian), the text, then the metadata's JSON
+    by_hand = hashlib.blake2b(b"\x1c\0\0\0\0\0\0\0" + text.encode() + b'{"n": 1}',
+                              digest_size=6, person=b"cg-metadata").hexdigest()
+    assert chunk_digest(text, '{"n": 1}') == by_hand
+    # other metadata, or the same bytes split otherwise between text and metadata: other keys
+    assert len({chunk_digest(text), by_hand, chunk_digest(text, '{"n": 2}'),
+                chunk_digest(text[:-1], '.{"n": 1}')}) == 4
+
+
 @settings(max_examples=200, deadline=None)
 @given(chunk_id=st.text(min_size=1, max_size=40), text=st.text(min_size=1, max_size=40),
        kind=st.sampled_from("su"), part=st.integers(0, 10**6))
@@ -119,8 +152,8 @@ def test_sentence_rows_are_laid_out_chunk_by_chunk() -> None:
     assert rows.kind == "s" and len(rows) == 10
     assert rows.first.tolist() == [0, 2, 4, 6, 8] and rows.count.tolist() == [2] * 5
     assert rows.rows_of([1, 3]).tolist() == [2, 3, 6, 7]
-    assert rows.keys_of([1]) == [f"t1#{text_digest(TEXTS[1])}.s0",
-                                 f"t1#{text_digest(TEXTS[1])}.s1"]
+    assert rows.keys_of([1]) == [f"t1#{built_digest(1)}.s0",
+                                 f"t1#{built_digest(1)}.s1"]
     assert rows.texts_of(np.array([2, 3])) == ["Charles Babbage designed the analytical engine.",
                                                "The engine was mechanical."]
     # scalar metadata only (the list is left in the index), with the chunk id and part
@@ -247,7 +280,7 @@ def test_an_engine_finds_the_rows_that_hold_a_term(tmp_path: Path, kind: str) ->
     index = build(store)
     assert keeps_terms(store) and isinstance(store, TermPostingsBackend)
     assert index.stats()["vector_index"] == f"store:{type(store).__name__}+terms"
-    key = {i: text_digest(t) for i, t in zip(IDS, TEXTS, strict=True)}
+    key = {IDS[i]: built_digest(i) for i in range(len(TEXTS))}
     # "babbage": chunks t0 and t1, each found by its first row
     assert keys_for(store, "babbage") == {f"t0#{key['t0']}.s0", f"t1#{key['t1']}.s0"}
     # ranked by the weighted sum over each chunk's terms: "analytical" and "engine" both
@@ -277,7 +310,7 @@ def test_term_postings_follow_adds_and_deletes(tmp_path: Path, kind: str) -> Non
     assert keys_for(store, "zeppelins") == {f"z#{digest}.s0"}
     index.delete(["z", "t0"])
     assert keys_for(store, "zeppelins") == set()
-    assert keys_for(store, "babbage") == {f"t1#{text_digest(TEXTS[1])}.s0"}
+    assert keys_for(store, "babbage") == {f"t1#{built_digest(1)}.s0"}
     store.close()
 
 
@@ -423,7 +456,7 @@ def test_milvus_lite_is_flushed_after_each_update_and_a_server_never(
     zeppelin = f"z#{text_digest('Zeppelins flew over the sea.')}.s0"
     assert store.search(HashingEmbedder(DIM).embed(["Zeppelins flew over the sea."])[0],
                         1) == [zeppelin]
-    assert set(store.list_keys()) == expected_keys(IDS[1:], TEXTS[1:]) | {zeppelin}
+    assert set(store.list_keys()) == built_keys(range(1, len(TEXTS))) | {zeppelin}
     store.close()
 
 
@@ -481,7 +514,7 @@ def test_a_qdrant_store_finds_points_by_payload_key_and_never_returns_vectors(
         tmp_path: Path) -> None:
     store = terms_store("qdrant", tmp_path)
     build(store)
-    key = f"t1#{text_digest(TEXTS[1])}.s0"
+    key = f"t1#{built_digest(1)}.s0"
     [point] = store.client.retrieve("cgt", ids=[key_uuid(key)], with_payload=True,
                                     with_vectors=True)
     # the id is the key's UUID, the payload the key, chunk id and metadata; the rows are
@@ -535,14 +568,13 @@ def test_an_engine_retrieves_what_the_in_process_index_retrieves(
 def test_adds_and_deletes_write_through_to_the_store(tmp_path: Path, kind: str) -> None:
     store = engine(kind, tmp_path)
     index = build(store)
-    assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
+    assert set(store.list_keys()) == built_keys()
     index.delete(["t1", "t3"])
     left = [0, 2, 4]
-    assert set(store.list_keys()) == expected_keys([IDS[i] for i in left], [TEXTS[i] for i in left])
+    assert set(store.list_keys()) == built_keys(left)
     new = "Alan Turing described a universal machine. It could compute anything computable."
     index.add([new], ids=["t9"])
-    assert set(store.list_keys()) == expected_keys([IDS[i] for i in left] + ["t9"],
-                                              [TEXTS[i] for i in left] + [new])
+    assert set(store.list_keys()) == built_keys(left) | expected_keys(["t9"], [new])
     assert index.vector_store_repair is not None
     assert (index.vector_store_repair.written, index.vector_store_repair.deleted) == (0, 0)
     store.close()
@@ -589,7 +621,7 @@ def test_load_repairs_rows_written_or_deleted_after_the_last_save(
     assert loaded.vector_store_repair is not None
     assert (loaded.vector_store_repair.written, loaded.vector_store_repair.deleted) == (2, 1)
     assert loaded.vector_store_repair.listed  # the store's generation was not the save's
-    assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
+    assert set(store.list_keys()) == built_keys()
     assert contexts(loaded) == contexts(build(vector_index="hnsw"))
     store.close()
 
@@ -617,6 +649,8 @@ CHILD = textwrap.dedent("""
 @pytest.mark.parametrize(("step", "written", "deleted"), [
     ('add(["Alan Turing described a universal machine."], ids=["t9"])', 0, 1),
     ('delete(["t2", "t4"])', 4, 0),
+    # metadata alone: t2's rows under their saved keys again, the unsaved ones deleted
+    ('add([TEXTS[2]], ids=["t2"], metadatas=[{"n": 20}])', 2, 2),
 ])
 def test_a_process_killed_between_the_store_write_and_the_save_is_repaired(
         tmp_path: Path, step: str, written: int, deleted: int, kind: str) -> None:
@@ -637,6 +671,8 @@ def test_a_process_killed_between_the_store_write_and_the_save_is_repaired(
         written, deleted)
     assert loaded.vector_store_repair.listed
     assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
+    assert sorted(stored_metadata(store, "t2"), key=str) == [  # the saved metadata: none
+        {"chunk_id": "t2", "part": 0}, {"chunk_id": "t2", "part": 1}]
     assert contexts(loaded) == contexts(build(vector_index="hnsw"))
     store.close()
 
@@ -712,7 +748,7 @@ def test_a_write_failing_midway_is_undone(tmp_path: Path, kind: str) -> None:
                        match=r"chunk id too long for Milvus|no space left on device"):
         index.add(texts, ids=ids)
     assert len(index) == len(TEXTS)
-    assert set(store.list_keys()) == expected_keys(IDS, TEXTS)
+    assert set(store.list_keys()) == built_keys()
     assert store.read_marker() == ""  # cleared: the next open lists the store
     store.close()
 
@@ -762,6 +798,72 @@ def test_a_tampered_store_generation_is_refused_or_listed(tmp_path: Path, kind: 
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(CorruptIndexError, match=r"'vector_store_generation' must be 32 hex"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), vector_store=store)
+    store.close()
+
+
+def saved_manifest(path: Path) -> Path:
+    from shared_core.store import index_folder
+
+    return index_folder(path) / "manifest.json"
+
+
+def without_store_keys(path: Path, value: object = None) -> None:
+    """Make the save at ``path`` one from before 'vector_store_keys' (or give it ``value``)."""
+    manifest = json.loads(saved_manifest(path).read_text())
+    manifest.pop("vector_store_keys", None)
+    if value is not None:
+        manifest["vector_store_keys"] = value
+    saved_manifest(path).write_text(json.dumps(manifest))
+
+
+@loopback
+@pytest.mark.parametrize("kind", TERM_ENGINES)
+def test_a_save_from_before_metadata_keys_is_rekeyed_by_its_writer(
+        tmp_path: Path, kind: str) -> None:
+    # an older conceptgraph keyed every row by its chunk's text alone: the store holds
+    # those keys, with the save's generation, and the save has no 'vector_store_keys'
+    store = engine(kind, tmp_path)
+    index = build(store)
+    index.save(str(tmp_path / "idx"))
+    corpus = index.state.corpus
+    text_keyed = StoredRows.of(corpus.with_metadata(dict.fromkeys(range(len(corpus)), "{}")),
+                               None)
+    store.delete(sorted(store.list_keys()))
+    text_keyed.write(store, range(len(corpus)))
+    without_store_keys(tmp_path / "idx")
+    load = functools.partial(ConceptGraphIndex.load, str(tmp_path / "idx"),
+                             HashingEmbedder(DIM), vector_store=store)
+    with pytest.raises(ValueError, match=r"saved by an older conceptgraph.*Load it once with "
+                                         "its vectors"):
+        load(vectors_in_store=True)  # a replica would not find the rows of chunks with metadata
+    loaded = load()  # the store's generation is the save's, yet it is listed and rekeyed
+    assert loaded.vector_store_repair is not None and loaded.vector_store_repair.listed
+    assert (loaded.vector_store_repair.written, loaded.vector_store_repair.deleted) == (10, 10)
+    assert set(store.list_keys()) == built_keys()
+    assert contexts(loaded) == contexts(build(vector_index="hnsw"))
+    loaded.save(str(tmp_path / "idx"))
+    assert json.loads(saved_manifest(tmp_path / "idx").read_text())["vector_store_keys"] == 2
+    assert contexts(load(vectors_in_store=True)) == contexts(loaded)
+    store.close()
+
+
+@loopback
+def test_a_save_from_before_metadata_keys_without_metadata_is_not_listed(
+        tmp_path: Path) -> None:
+    from shared_core.store import CorruptIndexError
+
+    store = engine("qdrant", tmp_path)
+    ConceptGraphIndex.from_texts(TEXTS, ids=IDS, embedder=HashingEmbedder(DIM),
+                                 vector_store=store).save(str(tmp_path / "idx"))
+    without_store_keys(tmp_path / "idx")  # its keys are those of today: text alone
+    load = functools.partial(ConceptGraphIndex.load, str(tmp_path / "idx"),
+                             HashingEmbedder(DIM), vector_store=store)
+    loaded = load()
+    assert loaded.vector_store_repair is not None and not loaded.vector_store_repair.listed
+    assert contexts(load(vectors_in_store=True)) == contexts(loaded)
+    without_store_keys(tmp_path / "idx", 3)
+    with pytest.raises(CorruptIndexError, match=r"'vector_store_keys' must be 2, got 3"):
+        load()
     store.close()
 
 
@@ -981,11 +1083,12 @@ def test_engine_rows_are_read_by_key_and_never_whole(tmp_path: Path) -> None:
     store = QdrantStore(":memory:")
     index = build(store)
     corpus = index.state.corpus
-    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.sentence_offsets, DIM)
+    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.metadata,
+                      corpus.sentence_offsets, DIM)
     assert len(rows) == 10 and rows.shape == (10, DIM) and rows.dtype == np.float32
     # sentence 3 is chunk t1's second: its key names t1's text and part 1
-    assert rows.keys_of(np.array([3, 0])) == [f"t1#{text_digest(TEXTS[1])}.s1",
-                                             f"t0#{text_digest(TEXTS[0])}.s0"]
+    assert rows.keys_of(np.array([3, 0])) == [f"t1#{built_digest(1)}.s1",
+                                             f"t0#{built_digest(0)}.s0"]
     held = np.asarray(corpus.sentence_vectors)
     assert np.array_equal(rows[np.array([3, 0, 3])], held[[3, 0, 3]])  # the same bits
     assert np.array_equal(rows[2:5], held[2:5]) and np.array_equal(rows[-1], held[-1])
@@ -999,8 +1102,8 @@ def test_engine_rows_are_read_by_key_and_never_whole(tmp_path: Path) -> None:
     # the rows fetched last are kept: read again, they cost no request; past cached_rows
     # the first fetched go first
     sent = record_vector_reads(store)
-    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.sentence_offsets, DIM,
-                      cached_rows=4)
+    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.metadata,
+                      corpus.sentence_offsets, DIM, cached_rows=4)
     rows[np.array([0, 1, 2])]
     assert np.array_equal(rows[np.array([2, 0, 2, 1])], held[[2, 0, 2, 1]]) and sent == [3]
     rows[np.array([5, 6])]  # held 0, 1, 2 (fetched in that order), then 5 and 6: 0 goes
@@ -1016,7 +1119,7 @@ def test_engine_rows_are_read_by_key_and_never_whole(tmp_path: Path) -> None:
     rows[np.array([8, 9])]
     assert sent == [3, 2, 1, 1, 1, 3]
     with pytest.raises(TypeError, match=r"dict does not return the vectors it holds"):
-        EngineRows({}, corpus.ids, corpus.texts, corpus.sentence_offsets,  # type: ignore[arg-type]
+        EngineRows({}, corpus.ids, corpus.texts, corpus.metadata, corpus.sentence_offsets,  # type: ignore[arg-type]
                    DIM)
     store.close()
 
@@ -1256,8 +1359,8 @@ def test_engine_rows_always_read_the_rows_held(
     store, index = sample_rows
     corpus = index.state.corpus
     held = np.asarray(corpus.sentence_vectors)
-    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.sentence_offsets, DIM,
-                      cached_rows=kept)
+    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.metadata,
+                      corpus.sentence_offsets, DIM, cached_rows=kept)
     for positions in reads:
         assert np.array_equal(rows[np.array(positions, dtype=np.int64)],
                               held[np.array(positions, dtype=np.int64)])
@@ -1278,8 +1381,8 @@ def test_engine_rows_scored_in_the_store_are_the_rows_held_times_the_query(
     corpus = index.state.corpus
     held = np.asarray(corpus.sentence_vectors)
     queries = np.random.default_rng(1).standard_normal((3, DIM)).astype(np.float32)
-    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.sentence_offsets, DIM,
-                      cached_rows=kept)
+    rows = EngineRows(store, corpus.ids, corpus.texts, corpus.metadata,
+                      corpus.sentence_offsets, DIM, cached_rows=kept)
     rows.scores_in_store = True
     for positions, which in reads:
         at = np.array(positions, dtype=np.int64)
