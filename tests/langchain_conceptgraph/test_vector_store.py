@@ -20,7 +20,7 @@ from qdrant_client.models import Distance, PointStruct, VectorParams
 
 from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings, LangChainVectorStore
 from shared_core import ConceptGraphConfig, HashingEmbedder
-from shared_core.search.external import KEY_FIELD, key_uuid, parse_key, row_key, text_digest
+from shared_core.search.external import KEY_FIELD, chunk_digest, key_uuid, parse_key, row_key
 
 from .conftest import CORPUS
 
@@ -73,7 +73,9 @@ def test_a_langchain_store_retrieves_what_the_in_process_index_retrieves(
     assert answers(retriever) == answers(in_process(documents, embeddings))
     # each one-sentence chunk is one document in the store, keyed and tagged with its chunk;
     # Qdrant holds it under the key's UUID, the key in its metadata
-    key = row_key("ada", text_digest(CORPUS["ada"]), "s", 0)
+    corpus = retriever.index.state.corpus  # the chunk's metadata is part of its keys
+    key = row_key("ada", chunk_digest(CORPUS["ada"], corpus.metadata[corpus.position["ada"]]),
+                  "s", 0)
     held = raw.get_by_ids([key_uuid(key) if kind == "qdrant" else key])
     assert [(d.page_content, d.metadata["chunk_id"], d.metadata["title"]) for d in held] == [
         (CORPUS["ada"], "ada", "ada")]

@@ -17,7 +17,7 @@ from qdrant_client.models import PointStruct
 
 from llama_index_conceptgraph import ConceptGraphRetriever, CoreEmbedding, LlamaIndexVectorStore
 from shared_core import ConceptGraphConfig, CorruptIndexError
-from shared_core.search.external import KEY_FIELD, key_uuid, parse_key, row_key, text_digest
+from shared_core.search.external import KEY_FIELD, chunk_digest, key_uuid, parse_key, row_key
 
 from .conftest import CORPUS
 
@@ -78,8 +78,9 @@ def test_a_simple_vector_store_retrieves_what_the_in_process_index_retrieves(
     # the store holds the index's own sentence vectors, keyed and tagged with the chunk
     rows = retriever.index.state.stored_rows()
     key, text = CORPUS[0][0], CORPUS[0][1]
-    first = row_key(key, text_digest(text), "s", 0)
-    position = retriever.index.state.corpus.position[key]  # chunks are kept in id order
+    corpus = retriever.index.state.corpus
+    position = corpus.position[key]  # chunks are kept in id order
+    first = row_key(key, chunk_digest(text, corpus.metadata[position]), "s", 0)
     assert store.get(first) == rows.vectors[rows.first[position]].tolist()
     assert store.data.metadata_dict[first]["chunk_id"] == key
     assert store.data.metadata_dict[first]["key"] == key
@@ -114,10 +115,11 @@ def test_a_qdrant_store_holds_rows_under_uuids_and_is_repaired(
                                                     config=CONFIG, vector_store=store)
     assert answers(retriever) == answers(in_process(embed_model))
     key, text = CORPUS[0][0], CORPUS[0][1]
-    first = row_key(key, text_digest(text), "s", 0)
+    corpus = retriever.index.state.corpus
+    position = corpus.position[key]
+    first = row_key(key, chunk_digest(text, corpus.metadata[position]), "s", 0)
     [point] = client.retrieve("conceptgraph", [key_uuid(first)], with_vectors=True)
     rows = retriever.index.state.stored_rows()
-    position = retriever.index.state.corpus.position[key]
     assert point.payload is not None and point.payload[KEY_FIELD] == first
     assert point.payload["chunk_id"] == key
     assert point.vector == pytest.approx(rows.vectors[rows.first[position]].tolist(), abs=1e-6)

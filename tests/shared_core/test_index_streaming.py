@@ -3,7 +3,12 @@ errors named by stream position, and a killed build resumed from the embedding c
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -88,6 +93,46 @@ def test_a_killed_build_resumes_from_the_embedding_cache(tmp_path: Path) -> None
     assert sorted(recorder.texts) == sorted(
         t[s:e] for t in POOL[8:] for s, e in split_sentences(t))
     # the same embedding path (the cache re-normalises), so floats compare exactly
+    fresh = ConceptGraphIndex.from_texts(
+        POOL, embedder=CachedEmbedder(FailOnCall(dim=DIM).embedder(), EmbeddingCache()))
+    assert_same_index(index, fresh)
+
+
+KILLED_CHILD = textwrap.dedent("""
+    import sys, time
+    from benchmarks.faults import FailOnCall
+    from shared_core.embeddings import CachedEmbedder, EmbeddingCache
+    from shared_core.index import ConceptGraphIndex
+    from tests.shared_core.test_index_state import DIM, POOL
+
+    class Stalls(FailOnCall):  # the third batch's call says so and waits to be killed
+        def __call__(self, texts):
+            if self.calls == 2:
+                print("third batch", flush=True)
+                time.sleep(600)
+            return super().__call__(texts)
+
+    embedder = CachedEmbedder(Stalls(dim=DIM).embedder(), EmbeddingCache(sys.argv[1]))
+    ConceptGraphIndex.from_texts(iter(POOL), embedder=embedder, batch_size=4)
+""")
+
+
+def test_a_build_killed_with_sigkill_resumes_from_the_embedding_cache(tmp_path: Path) -> None:
+    # kill -9 while the third batch is being embedded: the two before it are in the cache
+    cache_file = tmp_path / "cache.sqlite"
+    root = Path(__file__).parents[2]
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, str(cache_file)],
+                             stdout=subprocess.PIPE, cwd=root,
+                             env={**os.environ, "PYTHONPATH": str(root)})
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == b"third batch"
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+    recorder = RecordingEmbedder(FailOnCall(dim=DIM).embedder())
+    resumed = CachedEmbedder(recorder, EmbeddingCache(cache_file))
+    index = ConceptGraphIndex.from_texts(iter(POOL), embedder=resumed, batch_size=4)
+    assert sorted(recorder.texts) == sorted(
+        t[s:e] for t in POOL[8:] for s, e in split_sentences(t))
     fresh = ConceptGraphIndex.from_texts(
         POOL, embedder=CachedEmbedder(FailOnCall(dim=DIM).embedder(), EmbeddingCache()))
     assert_same_index(index, fresh)
