@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pymilvus.exceptions import MilvusException
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.search.external import (
@@ -390,6 +392,44 @@ def test_a_milvus_server_without_sparse_vectors_refuses_term_postings(tmp_path: 
     assert client.list_collections() == []
     store = MilvusVectorStore(milvus_server_uri(), "cg", term_postings=False, client=client)
     assert contexts(build(store)) == contexts(build(vector_index="hnsw"))
+    store.close()
+
+
+@loopback
+def test_a_milvus_servers_index_is_built_and_searched_with_the_params_given(
+        tmp_path: Path) -> None:
+    client = database_client(tmp_path)
+    store = MilvusVectorStore(milvus_server_uri(), "hnsw", index_type="HNSW",
+                              index_params={"M": 8, "efConstruction": 64},
+                              search_params={"ef": 64}, client=client)
+    # 2,000 rows, sealed: the server indexes a segment of 1,024 rows or more
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((2000, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    keys = [row_key(f"c{i}", text_digest(f"c{i}"), "s", 0) for i in range(len(vectors))]
+    store.upsert(keys, vectors, ["text"] * len(keys),
+                 [{"chunk_id": f"c{i}", "part": 0} for i in range(len(keys))])
+    client.flush("hnsw")
+    for _ in range(120):  # the index is built in the background
+        described = client.describe_index("hnsw", "vector")
+        if described["state"] == "Finished" and int(described["indexed_rows"]) == 2000:
+            break
+        time.sleep(0.5)
+    assert (described["index_type"], described["M"], described["efConstruction"],
+            described["indexed_rows"]) == ("HNSW", "8", "64", 2000)
+    client.release_collection("hnsw")  # loaded again, the segment is searched by its index
+    client.load_collection("hnsw")
+    # each row is its own nearest: the search runs with ef 64 on the built index ...
+    assert [store.search(vectors[i], 1) for i in (0, 999, 1999)] == [
+        [keys[0]], [keys[999]], [keys[1999]]]
+    # ... and the params are the engine's: an ef of 0 is refused by it, not by us
+    refused = MilvusVectorStore(milvus_server_uri(), "hnsw", search_params={"ef": 0},
+                                client=client)
+    with pytest.raises(MilvusException, match=r"fail to Search"):
+        refused.search(vectors[0], 1)
+    with pytest.raises(TypeError, match=r"search_params must be a mapping .*got int"):
+        MilvusVectorStore(milvus_server_uri(), "hnsw", search_params=64,  # type: ignore[arg-type]
+                          client=client)
     store.close()
 
 
