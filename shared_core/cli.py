@@ -37,7 +37,7 @@ from .config import ConceptGraphConfig
 from .corpus import CountedStream, Record, count_records, iter_corpus, window_chunks
 from .embeddings.cache import embedder_for_model_id, resolve_embedder
 from .fusion import FusedContext
-from .index import ConceptGraphIndex, RetrievalResult
+from .index import ADD_BATCH, ConceptGraphIndex, RetrievalResult
 from .kg import (
     GLEANING_MODES,
     ExtractionConfig,
@@ -153,7 +153,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         index = ConceptGraphIndex.from_texts(
             text_stream, ids=(r.id for r in ids),
             metadatas=(r.metadata for r in metadatas), embedder=embedder, config=config,
-            show_progress=not args.quiet, executor=executor,
+            show_progress=not args.quiet, executor=executor, batch_size=args.batch_size,
             vector_spill=VectorSpill(args.spill_dir) if args.spill_dir else DEFAULT_SPILL,
         )
     index.save(args.out)
@@ -361,6 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a ConceptGraphConfig knob, e.g. --set theta_co=1 (a small "
                        "corpus needs it: the default 3 leaves its graph without edges)")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
+    build.add_argument("--batch-size", type=int, default=ADD_BATCH, metavar="N",
+                       help=f"chunks split, embedded and counted at a time, which bounds "
+                            f"the build's memory (default {ADD_BATCH}); one shard's work on "
+                            "a cluster")
     build.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
                        help="MiniLM's precision: auto (bf16 where the CPU or GPU computes it "
                             "natively), or forced; the index records it")

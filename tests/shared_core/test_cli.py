@@ -87,6 +87,15 @@ def test_build_shows_its_progress_with_an_eta(corpus: Path, tmp_path: Path,
     assert "adding chunks" not in capsys.readouterr().err
 
 
+def test_build_in_batches_of_one_writes_the_index_of_one_batch(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert build(corpus, tmp_path / "ones", "--batch-size", "1") == 0
+    assert_same_index(corpus, tmp_path / "ones", tmp_path)
+    assert build(corpus, tmp_path / "none", "--batch-size", "0") == 2
+    assert "batch_size must be a positive int, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+
+
 def assert_same_index(corpus: Path, sharded_path: Path, tmp_path: Path) -> None:
     """The index at ``sharded_path`` is the one a build in this process writes."""
     assert build(corpus, tmp_path / "local") == 0
