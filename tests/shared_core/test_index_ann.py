@@ -82,6 +82,38 @@ def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
     assert contexts(loaded) == contexts(index)
 
 
+def advice_of(file: Path) -> set[str]:
+    """The kernel's flags of this process's mappings of ``file`` (Linux's /proc), e.g.
+    ``rr`` for MADV_RANDOM."""
+    flags: set[str] = set()
+    mapped_here = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and not fields[0].endswith(":"):  # a mapping's header line
+            mapped_here = fields[-1] == str(file.resolve())
+        elif mapped_here and fields[0] == "VmFlags:":
+            flags.update(fields[1:])
+    return flags
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(),
+                    reason="the kernel shows a mapping's advice in Linux's /proc")
+def test_a_loaded_index_with_hnsw_advises_random_reads_of_its_sentence_vectors(
+        tmp_path: Path) -> None:
+    # its queries gather scattered rows: no read-around (see store.advise_random_reads);
+    # the exact path scans every row, so its map keeps the kernel's default
+    loaded = {}
+    for vector_index in ("hnsw", "exact"):
+        build(vector_index=vector_index).save(str(tmp_path / vector_index))
+        loaded[vector_index] = ConceptGraphIndex.load(str(tmp_path / vector_index),
+                                                      HashingEmbedder(DIM))
+    hnsw = advice_of(index_folder(tmp_path / "hnsw") / "sentence_embeddings.npy")
+    exact = advice_of(index_folder(tmp_path / "exact") / "sentence_embeddings.npy")
+    assert "mr" in hnsw and "mr" in exact  # both mapped (may read) ...
+    assert "rr" in hnsw and "rr" not in exact  # ... one advised to read at random
+    assert contexts(loaded["hnsw"]) == contexts(build(vector_index="hnsw"))
+
+
 def test_an_updated_hnsw_index_saves_its_row_map_and_loads_without_a_rebuild(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     index = build(vector_index="hnsw")
