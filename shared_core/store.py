@@ -641,8 +641,8 @@ def advise_random_reads(array: object) -> bool:
     A query over an index with an approximate vector index gathers a few thousand
     scattered sentence rows of 1.5 KB. By default each page fault reads ahead around
     it, 128 KB, so once the save no longer fits in memory a query reads hundreds of MB:
-    a 1 M index in an 8 GiB memory cgroup answered in 2.4 s p50, and in 0.17 s with
-    this advice. Pages already in memory are read as before. Nothing is done where
+    a 1 M index in an 8 GiB memory cgroup answered in 2.4 s p50, and in 0.17-0.25 s
+    with this advice. Pages already in memory are read as before. Nothing is done where
     ``mmap`` has no ``madvise`` (Windows) or the array is not a mapped file.
     """
     base = array

@@ -837,7 +837,7 @@ def changed_rows(store: VectorStoreBackend, before: StoredRows, after: StoredRow
         written = after.keys_of(c for c in new if after.corpus.ids[c] not in before_ids)
         store.delete(written + sorted(new_keys - old_keys))
         raise
-    stale = before.keys_of(gone) + sorted(old_keys - new_keys)
+    stale = sorted(set(before.keys_of(gone)) | (old_keys - new_keys))  # each key once
     if stale:
         store.delete(stale)
     if new or stale:
