@@ -821,13 +821,11 @@ def test_a_load_after_a_clean_save_trusts_the_store_generation(tmp_path: Path, k
 @loopback
 @pytest.mark.parametrize("kind", ENGINES)
 def test_a_tampered_store_generation_is_refused_or_listed(tmp_path: Path, kind: str) -> None:
-    import json
-
-    from shared_core.store import CorruptIndexError, index_folder
+    from shared_core.store import CorruptIndexError
 
     store = engine(kind, tmp_path)
     build(store).save(str(tmp_path / "idx"))
-    manifest_path = index_folder(tmp_path / "idx") / "manifest.json"
+    manifest_path = saved_manifest(tmp_path / "idx")
     manifest = json.loads(manifest_path.read_text())
     manifest["vector_store_generation"] = "0" * 32  # well-formed, but not the store's
     manifest_path.write_text(json.dumps(manifest))
