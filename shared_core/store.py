@@ -113,6 +113,7 @@ import xxhash
 from .config import ConceptGraphConfig
 from .embeddings.base import UNIT_NORM_TOLERANCE, finite_row_norms, same_model
 from .embeddings.models import BF16_SUFFIX
+from .paging import advise_random_reads
 from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswSegments, HnswVectorIndex, segment_file
@@ -632,27 +633,6 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool,
         if saved.ann is not None:
             advise_random_reads(corpus.sentence_vectors)
         return saved
-
-
-def advise_random_reads(array: object) -> bool:
-    """Tell the kernel that a mapped array is read at random (``MADV_RANDOM``); whether
-    it was told.
-
-    A query over an index with an approximate vector index gathers a few thousand
-    scattered sentence rows of 1.5 KB. By default each page fault reads ahead around
-    it, 128 KB, so once the save no longer fits in memory a query reads hundreds of MB:
-    a 1 M index in an 8 GiB memory cgroup answered in 2.4 s p50, and in 0.17-0.25 s
-    with this advice. Pages already in memory are read as before. Nothing is done where
-    ``mmap`` has no ``madvise`` (Windows) or the array is not a mapped file.
-    """
-    base = array
-    while base is not None and not isinstance(getattr(base, "_mmap", None), mmap.mmap):
-        base = getattr(base, "base", None)
-    random_reads = getattr(mmap, "MADV_RANDOM", None)
-    if base is None or random_reads is None:
-        return False
-    base._mmap.madvise(random_reads)  # type: ignore[attr-defined]
-    return True
 
 
 def _read_store_generation(folder: Path, manifest: dict[str, Any]) -> str | None:

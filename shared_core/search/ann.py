@@ -25,6 +25,8 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
+from ..paging import random_reads
+
 FILE_NAME = "ann.faiss"
 ROWS_FILE_NAME = "ann_rows.npy"  # each HNSW row's vector in the saved corpus (-1: dead)
 LINKS_PER_NODE = 32  # HNSW's M
@@ -70,8 +72,11 @@ class HnswVectorIndex:
                                   LINKS_PER_NODE, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = EF_CONSTRUCTION
         if len(rows):
-            index.train(rows)  # the quantiser's range per dimension
-            index.add(rows)
+            index.train(rows)  # the quantiser's range per dimension, one pass in order
+            # faiss then reads each row once in shuffled order: where ``rows`` is a map
+            # larger than memory, read-around would read 128 KB for each (``paging``)
+            with random_reads(rows):
+                index.add(rows)
         return cls(index)
 
     def __len__(self) -> int:

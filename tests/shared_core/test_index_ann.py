@@ -23,6 +23,7 @@ from shared_core.search.candidates import GatheredUnits
 from shared_core.state import derived
 from shared_core.state.spill import VectorSpill
 from shared_core.store import CorruptIndexError, bytes_digest, index_folder
+from tests.shared_core.test_paging import advice_of
 from tests.shared_core.test_store import TEXTS
 
 DIM = 64
@@ -82,25 +83,11 @@ def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
     assert contexts(loaded) == contexts(index)
 
 
-def advice_of(file: Path) -> set[str]:
-    """The kernel's flags of this process's mappings of ``file`` (Linux's /proc), e.g.
-    ``rr`` for MADV_RANDOM."""
-    flags: set[str] = set()
-    mapped_here = False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        fields = line.split()
-        if "-" in fields[0] and not fields[0].endswith(":"):  # a mapping's header line
-            mapped_here = fields[-1] == str(file.resolve())
-        elif mapped_here and fields[0] == "VmFlags:":
-            flags.update(fields[1:])
-    return flags
-
-
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(),
                     reason="the kernel shows a mapping's advice in Linux's /proc")
 def test_a_loaded_index_with_hnsw_advises_random_reads_of_its_sentence_vectors(
         tmp_path: Path) -> None:
-    # its queries gather scattered rows: no read-around (see store.advise_random_reads);
+    # its queries gather scattered rows: no read-around (see paging.advise_random_reads);
     # the exact path scans every row, so its map keeps the kernel's default
     loaded = {}
     for vector_index in ("hnsw", "exact"):

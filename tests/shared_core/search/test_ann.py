@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ from shared_core.search.ann import (
     segment_file,
     segment_plan,
 )
+from tests.shared_core.test_paging import advice_of
 
 
 @pytest.mark.parametrize(("sizes", "added", "plan"), [
@@ -117,3 +120,19 @@ def test_grown_and_appended_segments_leave_the_index_they_came_from() -> None:
 
 def test_segment_files_are_named_in_order() -> None:
     assert [segment_file(i) for i in range(3)] == ["ann.faiss", "ann.1.faiss", "ann.2.faiss"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(),
+                    reason="the kernel shows a mapping's advice in Linux's /proc")
+def test_a_build_over_mapped_rows_indexes_every_row_and_leaves_the_map_as_it_was(
+        tmp_path: Path) -> None:
+    # faiss reads the rows at random while it adds them (paging.random_reads); the advice
+    # ends with the build, since a save then copies the rows in order
+    path = tmp_path / "rows.npy"
+    np.save(path, unit_rows(400, 16, seed=11))
+    mapped = np.load(path, mmap_mode="r")
+    index = HnswVectorIndex.build(mapped)
+    assert len(index) == 400
+    assert "rr" not in advice_of(path) and "mr" in advice_of(path)
+    found = [int(index.search(np.asarray(row), 1)[0][0]) for row in mapped[::40]]
+    assert found == list(range(0, 400, 40))  # each row is its own nearest

@@ -1,0 +1,59 @@
+"""How the kernel reads a memory-mapped array in: advice for arrays read at random.
+
+By default each page fault on a mapped file reads about 128 KB around it. That
+suits a scan. Two readers here instead touch scattered 1.5 KB rows of a large
+map: a query of an index with an approximate vector index (a few thousand rows),
+and faiss building HNSW (every row once, in shuffled order). Once the file no
+longer fits in memory, read-around multiplies what they read from disk: a 1 M
+index in an 8 GiB memory cgroup answered in 2.4 s p50 with it and 0.17-0.25 s
+without; HNSW over 150,000 mapped rows in a 250 MB cgroup took 444 s with it
+and 81 s without (65 s with no limit). ``MADV_RANDOM`` turns read-around off.
+Pages already in memory are read as before, so nothing changes where the file
+fits, and the advice never changes what is read, only how.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+from collections.abc import Iterator
+
+
+def _mapping(array: object) -> mmap.mmap | None:
+    """The ``mmap`` behind a numpy memmap or a view of one, if any."""
+    base = array
+    while base is not None:
+        mapped = getattr(base, "_mmap", None)
+        if isinstance(mapped, mmap.mmap):
+            return mapped
+        base = getattr(base, "base", None)
+    return None
+
+
+def _advise(array: object, advice_name: str) -> bool:
+    mapped = _mapping(array)
+    advice = getattr(mmap, advice_name, None)
+    if mapped is None or advice is None:  # not a mapped file, or no madvise (Windows)
+        return False
+    mapped.madvise(advice)
+    return True
+
+
+def advise_random_reads(array: object) -> bool:
+    """Advise the map behind ``array`` ``MADV_RANDOM`` for as long as it is mapped;
+    whether it was advised (False where it is not a mapped file or ``mmap`` has no
+    ``madvise``)."""
+    return _advise(array, "MADV_RANDOM")
+
+
+@contextlib.contextmanager
+def random_reads(array: object) -> Iterator[bool]:
+    """``MADV_RANDOM`` on the map behind ``array`` inside the block, the kernel's default
+    (``MADV_NORMAL``) after it: for one pass of random reads over a map that is later
+    read in order (a build's rows, which a save then copies)."""
+    advised = advise_random_reads(array)
+    try:
+        yield advised
+    finally:
+        if advised:
+            _advise(array, "MADV_NORMAL")

@@ -1,0 +1,57 @@
+"""Paging advice on mapped arrays, read back from the kernel's own view (Linux's /proc)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared_core.paging import advise_random_reads, random_reads
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/smaps").exists(),
+                                reason="the kernel shows a mapping's advice in Linux's /proc")
+
+
+def advice_of(file: Path) -> set[str]:
+    """The kernel's flags of this process's mappings of ``file`` (Linux's /proc), e.g.
+    ``rr`` for MADV_RANDOM."""
+    flags: set[str] = set()
+    mapped_here = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and not fields[0].endswith(":"):  # a mapping's header line
+            mapped_here = fields[-1] == str(file.resolve())
+        elif mapped_here and fields[0] == "VmFlags:":
+            flags.update(fields[1:])
+    return flags
+
+
+def mapped_rows(tmp_path: Path, rows: int = 64, dim: int = 8) -> tuple[Path, np.ndarray]:
+    path = tmp_path / "rows.npy"
+    np.save(path, np.arange(rows * dim, dtype=np.float32).reshape(rows, dim))
+    return path, np.load(path, mmap_mode="r")
+
+
+def test_random_reads_advise_the_map_inside_the_block_and_restore_the_default_after(
+        tmp_path: Path) -> None:
+    path, rows = mapped_rows(tmp_path)
+    assert "rr" not in advice_of(path)
+    with random_reads(np.ascontiguousarray(rows)) as advised:  # a view of the map
+        assert advised is True
+        assert "rr" in advice_of(path)
+        assert float(rows[63, 7]) == 63 * 8 + 7  # reads are the same
+    assert "rr" not in advice_of(path) and "mr" in advice_of(path)
+
+
+def test_advice_for_a_slice_reaches_the_whole_map_and_stays(tmp_path: Path) -> None:
+    path, rows = mapped_rows(tmp_path)
+    assert advise_random_reads(rows[10:20]) is True
+    assert "rr" in advice_of(path)
+
+
+def test_arrays_on_the_heap_are_not_advised_and_raise_nothing() -> None:
+    rows = np.zeros((4, 4), dtype=np.float32)
+    assert advise_random_reads(rows) is False
+    with random_reads(rows) as advised:
+        assert advised is False
