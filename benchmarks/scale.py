@@ -42,13 +42,14 @@ import os
 import platform
 import random
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +223,8 @@ SERVER_BACKENDS = ("milvus", "milvus-terms")  # a running server at ``--milvus-u
 
 
 def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "AUTOINDEX",
-               milvus_uri: str | None = None) -> Any:
+               milvus_uri: str | None = None, milvus_index_params: dict[str, Any] | None = None,
+               milvus_search_params: dict[str, Any] | None = None) -> Any:
     """The outside vector store ``--backend`` names, in ``folder`` (or, for a server
     backend, in a new collection of a random name); None for ``local``.
 
@@ -239,13 +241,17 @@ def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "A
                              "server's address")
         return TimedStore(MilvusVectorStore(milvus_uri, f"scale_{uuid.uuid4().hex[:16]}",
                                             index_type=milvus_index,
-                                            term_postings=backend == "milvus-terms"))
+                                            term_postings=backend == "milvus-terms",
+                                            index_params=milvus_index_params,
+                                            search_params=milvus_search_params))
     if backend in ("milvus-lite", "milvus-lite-terms"):
         from shared_core.search.milvus import MilvusVectorStore
 
         return TimedStore(MilvusVectorStore(str(folder / "milvus.db"), "conceptgraph",
                                             index_type=milvus_index,
-                                            term_postings=backend == "milvus-lite-terms"))
+                                            term_postings=backend == "milvus-lite-terms",
+                                            index_params=milvus_index_params,
+                                            search_params=milvus_search_params))
     if backend in ("qdrant-local", "qdrant-local-terms"):
         from shared_core.search.qdrant import QdrantStore
 
@@ -275,13 +281,16 @@ def drop_collections(store: TimedStore) -> None:
 
 @dataclass(frozen=True)
 class Engine:
-    """Where ``--backend`` puts the vectors: its name, Milvus's index type, and for a
-    server backend its address and (optionally) its process, whose memory is read."""
+    """Where ``--backend`` puts the vectors: its name, Milvus's index type and its
+    build and search parameters, and for a server backend its address and (optionally)
+    its process, whose memory is read."""
 
     backend: str = "local"
     milvus_index: str = "AUTOINDEX"
     milvus_uri: str | None = None
     pid: int | None = None
+    milvus_index_params: dict[str, Any] = field(default_factory=dict)
+    milvus_search_params: dict[str, Any] = field(default_factory=dict)
 
     def rss_mb(self) -> float | None:
         """The server process's resident memory now (``VmRSS``), or None without a pid."""
@@ -303,7 +312,8 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str,
     embedder = HashingEmbedder(384)
     with tempfile.TemporaryDirectory() as folder:
         store = open_store(engine.backend, Path(folder), embedder, engine.milvus_index,
-                           engine.milvus_uri)
+                           engine.milvus_uri, engine.milvus_index_params,
+                           engine.milvus_search_params)
         try:
             return _measure_size(n, data, queries, vector_index, engine, embedder, store,
                                  lean, spill, beams, sweeps or {})
@@ -735,6 +745,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "Chroma's embedded client")
     parser.add_argument("--milvus-index", default="AUTOINDEX",
                         help="the Milvus index type (AUTOINDEX, FLAT, HNSW, ...)")
+    parser.add_argument("--milvus-index-params", type=json.loads, default={}, metavar="JSON",
+                        help='the index\'s build parameters, e.g. \'{"M": 32, '
+                             '"efConstruction": 200}\' for HNSW')
+    parser.add_argument("--milvus-search-params", type=json.loads, default={},
+                        metavar="JSON",
+                        help='the vector search\'s parameters, e.g. \'{"ef": 1000}\'')
     parser.add_argument("--milvus-uri",
                         help="the running Milvus server of --backend milvus / milvus-terms")
     parser.add_argument("--engine-pid", type=int,
@@ -772,7 +788,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(json.dumps(save_built(n, args.data, args.save)), flush=True)
         return
     if args.one:
-        engine = Engine(args.backend, args.milvus_index, args.milvus_uri, args.engine_pid)
+        engine = Engine(args.backend, args.milvus_index, args.milvus_uri, args.engine_pid,
+                        args.milvus_index_params, args.milvus_search_params)
         print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index,
                                       engine, args.lean, args.spill, args.beams,
                                       {"candidates": args.candidates,
@@ -784,6 +801,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             [sys.executable, "-m", "benchmarks.scale", "--one", str(n), "--data", str(args.data),
              "--queries", str(args.queries), "--vector-index", args.vector_index,
              "--backend", args.backend, "--milvus-index", args.milvus_index,
+             "--milvus-index-params", json.dumps(args.milvus_index_params),
+             "--milvus-search-params", json.dumps(args.milvus_search_params),
              *(("--milvus-uri", args.milvus_uri) if args.milvus_uri else ()),
              *(("--engine-pid", str(args.engine_pid)) if args.engine_pid else ()),
              *(("--lean",) if args.lean else ()),
@@ -818,6 +837,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                    *((("no_spill", ""),) if not args.spill else ()),
                    *((("milvus_index", args.milvus_index),) if args.backend.startswith("milvus")
                      else ()),
+                   *(((knob, shlex.quote(json.dumps(params))) for knob, params in
+                      (("milvus_index_params", args.milvus_index_params),
+                       ("milvus_search_params", args.milvus_search_params)) if params)),
                    *((("milvus_uri", args.milvus_uri),) if args.milvus_uri else ()))),
               "minilm_sentences_per_s": None if rate is None else round(rate, 1),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, "

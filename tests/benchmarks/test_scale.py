@@ -95,3 +95,23 @@ def test_a_replica_of_the_save_is_measured_against_the_loaded_index(tmp_path: Pa
     assert figures["replica_disk_mb"] == round(
         (folder_size(tmp_path / "idx") - vectors) / 2**20, 1)
     assert 0 < figures["replica_local_query_ms_p50"] <= figures["replica_query_ms_p50"]
+
+
+def test_milvus_index_and_search_parameters_reach_the_store(tmp_path: Path) -> None:
+    """``--milvus-index-params`` and ``--milvus-search-params`` go to the store as given.
+    An IVF index probing all of its lists searches every row, so the index over it ranks
+    as the in-process one does."""
+    from benchmarks.scale import open_store
+    from shared_core import ConceptGraphIndex, HashingEmbedder
+
+    embedder = HashingEmbedder(32)
+    store = open_store("milvus-lite", tmp_path, embedder, "IVF_FLAT", None, {"nlist": 4},
+                       {"nprobe": 4})
+    assert (store.store.index_type, store.store.index_params,
+            store.store.search_params) == ("IVF_FLAT", {"nlist": 4}, {"nprobe": 4})
+    ids, texts = passages(POOL, 30, seed=1)
+    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=embedder, vector_store=store)
+    local = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=embedder)
+    for query in POOL[:5]:
+        assert ([c.id for c in index.retrieve(query).chunks]
+                == [c.id for c in local.retrieve(query).chunks])
