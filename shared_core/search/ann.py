@@ -74,7 +74,7 @@ class HnswVectorIndex:
         if len(rows):
             index.train(rows)  # the quantiser's range per dimension, one pass in order
             # faiss then reads each row once in shuffled order: where ``rows`` is a map
-            # larger than memory, read-around would read 128 KB for each (``paging``)
+            # larger than memory, read-around would read up to megabytes for each (``paging``)
             with random_reads(rows):
                 index.add(rows)
         return cls(index)
