@@ -811,8 +811,11 @@ def main(argv: Sequence[str] | None = None) -> None:
              *(("--walk-postings", *map(str, args.walk_postings))
                if args.walk_postings else ()),
              *(() if args.spill else ("--no-spill",))],
-            capture_output=True, text=True, check=True,
+            capture_output=True, text=True, check=False,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        if child.returncode:  # its traceback, not only the parent's
+            sys.stderr.write(child.stderr)
+            raise SystemExit(f"the {n}-passage run failed (exit {child.returncode})")
         row = json.loads(child.stdout.strip().splitlines()[-1])
         print(json.dumps(row), flush=True)
         rows.append(row)

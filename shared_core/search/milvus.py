@@ -80,7 +80,8 @@ class MilvusVectorStore:
     existing collection must have this layout and dimension, else ``ValueError``.
     ``index_params`` and ``search_params`` go to Milvus as they are: an HNSW index
     needs ``{"M": ..., "efConstruction": ...}``, and its searches find more of the
-    exact nearest rows with a larger ``{"ef": ...}`` (at least the rows asked for).
+    exact nearest rows with a larger ``{"ef": ...}``; a search that asks for more rows
+    than ``ef`` runs with ``ef`` equal to them, as HNSW requires.
 
     A query's searches and row reads ask for session consistency instead. A strong
     read waits for the server's next time tick, 200 ms a search on a Milvus server
@@ -337,11 +338,18 @@ class MilvusVectorStore:
         rows the filter ``among`` keeps), in one request. Only the keys come back:
         without ``output_fields`` Milvus returns every field, vectors included, and 2,000
         rows of them took 200 ms instead of 90 (Milvus Lite, 384 dimensions)."""
+        limit = min(k, MAX_TOP_K)
         search_params: dict[str, Any] = {"metric_type": "IP"}
         if field == "vector" and self.search_params:
-            search_params["params"] = self.search_params
+            params = dict(self.search_params)
+            beam = params.get("ef")
+            if isinstance(beam, int) and 0 < beam < limit:
+                # HNSW refuses a beam narrower than the rows asked for, and a replica's
+                # ``scores_of`` asks for thousands: the beam is widened to them
+                params["ef"] = limit
+            search_params["params"] = params
         found = self.client.search(self.collection, data=queries, anns_field=field,
-                                   limit=min(k, MAX_TOP_K), filter=among,
+                                   limit=limit, filter=among,
                                    output_fields=["key"], search_params=search_params,
                                    consistency_level=QUERY_CONSISTENCY)
         if len(found) != len(queries):

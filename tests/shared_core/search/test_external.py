@@ -422,6 +422,12 @@ def test_a_milvus_servers_index_is_built_and_searched_with_the_params_given(
     # each row is its own nearest: the search runs with ef 64 on the built index ...
     assert [store.search(vectors[i], 1) for i in (0, 999, 1999)] == [
         [keys[0]], [keys[999]], [keys[1999]]]
+    # asked for more rows than its ef, a search widens the beam to them (the server
+    # refuses ef < k): the nearest 100, and the scores of 300 rows a replica asks for
+    nearest = store.search(vectors[0], 100)
+    assert len(nearest) == 100 and nearest[0] == keys[0]
+    exact = vectors[:300] @ vectors[0]
+    assert np.allclose(store.scores_of(keys[:300], vectors[0]), exact, atol=1e-4)
     # ... and the params are the engine's: an ef of 0 is refused by it, not by us
     refused = MilvusVectorStore(milvus_server_uri(), "hnsw", search_params={"ef": 0},
                                 client=client)
