@@ -18,7 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import mmap
+import weakref
 from collections.abc import Iterator
+
+# maps advised MADV_RANDOM for as long as they are mapped: a block of random reads
+# over one of them leaves its advice as it was
+_ADVISED_RANDOM: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
 
 
 def _mapping(array: object) -> mmap.mmap | None:
@@ -45,17 +50,23 @@ def advise_random_reads(array: object) -> bool:
     """Advise the map behind ``array`` ``MADV_RANDOM`` for as long as it is mapped;
     whether it was advised (False where it is not a mapped file or ``mmap`` has no
     ``madvise``)."""
-    return _advise(array, "MADV_RANDOM")
+    mapped = _mapping(array)
+    advised = _advise(array, "MADV_RANDOM")
+    if advised and mapped is not None:
+        _ADVISED_RANDOM.add(mapped)
+    return advised
 
 
 @contextlib.contextmanager
 def random_reads(array: object) -> Iterator[bool]:
     """``MADV_RANDOM`` on the map behind ``array`` inside the block, the kernel's default
     (``MADV_NORMAL``) after it: for one pass of random reads over a map that is later
-    read in order (a build's rows, which a save then copies)."""
-    advised = advise_random_reads(array)
+    read in order (a build's rows, which a save then copies). A map advised for good
+    (:func:`advise_random_reads`, a loaded index's rows) keeps its advice."""
+    kept = _mapping(array) in _ADVISED_RANDOM
+    advised = _advise(array, "MADV_RANDOM")
     try:
         yield advised
     finally:
-        if advised:
+        if advised and not kept:
             _advise(array, "MADV_NORMAL")

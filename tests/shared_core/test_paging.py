@@ -55,3 +55,12 @@ def test_arrays_on_the_heap_are_not_advised_and_raise_nothing() -> None:
     assert advise_random_reads(rows) is False
     with random_reads(rows) as advised:
         assert advised is False
+
+
+def test_a_map_advised_for_good_keeps_its_advice_after_a_block(tmp_path: Path) -> None:
+    # a loaded index's rows, read at random by its queries, rebuilt into HNSW by an update
+    path, rows = mapped_rows(tmp_path)
+    advise_random_reads(rows)
+    with random_reads(rows):
+        assert "rr" in advice_of(path)
+    assert "rr" in advice_of(path)
