@@ -37,8 +37,7 @@ def _mapping(array: object) -> mmap.mmap | None:
     return None
 
 
-def _advise(array: object, advice_name: str) -> bool:
-    mapped = _mapping(array)
+def _advise(mapped: mmap.mmap | None, advice_name: str) -> bool:
     advice = getattr(mmap, advice_name, None)
     if mapped is None or advice is None:  # not a mapped file, or no madvise (Windows)
         return False
@@ -51,7 +50,7 @@ def advise_random_reads(array: object) -> bool:
     whether it was advised (False where it is not a mapped file or ``mmap`` has no
     ``madvise``)."""
     mapped = _mapping(array)
-    advised = _advise(array, "MADV_RANDOM")
+    advised = _advise(mapped, "MADV_RANDOM")
     if advised and mapped is not None:
         _ADVISED_RANDOM.add(mapped)
     return advised
@@ -63,10 +62,11 @@ def random_reads(array: object) -> Iterator[bool]:
     (``MADV_NORMAL``) after it: for one pass of random reads over a map that is later
     read in order (a build's rows, which a save then copies). A map advised for good
     (:func:`advise_random_reads`, a loaded index's rows) keeps its advice."""
-    kept = _mapping(array) in _ADVISED_RANDOM
-    advised = _advise(array, "MADV_RANDOM")
+    mapped = _mapping(array)
+    kept = mapped in _ADVISED_RANDOM
+    advised = _advise(mapped, "MADV_RANDOM")
     try:
         yield advised
     finally:
         if advised and not kept:
-            _advise(array, "MADV_NORMAL")
+            _advise(mapped, "MADV_NORMAL")

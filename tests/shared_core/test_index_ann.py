@@ -23,7 +23,7 @@ from shared_core.search.candidates import GatheredUnits
 from shared_core.state import derived
 from shared_core.state.spill import VectorSpill
 from shared_core.store import CorruptIndexError, bytes_digest, index_folder
-from tests.shared_core.test_paging import advice_of
+from tests.shared_core.test_paging import advice_of, needs_smaps
 from tests.shared_core.test_store import TEXTS
 
 DIM = 64
@@ -83,8 +83,7 @@ def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
     assert contexts(loaded) == contexts(index)
 
 
-@pytest.mark.skipif(not Path("/proc/self/smaps").exists(),
-                    reason="the kernel shows a mapping's advice in Linux's /proc")
+@needs_smaps
 def test_a_loaded_index_with_hnsw_advises_random_reads_of_its_sentence_vectors(
         tmp_path: Path) -> None:
     # its queries gather scattered rows: no read-around (see paging.advise_random_reads);

@@ -9,8 +9,9 @@ import pytest
 
 from shared_core.paging import advise_random_reads, random_reads
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/smaps").exists(),
-                                reason="the kernel shows a mapping's advice in Linux's /proc")
+needs_smaps = pytest.mark.skipif(not Path("/proc/self/smaps").exists(),
+                                 reason="the kernel shows a mapping's advice in Linux's /proc")
+pytestmark = needs_smaps
 
 
 def advice_of(file: Path) -> set[str]:

@@ -16,7 +16,7 @@ from shared_core.search.ann import (
     segment_file,
     segment_plan,
 )
-from tests.shared_core.test_paging import advice_of
+from tests.shared_core.test_paging import advice_of, needs_smaps
 
 
 @pytest.mark.parametrize(("sizes", "added", "plan"), [
@@ -122,8 +122,7 @@ def test_segment_files_are_named_in_order() -> None:
     assert [segment_file(i) for i in range(3)] == ["ann.faiss", "ann.1.faiss", "ann.2.faiss"]
 
 
-@pytest.mark.skipif(not Path("/proc/self/smaps").exists(),
-                    reason="the kernel shows a mapping's advice in Linux's /proc")
+@needs_smaps
 def test_a_build_over_mapped_rows_indexes_every_row_and_leaves_the_map_as_it_was(
         tmp_path: Path) -> None:
     # faiss reads the rows at random while it adds them (paging.random_reads); the advice
