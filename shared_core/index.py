@@ -29,6 +29,7 @@ import numpy as np
 from .config import KNOB_GROUPS, CjkSegmenter, ConceptGraphConfig, SelectBy
 from .embeddings.base import Embedder, check_texts, embed_query
 from .fusion import ContextItem
+from .paging import advise_random_reads
 from .search.ann import HnswSegments
 from .search.candidates import (
     ROWS_PER_UNIT_SEARCHED,
@@ -205,6 +206,12 @@ class IndexState:
     vector_store: VectorStoreBackend | None = None
     # the store's generation once it holds this state's rows (see search.external)
     store_generation: str | None = None
+
+    def __post_init__(self) -> None:
+        # with an approximate index, queries gather scattered sentence rows: no read-around
+        # of them (``paging``), whether they are a build's spill or a loaded save's map
+        if self.graph.ann is not None:
+            advise_random_reads(self.corpus.sentence_vectors)
 
     @classmethod
     def build(cls, corpus: CorpusState, config: ConceptGraphConfig,

@@ -37,6 +37,15 @@ def _mapping(array: object) -> mmap.mmap | None:
     return None
 
 
+def _mappings(array: object) -> list[mmap.mmap]:
+    """The maps behind ``array``: its own, or those of the arrays its rows sit in (rows
+    left in place by an update, ``state.rows.VectorRows``)."""
+    runs = getattr(array, "runs", None)
+    parts = runs if isinstance(runs, tuple) else (array,)
+    found = [mapped for part in parts if (mapped := _mapping(part)) is not None]
+    return list({id(mapped): mapped for mapped in found}.values())
+
+
 def _advise(mapped: mmap.mmap | None, advice_name: str) -> bool:
     advice = getattr(mmap, advice_name, None)
     if mapped is None or advice is None:  # not a mapped file, or no madvise (Windows)
@@ -46,27 +55,42 @@ def _advise(mapped: mmap.mmap | None, advice_name: str) -> bool:
 
 
 def advise_random_reads(array: object) -> bool:
-    """Advise the map behind ``array`` ``MADV_RANDOM`` for as long as it is mapped;
-    whether it was advised (False where it is not a mapped file or ``mmap`` has no
+    """Advise the maps behind ``array`` ``MADV_RANDOM`` for as long as they are mapped;
+    whether any was advised (none where it is not a mapped file or ``mmap`` has no
     ``madvise``)."""
-    mapped = _mapping(array)
-    advised = _advise(mapped, "MADV_RANDOM")
-    if advised and mapped is not None:
-        _ADVISED_RANDOM.add(mapped)
+    advised = False
+    for mapped in _mappings(array):
+        if _advise(mapped, "MADV_RANDOM"):
+            _ADVISED_RANDOM.add(mapped)
+            advised = True
     return advised
 
 
+def _default_after(mapped: mmap.mmap) -> str:
+    """The advice a map returns to after a block: random reads if advised so for good."""
+    return "MADV_RANDOM" if mapped in _ADVISED_RANDOM else "MADV_NORMAL"
+
+
 @contextlib.contextmanager
-def random_reads(array: object) -> Iterator[bool]:
-    """``MADV_RANDOM`` on the map behind ``array`` inside the block, the kernel's default
+def _advised_block(array: object, advice_name: str) -> Iterator[bool]:
+    maps = [mapped for mapped in _mappings(array) if _advise(mapped, advice_name)]
+    try:
+        yield bool(maps)
+    finally:
+        for mapped in maps:
+            _advise(mapped, _default_after(mapped))
+
+
+def random_reads(array: object) -> contextlib.AbstractContextManager[bool]:
+    """``MADV_RANDOM`` on the maps behind ``array`` inside the block, the kernel's default
     (``MADV_NORMAL``) after it: for one pass of random reads over a map that is later
     read in order (a build's rows, which a save then copies). A map advised for good
-    (:func:`advise_random_reads`, a loaded index's rows) keeps its advice."""
-    mapped = _mapping(array)
-    kept = mapped in _ADVISED_RANDOM
-    advised = _advise(mapped, "MADV_RANDOM")
-    try:
-        yield advised
-    finally:
-        if advised and not kept:
-            _advise(mapped, "MADV_NORMAL")
+    (:func:`advise_random_reads`, an index's rows once it has HNSW) keeps its advice."""
+    return _advised_block(array, "MADV_RANDOM")
+
+
+def sequential_reads(array: object) -> contextlib.AbstractContextManager[bool]:
+    """``MADV_SEQUENTIAL`` on the maps behind ``array`` inside the block (a save copying
+    rows in order: read-ahead, even where queries advised random reads), and after it
+    the advice each map had for good."""
+    return _advised_block(array, "MADV_SEQUENTIAL")

@@ -113,7 +113,7 @@ import xxhash
 from .config import ConceptGraphConfig
 from .embeddings.base import UNIT_NORM_TOLERANCE, finite_row_norms, same_model
 from .embeddings.models import BF16_SUFFIX
-from .paging import advise_random_reads
+from .paging import sequential_reads
 from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswSegments, HnswVectorIndex, segment_file
@@ -629,9 +629,7 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool,
                            generation,
                            generation is not None and _store_keys_outdated(folder, manifest,
                                                                            corpus))
-        digests.settle()  # the checks have read the vectors through: now queries read them
-        if saved.ann is not None:
-            advise_random_reads(corpus.sentence_vectors)
+        digests.settle()  # the checks have read the vectors through (in order)
         return saved
 
 
@@ -1129,7 +1127,8 @@ def _save_rows(fh: Any, vectors: Rows, what: str = "sentence vectors") -> None:
     rows left in place (``state.rows``): never gathered whole on the heap."""
     held = held_rows(vectors)
     blocks = held.blocks() if isinstance(held, VectorRows) else iter([held])
-    _save_blocks(fh, blocks, np.dtype(VECTOR_DTYPE), tuple(vectors.shape), what)
+    with sequential_reads(held):  # read-ahead, though queries may read the rows at random
+        _save_blocks(fh, blocks, np.dtype(VECTOR_DTYPE), tuple(vectors.shape), what)
 
 
 def _save_blocks(fh: Any, blocks: Iterator[np.ndarray], dtype: np.dtype, shape: tuple[int, ...],

@@ -23,7 +23,7 @@ from shared_core.search.candidates import GatheredUnits
 from shared_core.state import derived
 from shared_core.state.spill import VectorSpill
 from shared_core.store import CorruptIndexError, bytes_digest, index_folder
-from tests.shared_core.test_paging import advice_of, needs_smaps
+from tests.shared_core.test_paging import advice_at, advice_of, needs_smaps
 from tests.shared_core.test_store import TEXTS
 
 DIM = 64
@@ -98,6 +98,30 @@ def test_a_loaded_index_with_hnsw_advises_random_reads_of_its_sentence_vectors(
     assert "mr" in hnsw and "mr" in exact  # both mapped (may read) ...
     assert "rr" in hnsw and "rr" not in exact  # ... one advised to read at random
     assert contexts(loaded["hnsw"]) == contexts(build(vector_index="hnsw"))
+
+
+@needs_smaps
+@pytest.mark.parametrize("vector_index", ["hnsw", "exact"])
+def test_a_built_index_advises_random_reads_of_its_spilled_sentence_vectors(
+        tmp_path: Path, vector_index: str) -> None:
+    # queried before any save, its rows are the build's spill file: advised as a loaded
+    # index's are, and kept so through a save (which copies them with read-ahead) and an
+    # update (its rows then sit in the spill and on the heap)
+    spills = tmp_path / "spill"
+    spills.mkdir()
+    index = ConceptGraphIndex.from_texts(TEXTS, embedder=HashingEmbedder(DIM),
+                                         config=ConceptGraphConfig(vector_index=vector_index),
+                                         vector_spill=VectorSpill(spills, min_bytes=0))
+    rows = index.state.corpus.sentence_vectors
+    assert isinstance(rows, np.memmap)  # the spill's map
+    advised = vector_index == "hnsw"
+    assert "mr" in advice_at(rows) and ("rr" in advice_at(rows)) is advised
+    index.save(str(tmp_path / "idx"))
+    assert ("rr" in advice_at(rows)) is advised and "sr" not in advice_at(rows)
+    index.add(["Grace Hopper wrote the first compiler in 1952."])
+    assert index.state.corpus.sentence_vectors is not rows  # rows in the spill and the heap
+    assert ("rr" in advice_at(rows)) is advised
+    assert [c.id for c in index.retrieve(QUERIES[0]).chunks]
 
 
 def test_an_updated_hnsw_index_saves_its_row_map_and_loads_without_a_rebuild(
