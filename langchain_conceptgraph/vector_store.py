@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -27,11 +28,15 @@ class LangChainVectorStore(FrameworkStore):
 
     Rows are documents whose id is the row's key, whose text is its sentence (or
     unit) and whose metadata is its chunk's id, its part and the chunk's scalar
-    metadata. LangChain has no common way to hand a store vectors, so the store
-    embeds the texts with its own embeddings, which must be the index's model
-    (checked on the first write: ``ValueError`` otherwise); give it
-    ``CoreEmbeddings`` over the index's (cached) embedder and nothing is embedded
-    twice. Give the store a
+    metadata. The store's embeddings must be the index's model (checked on the
+    first write, by embedding one text: ``ValueError`` otherwise). LangChain has no
+    common way to hand a store vectors, so rows are written with the index's own
+    vectors where the store has a known way to take them (``InMemoryVectorStore``,
+    Chroma, and any store with an ``add_embeddings(text_embeddings, metadatas, ids)``
+    or ``add_embeddings(texts, embeddings, metadatas, ids)``: FAISS, PGVector,
+    Elasticsearch, OpenSearch, ...); any other store embeds each row again with its
+    own embeddings, so give it ``CoreEmbeddings`` over the index's (cached) embedder
+    and nothing is embedded twice. Give the store a
     collection of its own: the index deletes any row of its key form it does not
     hold. The store must list its ids: ``InMemoryVectorStore``, Chroma and Qdrant
     (``langchain-qdrant``) do; for another, pass ``list_ids``.
@@ -81,6 +86,12 @@ class LangChainVectorStore(FrameworkStore):
             raise TypeError(f"store must be a LangChain VectorStore, got {type(store).__name__}")
         super().__init__(store, list_ids or _known_listing(store), uuid_ids)
         self._model_checked = False
+        self._write_vectors = vector_writer(store)
+
+    @property
+    def takes_vectors(self) -> bool:
+        """Whether rows are written with the index's vectors (else the store embeds them)."""
+        return self._write_vectors is not None
 
     def upsert(self, keys: Sequence[str], vectors: np.ndarray, texts: Sequence[str],
                metadatas: Sequence[Mapping[str, Any]]) -> None:
@@ -90,6 +101,9 @@ class LangChainVectorStore(FrameworkStore):
         if not self._model_checked:
             self._check_model(texts[0], np.asarray(vectors[0], dtype=np.float32))
         ids = self.row_ids(keys)
+        if self._write_vectors is not None:
+            self._write_vectors(ids, np.asarray(vectors, dtype=np.float32), list(texts), metas)
+            return
         self.store.add_documents([Document(id=i, page_content=t, metadata=m)
                                   for i, t, m in zip(ids, texts, metas, strict=True)], ids=ids)
 
@@ -120,10 +134,58 @@ class LangChainVectorStore(FrameworkStore):
         return [self.key_of(doc.id, doc.metadata) for doc in found]
 
 
+# writes rows with given vectors: (ids, float32 rows, texts, metadatas)
+VectorWriter = Callable[[list[str], np.ndarray, list[str], list[dict[str, Any]]], None]
+
+
+def vector_writer(store: VectorStore) -> VectorWriter | None:
+    """How to write rows into ``store`` with vectors already made, where it has a way to
+    take them; None where only its own embeddings can make them (``add_documents``)."""
+    if isinstance(store, InMemoryVectorStore):
+        def in_memory(ids: list[str], vectors: np.ndarray, texts: list[str],
+                      metas: list[dict[str, Any]]) -> None:
+            # the entries its own add_documents writes, with the vectors given
+            for i, vector, text, meta in zip(ids, vectors.tolist(), texts, metas, strict=True):
+                store.store[i] = {"id": i, "vector": vector, "text": text, "metadata": meta}
+
+        return in_memory
+    if type(store).__name__ == "Chroma" and hasattr(store, "_collection"):
+        def chroma(ids: list[str], vectors: np.ndarray, texts: list[str],
+                   metas: list[dict[str, Any]]) -> None:
+            # what its add_texts sends the collection once it has embedded the texts
+            collection = store._collection
+            collection.upsert(ids=ids, embeddings=vectors, documents=texts, metadatas=metas)
+
+        return chroma
+    add_embeddings = getattr(store, "add_embeddings", None)
+    if not callable(add_embeddings):
+        return None
+    try:
+        names = set(inspect.signature(add_embeddings).parameters)
+    except (TypeError, ValueError):  # a signature Python cannot read
+        return None
+    if {"text_embeddings", "metadatas", "ids"} <= names:  # FAISS, Elasticsearch, OpenSearch
+        def pairs(ids: list[str], vectors: np.ndarray, texts: list[str],
+                  metas: list[dict[str, Any]]) -> None:
+            add_embeddings(text_embeddings=list(zip(texts, vectors.tolist(), strict=True)),
+                           metadatas=metas, ids=ids)
+
+        return pairs
+    if {"texts", "embeddings", "metadatas", "ids"} <= names:  # PGVector and others
+        def columns(ids: list[str], vectors: np.ndarray, texts: list[str],
+                    metas: list[dict[str, Any]]) -> None:
+            add_embeddings(texts=texts, embeddings=vectors.tolist(), metadatas=metas, ids=ids)
+
+        return columns
+    return None
+
+
 def _known_listing(store: VectorStore) -> Callable[[VectorStore], Iterable[str]]:
     """How to list the ids of the stores that can be listed without a query."""
     if isinstance(store, InMemoryVectorStore):
         return lambda s: list(s.store)  # type: ignore[attr-defined]
+    if type(store).__name__ == "FAISS" and hasattr(store, "index_to_docstore_id"):
+        return lambda s: list(s.index_to_docstore_id.values())  # type: ignore[attr-defined]
     if type(store).__name__ == "Chroma" and hasattr(store, "get"):
         return lambda s: s.get(include=[])["ids"]  # type: ignore[attr-defined]
     if type(store).__name__ in UUID_ID_STORES and hasattr(store, "client"):

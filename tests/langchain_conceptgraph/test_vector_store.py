@@ -103,6 +103,60 @@ def test_deletes_and_adds_reach_the_store_and_a_load_repairs_it(
     assert answers(loaded) == answers(in_process(documents, embeddings))
 
 
+class CountingEmbeddings(Embeddings):
+    """LangChain embeddings over the index's model that count the documents they embed."""
+
+    def __init__(self, model: Embeddings) -> None:
+        self.model = model
+        self.documents = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.documents += len(texts)
+        return self.model.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.model.embed_query(text)
+
+
+def faiss_store(embeddings: Embeddings) -> VectorStore:
+    import faiss
+    from langchain_community.docstore.in_memory import InMemoryDocstore
+    from langchain_community.vectorstores import FAISS
+
+    return FAISS(embedding_function=embeddings, docstore=InMemoryDocstore(),
+                 index=faiss.IndexFlatL2(len(embeddings.embed_query("size"))),
+                 index_to_docstore_id={})
+
+
+@pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset")
+@pytest.mark.parametrize("kind", ["memory", "chroma", "faiss", "qdrant"])
+def test_rows_are_written_with_the_index_s_vectors_where_the_store_takes_them(
+        tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings,
+        kind: str) -> None:
+    # the store's embeddings embed one text to check the model; where the store takes
+    # vectors (memory, Chroma, add_embeddings: FAISS) nothing else, else every row again
+    counting = CountingEmbeddings(embeddings)
+    raw = faiss_store(counting) if kind == "faiss" else open_store(kind, tmp_path, counting)  # type: ignore[arg-type]
+    store = LangChainVectorStore(raw)
+    counting.documents = 0  # Qdrant's own check of its collection embeds a text
+    assert store.takes_vectors is (kind != "qdrant")
+    retriever = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
+                                                     vector_store=store)
+    rows = len(store.list_keys())
+    assert rows == len(retriever.index.state.corpus.sentence_spans) == len(CORPUS)
+    assert counting.documents == (1 if store.takes_vectors else 1 + rows)
+    assert answers(retriever) == answers(in_process(documents, embeddings))
+    retriever.delete(["web"])
+    retriever.add_documents([Document("Linus Torvalds wrote Linux.", id="linux")])
+    assert chunk_ids(store) == set(CORPUS) - {"web"} | {"linux"}
+    assert counting.documents == (1 if store.takes_vectors else 2 + rows)
+    # the row holds the index's vector of its text, as the store would have made it
+    key = next(k for k in store.list_keys() if k.startswith("linux#"))
+    found = raw.similarity_search_by_vector(embeddings.embed_query("Linus Torvalds wrote "
+                                                                   "Linux."), k=1)
+    assert [store.key_of(d.id, d.metadata) for d in found] == [key]
+
+
 def test_a_qdrant_collection_holding_other_points_is_refused(
         documents: list[Document], embeddings: CoreEmbeddings) -> None:
     raw = qdrant(embeddings)
