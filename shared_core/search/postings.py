@@ -59,13 +59,42 @@ def summed_view(units: np.ndarray, mass: np.ndarray, n_units: int | None) -> Pos
     return PositiveView(reached[positive], summed[positive])
 
 
+# up to this many postings are read as slices, one per posting: no array of entry
+# positions. Measured at a million passages over 100 queries' evidence and BM25 views
+# (356 K entries a query, both views, median): 0.8 ms against 1.9 ms by positions; past a
+# few hundred postings (a wide BFS expansion) the loop's per-posting cost would not pay
+FEW_POSTINGS = 256
+
+
+def posting_entries(postings: sp.csc_matrix, columns: np.ndarray,
+                    column_value: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every entry of the ``columns``' postings, in the order given: its unit (int64) and
+    what it carries (times its column's ``column_value``; float64 either way)."""
+    columns = np.asarray(columns, dtype=np.int64)
+    if len(columns) > FEW_POSTINGS:
+        positions, owner = entry_positions(postings, columns)
+        mass = postings.data[positions]
+        if column_value is not None:
+            mass = mass * column_value[owner]
+        return (postings.indices[positions].astype(np.int64, copy=False),
+                np.asarray(mass, dtype=np.float64))
+    if not len(columns):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    bounds = zip(postings.indptr[columns].tolist(), postings.indptr[columns + 1].tolist(),
+                 strict=True)
+    units, masses = [], []
+    for at, (start, end) in enumerate(bounds):
+        units.append(postings.indices[start:end])
+        # the same float64 product, entry by entry, as the positions' gather makes
+        masses.append(postings.data[start:end] if column_value is None
+                      else postings.data[start:end] * column_value[at])
+    return (np.concatenate(units).astype(np.int64, copy=False),
+            np.concatenate(masses).astype(np.float64, copy=False))
+
+
 def postings_view(postings: sp.csc_matrix, columns: np.ndarray,
                   column_value: np.ndarray | None = None) -> PositiveView:
     """The units the ``columns``' postings reach and the sum of their entries there (each
     entry times its column's ``column_value``), columns added in the order given."""
-    positions, owner = entry_positions(postings, columns)
-    mass = postings.data[positions]
-    if column_value is not None:
-        mass = mass * column_value[owner]
-    return summed_view(postings.indices[positions].astype(np.int64, copy=False), mass,
-                       postings.shape[0])
+    units, mass = posting_entries(postings, columns, column_value)
+    return summed_view(units, mass, postings.shape[0])

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+import scipy.sparse as sp
 
-from shared_core.search.postings import highest_impact, summed_by_index, summed_view
+from shared_core.search import postings as postings_module
+from shared_core.search.postings import (
+    highest_impact,
+    posting_entries,
+    summed_by_index,
+    summed_view,
+)
 
 
 def test_highest_impact_reads_whole_postings_best_first_and_quits_at_the_limit() -> None:
@@ -27,3 +35,26 @@ def test_summed_view_by_sort_or_by_array_is_the_same() -> None:
     by_sort, by_array = summed_view(units, mass, None), summed_view(units, mass, 4)
     assert by_sort.units.tolist() == by_array.units.tolist() == [1, 3]  # unit 0: no mass
     assert by_sort.values.tolist() == by_array.values.tolist() == [5.0, 0.75]
+
+
+def test_posting_entries_read_as_slices_or_by_positions_are_the_same(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # units x columns: column 0 holds units 0, 2; column 1 unit 1; column 2 units 0, 1, 3
+    postings = sp.csc_matrix(np.array([[1.0, 0.0, 2.0],
+                                       [0.0, 3.0, 4.0],
+                                       [5.0, 0.0, 0.0],
+                                       [0.0, 0.0, 6.0]], dtype=np.float32))
+    columns, value = np.array([2, 0]), np.array([0.5, 0.1])
+    by_slices = posting_entries(postings, columns, value)
+    # in the order given: column 2's entries times .5, then column 0's times .1
+    assert by_slices[0].tolist() == [0, 1, 3, 0, 2]
+    # float32 entries times float64 values: the products in float64 (1 x .1 is .1 exactly
+    # as a float64 product, not float32's .100000001)
+    assert by_slices[1].dtype == np.float64
+    assert by_slices[1].tolist() == [1.0, 2.0, 3.0, 0.1, 0.5]
+    monkeypatch.setattr(postings_module, "FEW_POSTINGS", 0)  # many postings: by positions
+    by_positions = posting_entries(postings, columns, value)
+    for got, expected in zip(by_positions, by_slices, strict=True):
+        assert got.dtype == expected.dtype and got.tolist() == expected.tolist()
+    assert posting_entries(postings, np.array([1]))[1].tolist() == [3.0]
+    assert [a.tolist() for a in posting_entries(postings, np.zeros(0, np.int64))] == [[], []]
