@@ -32,8 +32,9 @@ class LangChainVectorStore(FrameworkStore):
     first write, by embedding one text: ``ValueError`` otherwise). LangChain has no
     common way to hand a store vectors, so rows are written with the index's own
     vectors where the store has a known way to take them (``InMemoryVectorStore``,
-    Chroma, and any store with an ``add_embeddings(text_embeddings, metadatas, ids)``
-    or ``add_embeddings(texts, embeddings, metadatas, ids)``: FAISS, PGVector,
+    Chroma, ``QdrantVectorStore`` in its dense mode, and any store with an
+    ``add_embeddings(text_embeddings, metadatas, ids)`` or
+    ``add_embeddings(texts, embeddings, metadatas, ids)``: FAISS, PGVector,
     Elasticsearch, OpenSearch, ...); any other store embeds each row again with its
     own embeddings, so give it ``CoreEmbeddings`` over the index's (cached) embedder
     and nothing is embedded twice. Give the store a
@@ -157,6 +158,21 @@ def vector_writer(store: VectorStore) -> VectorWriter | None:
             collection.upsert(ids=ids, embeddings=vectors, documents=texts, metadatas=metas)
 
         return chroma
+    if type(store).__name__ == "QdrantVectorStore" and getattr(
+            getattr(store, "retrieval_mode", None), "value", None) == "dense":
+        def qdrant(ids: list[str], vectors: np.ndarray, texts: list[str],
+                   metas: list[dict[str, Any]]) -> None:
+            # the points its add_texts builds once it has embedded the texts (dense mode)
+            from qdrant_client.models import PointStruct
+
+            name, text_key = store.vector_name, store.content_payload_key  # type: ignore[attr-defined]
+            meta_key = store.metadata_payload_key  # type: ignore[attr-defined]
+            store.client.upsert(store.collection_name, points=[  # type: ignore[attr-defined]
+                PointStruct(id=i, vector={name: vector}, payload={text_key: text, meta_key: meta})
+                for i, vector, text, meta in zip(ids, vectors.tolist(), texts, metas,
+                                                 strict=True)])
+
+        return qdrant
     add_embeddings = getattr(store, "add_embeddings", None)
     if not callable(add_embeddings):
         return None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import chromadb
+import numpy as np
 import pytest
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
@@ -128,18 +129,59 @@ def faiss_store(embeddings: Embeddings) -> VectorStore:
                  index_to_docstore_id={})
 
 
+class TextOnlyStore(VectorStore):
+    """A LangChain store with no write of given vectors: it embeds what it is given."""
+
+    def __init__(self, embedding: Embeddings) -> None:
+        self.embedding = embedding
+        self.rows: dict[str, tuple[Document, np.ndarray]] = {}
+
+    @property
+    def embeddings(self) -> Embeddings:
+        return self.embedding
+
+    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *,
+                  ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+        texts = list(texts)
+        assert ids is not None and metadatas is not None
+        vectors = self.embedding.embed_documents(texts)
+        for i, text, meta, vector in zip(ids, texts, metadatas, vectors, strict=True):
+            self.rows[i] = (Document(text, id=i, metadata=meta), np.asarray(vector))
+        return ids
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> None:
+        for i in ids or []:
+            self.rows.pop(i, None)
+
+    def similarity_search_by_vector(self, embedding: list[float], k: int = 4,
+                                    **kwargs: Any) -> list[Document]:
+        held = list(self.rows.values())
+        scores = [float(vector @ np.asarray(embedding)) for _, vector in held]
+        return [held[i][0] for i in np.argsort(scores, kind="stable")[::-1][:k]]
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        return self.similarity_search_by_vector(self.embedding.embed_query(query), k)
+
+    @classmethod
+    def from_texts(cls, texts: list[str], embedding: Embeddings,
+                   metadatas: list[dict] | None = None, **kwargs: Any) -> TextOnlyStore:
+        return cls(embedding)
+
+
 @pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset")
-@pytest.mark.parametrize("kind", ["memory", "chroma", "faiss", "qdrant"])
+@pytest.mark.parametrize("kind", ["memory", "chroma", "faiss", "qdrant", "text-only"])
 def test_rows_are_written_with_the_index_s_vectors_where_the_store_takes_them(
         tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings,
         kind: str) -> None:
     # the store's embeddings embed one text to check the model; where the store takes
-    # vectors (memory, Chroma, add_embeddings: FAISS) nothing else, else every row again
+    # vectors (memory, Chroma, Qdrant, add_embeddings: FAISS) nothing else, else every row
     counting = CountingEmbeddings(embeddings)
-    raw = faiss_store(counting) if kind == "faiss" else open_store(kind, tmp_path, counting)  # type: ignore[arg-type]
-    store = LangChainVectorStore(raw)
+    raw = (faiss_store(counting) if kind == "faiss" else TextOnlyStore(counting)
+           if kind == "text-only" else open_store(kind, tmp_path, counting))  # type: ignore[arg-type]
+    store = LangChainVectorStore(raw, list_ids=(lambda s: list(s.rows))  # type: ignore[attr-defined]
+                                 if kind == "text-only" else None)
     counting.documents = 0  # Qdrant's own check of its collection embeds a text
-    assert store.takes_vectors is (kind != "qdrant")
+    assert store.takes_vectors is (kind != "text-only")
     retriever = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
                                                      vector_store=store)
     rows = len(store.list_keys())
