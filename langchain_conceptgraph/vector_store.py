@@ -150,11 +150,13 @@ def vector_writer(store: VectorStore) -> VectorWriter | None:
                 store.store[i] = {"id": i, "vector": vector, "text": text, "metadata": meta}
 
         return in_memory
-    if type(store).__name__ == "Chroma" and hasattr(store, "_collection"):
+    # the class's attribute: reading the store's runs its property, which raises
+    # ValueError (not AttributeError) while its collection is not initialised
+    if type(store).__name__ == "Chroma" and hasattr(type(store), "_collection"):
         def chroma(ids: list[str], vectors: np.ndarray, texts: list[str],
                    metas: list[dict[str, Any]]) -> None:
             # what its add_texts sends the collection once it has embedded the texts
-            collection = store._collection
+            collection = store._collection  # type: ignore[attr-defined]
             collection.upsert(ids=ids, embeddings=vectors, documents=texts, metadatas=metas)
 
         return chroma
