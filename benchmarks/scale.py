@@ -304,9 +304,11 @@ class Engine:
 def measure_size(n: int, data: Path, queries: int, vector_index: str,
                  engine: Engine = Engine(), lean: bool = False, spill: bool = True,
                  beams: Sequence[int] = (),
-                 sweeps: dict[str, Sequence[int]] | None = None) -> dict[str, Any]:
+                 sweeps: dict[str, Sequence[int]] | None = None,
+                 exact: bool = True) -> dict[str, Any]:
     """One corpus size, in this process: every cost the issue asks for. ``sweeps`` maps
-    query knobs (``SWEPT_KNOBS``) to values each queried with, against exact."""
+    query knobs (``SWEPT_KNOBS``) to values each queried with, against exact; without
+    ``exact`` the approximate path is not compared with exact search at all."""
     from shared_core import HashingEmbedder
 
     embedder = HashingEmbedder(384)
@@ -316,7 +318,7 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str,
                            engine.milvus_search_params)
         try:
             return _measure_size(n, data, queries, vector_index, engine, embedder, store,
-                                 lean, spill, beams, sweeps or {})
+                                 lean, spill, beams, sweeps or {}, exact)
         finally:  # a server outlives the run: leave it as it was
             if engine.backend in SERVER_BACKENDS:
                 drop_collections(store)
@@ -341,7 +343,8 @@ def save_built(n: int, data: Path, folder: Path) -> dict[str, Any]:
 
 def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: Engine,
                   embedder: Any, store: TimedStore | None, lean: bool, spill: bool,
-                  beams: Sequence[int], sweeps: dict[str, Sequence[int]]) -> dict[str, Any]:
+                  beams: Sequence[int], sweeps: dict[str, Sequence[int]],
+                  exact: bool = True) -> dict[str, Any]:
     from dataclasses import replace
 
     from shared_core import ConceptGraphConfig, ConceptGraphIndex
@@ -388,15 +391,15 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
     if store is not None:
         row["store_search_ms_mean"] = round(store.search_seconds * 1000 / queries, 2)
         row.update(percentile_fields("local_query_ms", local))
-    if index.state.graph.ann is not None:  # the approximate path: how close to exact
-        exact = (index.reconfigured(vector_index="exact") if store is None else
+    if exact and index.state.graph.ann is not None:  # the approximate path against exact
+        exact_index = (index.reconfigured(vector_index="exact") if store is None else
                  ConceptGraphIndex.from_state(  # the same graph, scanned in this process
                      embedder, replace(index.config, vector_index="exact"),
                      index.state.corpus, saved=saved_parts(index.state.graph)))
-        exact_latencies, exact_contexts = query_latencies(exact, asked)
+        exact_latencies, exact_contexts = query_latencies(exact_index, asked)
         row["exact_query_ms_p50"] = round(float(np.percentile(exact_latencies, 50)), 2)
         row["context_recall_vs_exact"] = round(context_recall(contexts, exact_contexts), 4)
-        del exact
+        del exact_index
         if beams and store is None:
             row["beams"] = beam_sweep(index, asked, exact_contexts, beams)
         for knob, values in sweeps.items():
@@ -768,6 +771,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--walk-postings", type=int, nargs="+", default=[],
                         help="also query with the config's walk_postings (posting entries "
                              "a walk step reads) at each of these, against exact")
+    parser.add_argument("--no-exact", dest="exact", action="store_false",
+                        help="do not compare the approximate path with exact search: at 1 M "
+                             "passages in a memory cap, each exact query reads every row "
+                             "from disk")
     parser.add_argument("--no-spill", dest="spill", action="store_false",
                         help="keep every vector on the heap (vector_spill=None)")
     parser.add_argument("--save", type=Path, metavar="DIR",
@@ -780,6 +787,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "measures nothing")
     parser.add_argument("--plot-out", type=Path, default=Path("benchmarks/results/scale.png"))
     args = parser.parse_args(argv)
+    if not args.exact and (args.beams or args.candidates or args.walk_postings):
+        parser.error("--beams, --candidates and --walk-postings compare with exact search: "
+                     "drop --no-exact")
     if args.plot:
         plot_costs(rows_by_size(args.plot), args.plot_out)
         return
@@ -793,7 +803,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(json.dumps(measure_size(args.one, args.data, args.queries, args.vector_index,
                                       engine, args.lean, args.spill, args.beams,
                                       {"candidates": args.candidates,
-                                       "walk_postings": args.walk_postings})))
+                                       "walk_postings": args.walk_postings},
+                                      args.exact)))
         return
     rows = []
     for n in args.sizes:
@@ -810,7 +821,8 @@ def main(argv: Sequence[str] | None = None) -> None:
              *(("--candidates", *map(str, args.candidates)) if args.candidates else ()),
              *(("--walk-postings", *map(str, args.walk_postings))
                if args.walk_postings else ()),
-             *(() if args.spill else ("--no-spill",))],
+             *(() if args.spill else ("--no-spill",)),
+             *(() if args.exact else ("--no-exact",))],
             capture_output=True, text=True, check=False,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         if child.returncode:  # its traceback, not only the parent's
@@ -838,6 +850,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                    *((("walk_postings", " ".join(map(str, args.walk_postings))),)
                      if args.walk_postings else ()),
                    *((("no_spill", ""),) if not args.spill else ()),
+                   *((("no_exact", ""),) if not args.exact else ()),
                    *((("milvus_index", args.milvus_index),) if args.backend.startswith("milvus")
                      else ()),
                    *(((knob, shlex.quote(json.dumps(params))) for knob, params in

@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from benchmarks.scale import folder_size, passages
 
 POOL = [f"Sentence number {i} is here." for i in range(20)]
@@ -115,3 +117,16 @@ def test_milvus_index_and_search_parameters_reach_the_store(tmp_path: Path) -> N
     for query in POOL[:5]:
         assert ([c.id for c in index.retrieve(query).chunks]
                 == [c.id for c in local.retrieve(query).chunks])
+
+
+def test_no_exact_refuses_the_sweeps_that_compare_with_exact(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--no-exact`` with a sweep would measure the sweep against nothing: refused."""
+
+    from benchmarks.scale import main
+
+    for sweep in (["--beams", "64"], ["--candidates", "300"], ["--walk-postings", "100"]):
+        with pytest.raises(SystemExit) as stopped:
+            main(["--sizes", "10", "--no-exact", *sweep])
+        assert stopped.value.code == 2
+        assert "drop --no-exact" in capsys.readouterr().err
