@@ -29,18 +29,23 @@ class LangChainVectorStore(FrameworkStore):
     Rows are documents whose id is the row's key, whose text is its sentence (or
     unit) and whose metadata is its chunk's id, its part and the chunk's scalar
     metadata. The store's embeddings must be the index's model (checked on the
-    first write, by embedding one text: ``ValueError`` otherwise). LangChain has no
-    common way to hand a store vectors, so rows are written with the index's own
-    vectors where the store has a known way to take them (``InMemoryVectorStore``,
-    Chroma, ``QdrantVectorStore`` in its dense mode, and any store with an
-    ``add_embeddings(text_embeddings, metadatas, ids)`` or
-    ``add_embeddings(texts, embeddings, metadatas, ids)``: FAISS, PGVector,
-    Elasticsearch, OpenSearch, ...); any other store embeds each row again with its
-    own embeddings, so give it ``CoreEmbeddings`` over the index's (cached) embedder
-    and nothing is embedded twice. Give the store a
-    collection of its own: the index deletes any row of its key form it does not
-    hold. The store must list its ids: ``InMemoryVectorStore``, Chroma and Qdrant
-    (``langchain-qdrant``) do; for another, pass ``list_ids``.
+    first write, by embedding one text: ``ValueError`` otherwise).
+
+    LangChain has no common way to hand a store vectors, so rows are written with
+    the index's own vectors where the store has a known way to take them:
+    ``InMemoryVectorStore``; Chroma; ``QdrantVectorStore`` in its dense and hybrid
+    modes, the hybrid mode's sparse vectors made by the store's own sparse
+    embeddings; and any store with an ``add_embeddings(text_embeddings, metadatas,
+    ids)`` or ``add_embeddings(texts, embeddings, metadatas, ids)``, such as FAISS,
+    PGVector, Elasticsearch and OpenSearch. Any other store embeds each row again
+    with its own embeddings: give it ``CoreEmbeddings`` over the index's (cached)
+    embedder and nothing is embedded twice. ``takes_vectors`` says which case a
+    store is.
+
+    Give the store a collection of its own: the index deletes any row of its key
+    form it does not hold. The store must list its ids: ``InMemoryVectorStore``,
+    Chroma, FAISS and Qdrant (``langchain-qdrant``) do; for another, pass
+    ``list_ids``.
 
     Stores whose ids must be UUIDs (Qdrant; ``uuid_ids``, on by default for it)
     hold each row under a UUID made from its key, with the key in the metadata
@@ -111,8 +116,9 @@ class LangChainVectorStore(FrameworkStore):
     def _check_model(self, text: str, vector: np.ndarray) -> None:
         embeddings = self.store.embeddings
         if embeddings is None:
-            raise ValueError(f"{type(self.store).__name__} has no embeddings to embed rows "
-                             "with")
+            raise ValueError(f"{type(self.store).__name__} has no dense embeddings, and the "
+                             "index finds rows by dense vectors: give the store the index's "
+                             "embeddings (a Qdrant store in its dense or hybrid mode)")
         own = np.asarray(embeddings.embed_documents([text])[0], dtype=np.float32)
         if own.shape != vector.shape:
             raise ValueError(f"the store embeds with {own.shape[0]} dimensions, the index with "
@@ -160,19 +166,29 @@ def vector_writer(store: VectorStore) -> VectorWriter | None:
             collection.upsert(ids=ids, embeddings=vectors, documents=texts, metadatas=metas)
 
         return chroma
-    if type(store).__name__ == "QdrantVectorStore" and getattr(
-            getattr(store, "retrieval_mode", None), "value", None) == "dense":
+    mode = getattr(getattr(store, "retrieval_mode", None), "value", None)
+    if type(store).__name__ == "QdrantVectorStore" and mode in ("dense", "hybrid"):
         def qdrant(ids: list[str], vectors: np.ndarray, texts: list[str],
                    metas: list[dict[str, Any]]) -> None:
-            # the points its add_texts builds once it has embedded the texts (dense mode)
-            from qdrant_client.models import PointStruct
+            # the points its add_texts builds once it has embedded the texts; in hybrid
+            # mode each also takes the store's own sparse vector of its text
+            from qdrant_client.models import PointStruct, SparseVector
 
-            name, text_key = store.vector_name, store.content_payload_key  # type: ignore[attr-defined]
+            rows: list[dict[str, Any]] = [{store.vector_name: v}  # type: ignore[attr-defined]
+                                          for v in vectors.tolist()]
+            if mode == "hybrid":
+                sparse = store.sparse_embeddings.embed_documents(texts)  # type: ignore[attr-defined]
+                if len(sparse) != len(texts):
+                    raise ValueError(f"the store's sparse embeddings returned {len(sparse)} "
+                                     f"vectors for {len(texts)} texts")
+                for row, vector in zip(rows, sparse, strict=True):
+                    row[store.sparse_vector_name] = SparseVector(  # type: ignore[attr-defined]
+                        indices=vector.indices, values=vector.values)
+            text_key = store.content_payload_key  # type: ignore[attr-defined]
             meta_key = store.metadata_payload_key  # type: ignore[attr-defined]
             store.client.upsert(store.collection_name, points=[  # type: ignore[attr-defined]
-                PointStruct(id=i, vector={name: vector}, payload={text_key: text, meta_key: meta})
-                for i, vector, text, meta in zip(ids, vectors.tolist(), texts, metas,
-                                                 strict=True)])
+                PointStruct(id=i, vector=row, payload={text_key: text, meta_key: meta})
+                for i, row, text, meta in zip(ids, rows, texts, metas, strict=True)])
 
         return qdrant
     add_embeddings = getattr(store, "add_embeddings", None)

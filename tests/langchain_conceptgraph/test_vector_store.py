@@ -15,9 +15,9 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.embeddings.fake import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
-from langchain_qdrant import QdrantVectorStore
+from langchain_qdrant import QdrantVectorStore, RetrievalMode, SparseEmbeddings, SparseVector
 from qdrant_client import QdrantClient
-from qdrant_client.models import Distance, PointStruct, VectorParams
+from qdrant_client.models import Distance, PointStruct, SparseVectorParams, VectorParams
 
 from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings, LangChainVectorStore
 from shared_core import ConceptGraphConfig, HashingEmbedder
@@ -55,6 +55,35 @@ def qdrant(embeddings: CoreEmbeddings, client: QdrantClient | None = None) -> Qd
     client.create_collection("conceptgraph", vectors_config=VectorParams(
         size=len(embeddings.embed_query("size")), distance=Distance.COSINE))
     return QdrantVectorStore(client=client, collection_name="conceptgraph", embedding=embeddings)
+
+
+class WordSparseEmbeddings(SparseEmbeddings):
+    """Sparse vectors as a hybrid Qdrant store makes them: here one unit weight per
+    distinct lower-cased word, at the word's CRC32. Counts the documents it embeds."""
+
+    def __init__(self) -> None:
+        self.documents = 0
+
+    def embed_documents(self, texts: list[str]) -> list[SparseVector]:
+        self.documents += len(texts)
+        return [self.embed_query(text) for text in texts]
+
+    def embed_query(self, text: str) -> SparseVector:
+        import zlib
+
+        indices = sorted({zlib.crc32(w.encode()) for w in text.lower().split()})
+        return SparseVector(indices=indices, values=[1.0] * len(indices))
+
+
+def qdrant_hybrid(embeddings: Embeddings, sparse: SparseEmbeddings) -> QdrantVectorStore:
+    client = QdrantClient(":memory:")
+    client.create_collection(
+        "conceptgraph", vectors_config={"dense": VectorParams(
+            size=len(embeddings.embed_query("size")), distance=Distance.COSINE)},
+        sparse_vectors_config={"langchain-sparse": SparseVectorParams()})
+    return QdrantVectorStore(client=client, collection_name="conceptgraph",
+                             embedding=embeddings, retrieval_mode=RetrievalMode.HYBRID,
+                             vector_name="dense", sparse_embedding=sparse)
 
 
 def open_store(kind: str, tmp_path: Path, embeddings: CoreEmbeddings) -> VectorStore:
@@ -169,15 +198,18 @@ class TextOnlyStore(VectorStore):
 
 
 @pytest.mark.filterwarnings("ignore:`langchain-community` is being sunset")
-@pytest.mark.parametrize("kind", ["memory", "chroma", "faiss", "qdrant", "text-only"])
+@pytest.mark.parametrize("kind", ["memory", "chroma", "faiss", "qdrant", "qdrant-hybrid",
+                                  "text-only"])
 def test_rows_are_written_with_the_index_s_vectors_where_the_store_takes_them(
         tmp_path: Path, documents: list[Document], embeddings: CoreEmbeddings,
         kind: str) -> None:
     # the store's embeddings embed one text to check the model; where the store takes
     # vectors (memory, Chroma, Qdrant, add_embeddings: FAISS) nothing else, else every row
     counting = CountingEmbeddings(embeddings)
+    sparse = WordSparseEmbeddings()
     raw = (faiss_store(counting) if kind == "faiss" else TextOnlyStore(counting)
-           if kind == "text-only" else open_store(kind, tmp_path, counting))  # type: ignore[arg-type]
+           if kind == "text-only" else qdrant_hybrid(counting, sparse)
+           if kind == "qdrant-hybrid" else open_store(kind, tmp_path, counting))  # type: ignore[arg-type]
     store = LangChainVectorStore(raw, list_ids=(lambda s: list(s.rows))  # type: ignore[attr-defined]
                                  if kind == "text-only" else None)
     counting.documents = 0  # Qdrant's own check of its collection embeds a text
@@ -197,6 +229,32 @@ def test_rows_are_written_with_the_index_s_vectors_where_the_store_takes_them(
     found = raw.similarity_search_by_vector(embeddings.embed_query("Linus Torvalds wrote "
                                                                    "Linux."), k=1)
     assert [store.key_of(d.id, d.metadata) for d in found] == [key]
+    if kind == "qdrant-hybrid":  # and the store's own sparse vector of it, made once a row
+        assert sparse.documents == rows + 1
+        point = raw.client.retrieve("conceptgraph", [key_uuid(key)], with_vectors=True)[0]
+        held = point.vector["langchain-sparse"]  # type: ignore[index]
+        made = sparse.embed_query("Linus Torvalds wrote Linux.")
+        assert (held.indices, held.values) == (made.indices, made.values)
+        hybrid = raw.similarity_search("Linus Torvalds wrote Linux.", k=1)  # both vectors
+        assert [store.key_of(d.id, d.metadata) for d in hybrid] == [key]
+    else:
+        assert sparse.documents == 0
+
+
+def test_a_store_with_no_dense_embeddings_is_refused(documents: list[Document],
+                                                     embeddings: CoreEmbeddings) -> None:
+    """Qdrant's sparse mode holds no dense vectors for the index to search: refused on
+    the first write, before any row is written."""
+    client = QdrantClient(":memory:")
+    client.create_collection("conceptgraph", vectors_config={},
+                             sparse_vectors_config={"langchain-sparse": SparseVectorParams()})
+    raw = QdrantVectorStore(client=client, collection_name="conceptgraph",
+                            retrieval_mode=RetrievalMode.SPARSE,
+                            sparse_embedding=WordSparseEmbeddings())
+    with pytest.raises(ValueError, match=r"QdrantVectorStore has no dense embeddings, and the "
+                                         r"index finds rows by dense vectors"):
+        ConceptGraphRetriever.from_documents(documents, embeddings, vector_store=raw)
+    assert client.count("conceptgraph").count == 0
 
 
 def test_a_qdrant_collection_holding_other_points_is_refused(
