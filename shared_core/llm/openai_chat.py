@@ -8,9 +8,12 @@ ledger cover every model.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,7 +70,12 @@ class OpenAIChat:
         options = openai_options(api_key, base_url, timeout, 0, who="OpenAIChat")
         self._model = model
         self._sync = OpenAI(**options)
-        self._async = AsyncOpenAI(**options)
+        self._options = options
+        # one async client per event loop: its connections belong to the loop that
+        # opened them, and a script may run several loops in turn (asyncio.run)
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
+            weakref.WeakKeyDictionary())
+        self._async_lock = threading.Lock()
         self._extra_body = dict(extra_body or {})
         if reasoning is not None and not isinstance(reasoning, bool):
             raise TypeError(f"reasoning must be True, False or None, got {reasoning!r}")
@@ -77,6 +85,17 @@ class OpenAIChat:
     @property
     def model_name(self) -> str:
         return self._model
+
+    def _async(self) -> Any:
+        """The running loop's ``AsyncOpenAI`` client, made on its first call there."""
+        from openai import AsyncOpenAI
+
+        loop = asyncio.get_running_loop()
+        with self._async_lock:
+            client = self._async_clients.get(loop)
+            if client is None:
+                client = self._async_clients[loop] = AsyncOpenAI(**self._options)
+        return client
 
     def _request(self, messages: Sequence[Message], max_tokens: int | None,
                  temperature: float) -> dict[str, Any]:
@@ -105,7 +124,7 @@ class OpenAIChat:
     async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                         temperature: float = 0.0) -> Completion:
         try:
-            response = await self._async.chat.completions.create(
+            response = await self._async().chat.completions.create(
                 **self._request(messages, max_tokens, temperature))
         except json.JSONDecodeError as exc:
             raise self._not_json(exc) from exc
@@ -132,7 +151,7 @@ class OpenAIChat:
                       temperature: float = 0.0) -> AsyncIterator[StreamPart]:
         request = {**self._request(messages, max_tokens, temperature), **STREAM_OPTIONS}
         try:
-            chunks = await self._async.chat.completions.create(**request)
+            chunks = await self._async().chat.completions.create(**request)
         except json.JSONDecodeError as exc:
             raise self._not_json(exc) from exc
         reader = StreamReader()

@@ -499,6 +499,27 @@ def test_sync_calls_one_after_another(no_openai_env: None, keep_alive: bool) -> 
         assert outcomes[0].value == "three"
 
 
+@loopback
+def test_sync_calls_then_async_ones_from_loops_of_the_callers_own(no_openai_env: None) -> None:
+    """A notebook or script's case: sync calls (on the runner's loop), then
+    ``asyncio.run`` twice, each a new loop, on a keep-alive server. A client whose
+    connections another loop opened fails with "bound to a different event loop", then
+    "Event loop is closed": each loop gets its own async client."""
+    replies = ["one", "two", "three", "four five", "six", "seven eight"]
+    with StubOpenAI(keep_alive=True, script=[ChatReply(r) for r in replies]) as stub:
+        runner = LLMRunner(OpenAIChat("stub-chat", base_url=stub.url))
+
+        async def called_and_streamed() -> tuple[str, list[str]]:
+            called = await runner.acall("s", PROMPT, reply_text)
+            return called, [part async for part in runner.astream("s", PROMPT)]
+
+        assert runner.call("s", PROMPT, reply_text) == "one"
+        assert list(runner.stream("s", PROMPT)) == ["two"]
+        assert asyncio.run(called_and_streamed()) == ("three", ["four", " five"])
+        assert asyncio.run(called_and_streamed()) == ("six", ["seven", " eight"])
+    assert runner.ledger["s"].calls == 6 and runner.ledger["s"].retries == 0
+
+
 # ------------------------------------------------------------------ RetryPolicy
 @pytest.mark.parametrize("kwargs, message", [
     ({"attempts": 0}, "attempts must be an int >= 1"),
