@@ -34,7 +34,7 @@ from shared_core.llm import ChatModel, LLMRunner
 from shared_core.text.hygiene import check_query
 
 from .llm import chat_model
-from .retrievers import ConceptGraphRetriever, check_invoke_kwargs
+from .retrievers import ConceptGraphRetriever, FusedRetriever, check_invoke_kwargs
 
 AnswerInput = str | Mapping[str, Any]
 TRACE_EVENT = "conceptgraph_answer"
@@ -165,6 +165,10 @@ class ConceptGraphAnswerer(RunnableSerializable[AnswerInput, str]):
         the runner retries, under one policy, booked in one ledger), a core
         ``ChatModel``, or an ``LLMRunner`` with its own policy and ledger.
         """
+        if isinstance(index, FusedRetriever):
+            raise TypeError("from_llm takes the concept graph, not a FusedRetriever: its KG "
+                            "retriever is not one the answer pipeline reads. Pass "
+                            "fused.concept_retriever, and our KG (extract_kg's graph) as kg=")
         if isinstance(index, ConceptGraphRetriever):
             index = index.index
         runner = llm if isinstance(llm, LLMRunner) else LLMRunner(chat_model(llm))

@@ -30,6 +30,7 @@ from shared_core.kg import KGRetriever, KnowledgeGraph
 from shared_core.llm import ChatModel, LLMRunner
 
 from ._nodes import item_to_node
+from .fused import FusedConceptKGRetriever
 from .llm import chat_model
 from .retriever import ConceptGraphRetriever
 
@@ -99,6 +100,11 @@ class ConceptGraphQueryEngine(BaseQueryEngine):
         ``llm`` is a LlamaIndex ``LLM`` (``Settings.llm`` when omitted), a core
         ``ChatModel``, or an ``LLMRunner`` with its own retry policy and ledger.
         """
+        if isinstance(index, FusedConceptKGRetriever):
+            raise TypeError("from_defaults takes the concept graph, not a "
+                            "FusedConceptKGRetriever: its KG retriever is not one the answer "
+                            "pipeline reads. Pass the ConceptGraphRetriever it fuses, and our "
+                            "KG (extract_kg's graph) as kg=")
         if isinstance(index, ConceptGraphRetriever):
             index = index.index
         if llm is None:

@@ -186,6 +186,21 @@ def test_bad_input_is_named() -> None:
         ConceptGraphAnswerer(pipeline=runnable.pipeline, question_key="")
 
 
+
+def test_a_fused_retriever_is_refused_with_what_to_pass_instead() -> None:
+    """The answer pipeline reads our KG, not a fused retriever's framework one: a fused
+    retriever is refused with the way to pass the concept graph and our KG."""
+    from langchain_conceptgraph import FusedRetriever
+
+    concept = ConceptGraphRetriever(index=build_index())
+    fused = FusedRetriever(concept_retriever=concept, kg_retriever=concept)
+    with pytest.raises(TypeError, match=r"not a FusedRetriever.*Pass fused.concept_retriever, "
+                                        r"and our KG \(extract_kg's graph\) as kg="):
+        ConceptGraphAnswerer.from_llm(script(), fused)  # type: ignore[arg-type]
+    answered = ConceptGraphAnswerer.from_llm(script(), fused.concept_retriever, build_kg())
+    assert answered.pipeline.index is concept.index
+
+
 @pytest.mark.parametrize("call", ["invoke", "ainvoke", "stream"])
 async def test_the_llm_calls_are_child_runs_of_the_answerer(call: str) -> None:
     # the logic-form route: plan, two steps, verdict, answer: five chat-model runs

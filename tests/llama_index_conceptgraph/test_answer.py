@@ -164,3 +164,17 @@ def test_bad_arguments_are_named() -> None:
         ConceptGraphQueryEngine.from_defaults(build_index(), "gpt-4o")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="empty or blank"):
         ConceptGraphQueryEngine(pipeline).query("  ")
+
+
+
+def test_a_fused_retriever_is_refused_with_what_to_pass_instead() -> None:
+    """The answer pipeline reads our KG, not a fused retriever's framework one."""
+    from llama_index_conceptgraph import FusedConceptKGRetriever
+
+    concept = ConceptGraphRetriever(build_index())
+    fused = FusedConceptKGRetriever(concept, kg_retriever=concept)
+    with pytest.raises(TypeError, match=r"not a FusedConceptKGRetriever.*Pass the "
+                                        r"ConceptGraphRetriever it fuses"):
+        ConceptGraphQueryEngine.from_defaults(fused, script())  # type: ignore[arg-type]
+    answered = ConceptGraphQueryEngine.from_defaults(concept, script(), build_kg())
+    assert answered.pipeline.index is concept.index
