@@ -43,6 +43,7 @@ from .kg import (
     ExtractionConfig,
     FusedKGRetriever,
     KGStore,
+    KGStoreError,
     estimate_extraction,
     extract_kg,
     extraction_usage,
@@ -197,8 +198,11 @@ def _cluster_executor(dask: str | None, ray: str | None) -> Iterator[Executor | 
 
 def cmd_select(args: argparse.Namespace) -> int:
     index = _load(args.index, args.cache)
+    # priced for a model: the prompt extract sends with each chunk, so the two agree
+    per_chunk = (args.prompt_tokens if args.prompt_tokens is not None else
+                 prompt_tokens(ExtractionConfig().entity_types) if args.model else 0)
     selection = index.select(args.kappa, method=args.method, by=args.by,
-                             prompt_tokens_per_chunk=args.prompt_tokens, seed=args.seed)
+                             prompt_tokens_per_chunk=per_chunk, seed=args.seed)
     report = selection.report  # the index records its graph's size: no edges is a warning
     if args.out:
         with Path(args.out).open("w", encoding="utf-8") as out:
@@ -265,7 +269,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
             and not _confirm(f"--restart deletes every result stored in {kg_dir}; go on?"):
         print("nothing deleted, nothing extracted")
         return 1
-    with KGStore(kg_dir, restart=args.restart, lock=True) as store:
+    with _cli_hint(), KGStore(kg_dir, restart=args.restart, lock=True) as store:
         already = sum(1 for cid, _ in kept if cid in store)
         if already:
             print(f"{already:,} of {len(kept):,} core chunks are already extracted in {kg_dir} "
@@ -285,6 +289,17 @@ def cmd_extract(args: argparse.Namespace) -> int:
         print(f"conceptgraph: failed chunk {failure.chunk_id}: {failure.kind}: {failure.error}",
               file=sys.stderr)
     return 1 if result.failed else 0
+
+
+@contextlib.contextmanager
+def _cli_hint() -> Iterator[None]:
+    """A KG store's refusal, with what to do from the command line (its own names the API)."""
+    try:
+        yield
+    except KGStoreError as exc:
+        raise KGStoreError(f"{exc}. From the command line: --restart discards the stored "
+                           "results (after asking), --kg-dir DIR extracts into another "
+                           "directory") from exc
 
 
 def fused_table(fused: FusedContext, width: int = 90) -> str:
@@ -391,8 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("--seed", type=int, default=0, help="seed of --method random")
     select.add_argument("--by", choices=("chunks", "tokens"), default=None,
                         help="kappa is a share of chunks or of tokens (default: the config's)")
-    select.add_argument("--prompt-tokens", type=int, default=0,
-                        help="the KG extractor's prompt tokens per chunk, for the estimate")
+    select.add_argument("--prompt-tokens", type=int, default=None,
+                        help="the KG extractor's prompt tokens per chunk, for the estimate "
+                        "(default: extract's own prompt with --model, else 0)")
     _llm_cost_arguments(select)
     select.add_argument("--out", help="write the core chunks as JSONL")
     select.add_argument("--json", action="store_true",

@@ -95,6 +95,50 @@ def test_extract_asks_before_spending(index_dir: Path, capsys: pytest.CaptureFix
 
 
 @loopback
+def test_select_with_a_model_estimates_what_extract_estimates(
+        index_dir: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """select prices the same prompt extract sends with each chunk: the same estimate."""
+    def estimates(out: str) -> list[str]:
+        return re.findall(r"^(?:core chunks|every chunk): .*$", out, re.M)
+
+    select = ["select", str(index_dir), "--kappa", "0.5", "--by", "chunks",
+              "--model", "stub-model"]
+    assert main(select) == 0
+    selected = estimates(capsys.readouterr().out)
+    with StubOpenAI(chat=records_for) as stub:
+        monkeypatch.setattr("sys.stdin", _Tty("n\n"))
+        assert extract(index_dir, stub) == 1
+        assert stub.chat_bodies() == []
+    assert len(selected) == 2 and estimates(capsys.readouterr().out) == selected
+    # without a prompt the chunks alone are priced: fewer input tokens
+    assert main([*select, "--prompt-tokens", "0"]) == 0
+    unprompted = estimates(capsys.readouterr().out)
+    tokens = [int(re.search(r"~([\d,]+) input", line).group(1).replace(",", ""))  # type: ignore[union-attr]
+              for line in (*selected, *unprompted)]
+    assert tokens[2] < tokens[0] and tokens[3] < tokens[1]
+
+
+@loopback
+def test_a_kg_of_another_setup_is_refused_with_the_command_line_s_way_out(
+        index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with StubOpenAI(chat=gleaning_records_for) as stub:
+        assert extract(index_dir, stub, "--yes") == 0
+        calls = len(stub.chat_bodies())
+        capsys.readouterr()
+        assert extract(index_dir, stub, "--yes", "--gleanings", "1") == 2
+        err = capsys.readouterr().err
+        assert "holds KG results of another setup" in err and "max_gleanings" in err
+        assert "--restart discards the stored results" in err
+        assert "--kg-dir DIR extracts into another directory" in err
+        assert len(stub.chat_bodies()) == calls  # refused before any call
+        other = index_dir.parent / "kg_gleaned"
+        assert extract(index_dir, stub, "--yes", "--gleanings", "1", "--kg-dir",
+                       str(other)) == 0
+    assert len(KGStore(other)) == len(KGStore(index_dir / "kg")) == 2
+
+
+@loopback
 def test_restart_asks_before_it_deletes_and_a_no_keeps_the_results(
         index_dir: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
