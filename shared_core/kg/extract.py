@@ -389,8 +389,8 @@ def extract_kg(chunks: Iterable[tuple[str, str]], runner: LLMRunner,
     """:func:`aextract_kg` from synchronous code: the same arguments, the same result.
 
     It runs on the runner's one background loop (:func:`~shared_core.llm.run_sync`),
-    so it works in a notebook cell too; inside a coroutine, await
-    :func:`aextract_kg` instead.
+    which calls the model's synchronous ``complete`` in threads, so it works in a
+    notebook cell too; inside a coroutine, await :func:`aextract_kg` instead.
     """
     return run_sync(aextract_kg(chunks, runner, store, config=config))
 

@@ -17,11 +17,20 @@ retried, since the caller has seen nothing; once text has gone out, a failure
 raises :class:`RequestFailed` (text already shown cannot be taken back). A
 model without streaming is asked once, through :meth:`LLMRunner.acall`, and its
 reply yielded as one chunk.
+
+A synchronous caller (``call``, ``stream``, ``map``) gets the model's synchronous
+methods, each call in a thread of its own; an async caller gets its async ones, on
+the caller's loop. That is what the framework's own ``invoke`` and ``ainvoke``
+use. Async HTTP clients pool connections per event loop (LangChain's
+``ChatOpenAI`` shares one per base URL across the process), so a sync caller's
+calls made through them on a loop of ours would break the same client's later
+use on the caller's loop, the next ``asyncio.run`` or an async app's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
 import threading
 from collections.abc import (
@@ -33,6 +42,7 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Generic, TypeVar
@@ -225,8 +235,11 @@ class LLMRunner:
         transport_tries = output_tries = 0
         while True:
             try:
-                call = self.model.acomplete(messages, max_tokens=max_tokens,
-                                            temperature=self.temperature)
+                call = (in_thread(self.model.complete, messages, max_tokens=max_tokens,
+                                  temperature=self.temperature)
+                        if for_sync_caller() else
+                        self.model.acomplete(messages, max_tokens=max_tokens,
+                                             temperature=self.temperature))
                 completion = await (asyncio.wait_for(call, self.timeout) if self.timeout
                                     else call)
             except Exception as exc:  # classified below; anything not transient re-raises
@@ -272,8 +285,11 @@ class LLMRunner:
             return
         transport_tries = output_tries = 0
         while True:
-            parts = self.model.astream(messages, max_tokens=max_tokens,
-                                       temperature=self.temperature)
+            parts = (stream_in_thread(self.model.stream(messages, max_tokens=max_tokens,
+                                                        temperature=self.temperature))
+                     if for_sync_caller() else
+                     self.model.astream(messages, max_tokens=max_tokens,
+                                        temperature=self.temperature))
             sent: list[str] = []
             completion: Completion | None = None
             booked = finished = False
@@ -407,13 +423,30 @@ def _partial(sent: list[str], messages: Sequence[Message], model: str) -> Comple
                                  model=model)
 
 
-class _BackgroundLoop:
-    """One event loop on a daemon thread, for every synchronous call of the process.
+class DaemonThreads(Executor):
+    """Each task in a daemon thread of its own: a model call that outlives its
+    timeout, or a caller's Ctrl-C, never holds the interpreter's exit (a thread
+    pool's workers are joined at exit). The runners' ``concurrency`` bounds them."""
 
-    Async HTTP clients (``AsyncOpenAI``, LangChain's cached clients) keep pooled
-    connections bound to the loop that opened them; a fresh loop per call
-    (``asyncio.run``) would leave the second call holding a dead loop's connection.
-    """
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        future: Future[R] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to the caller, as a pool's worker does
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="conceptgraph-llm-call", daemon=True).start()
+        return future
+
+
+class _BackgroundLoop:
+    """One event loop on a daemon thread, for every synchronous call of the process:
+    its coroutines hold the retries, timeouts and concurrency, and call the model's
+    synchronous methods in threads (:func:`for_sync_caller`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -428,15 +461,71 @@ class _BackgroundLoop:
                 self._loop = loop
             return self._loop
 
+    def is_running_here(self) -> bool:
+        """Whether the running coroutine is on this loop (without making one)."""
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
 
 _BACKGROUND = _BackgroundLoop()
+
+
+async def in_thread(fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+    """``fn(*args, **kwargs)`` in a daemon thread, in this task's context (as
+    ``asyncio.to_thread``, whose pool's threads would hold the interpreter's exit)."""
+    context = contextvars.copy_context()
+    return await asyncio.wrap_future(DaemonThreads().submit(context.run, fn, *args, **kwargs))
+
+
+def for_sync_caller() -> bool:
+    """Whether the running coroutine works for a synchronous caller (:func:`run_sync`),
+    whose model calls go through the model's synchronous methods."""
+    return _BACKGROUND.is_running_here()
+
+
+async def stream_in_thread(parts: Iterator[T]) -> AsyncGenerator[T, None]:
+    """A synchronous stream's parts, each read in a thread, all in one context.
+
+    One read at a time: a read that outlived its timeout and the stream's close
+    take their turns. Closing this closes ``parts`` (its connection); behind a
+    read still running, without waiting for it.
+    """
+    turn = threading.Lock()
+    context = contextvars.copy_context()  # one for the whole stream, as one thread has
+    end = object()
+
+    def read() -> Any:
+        with turn:
+            return context.run(next, parts, end)
+
+    def close() -> None:
+        with turn:
+            closer = getattr(parts, "close", None)
+            if closer is not None:
+                context.run(closer)
+
+    reading: Future[Any] | None = None
+    threads = DaemonThreads()
+    try:
+        while True:
+            reading = threads.submit(read)
+            part = await asyncio.wrap_future(reading)
+            if part is end:
+                return
+            yield part
+    finally:
+        closing = threads.submit(close)
+        if reading is None or reading.done():
+            await asyncio.wrap_future(closing)
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code, even inside a running loop (Jupyter).
 
     It runs on one long-lived loop in a daemon thread (:class:`_BackgroundLoop`),
-    so clients that pool connections per loop stay valid from call to call.
+    where a runner calls the model's synchronous methods (:func:`for_sync_caller`).
     Calling it from that loop's own thread would deadlock, and raises instead.
     A caller interrupted while waiting (Ctrl-C) cancels the coroutine.
     """
@@ -452,8 +541,9 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     try:
         return future.result()
     except BaseException:
-        # Ctrl-C (or any exit) while waiting: stop the coroutine too, so no call goes on
-        # spending in the background after the caller has given up on it
+        # Ctrl-C (or any exit) while waiting: stop the coroutine too, so no retry or
+        # further call goes out after the caller has given up (a call already sent ends
+        # in its own thread)
         future.cancel()
         raise
 

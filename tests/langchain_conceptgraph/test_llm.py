@@ -178,6 +178,29 @@ def test_two_sync_calls_through_chat_openai_on_a_keep_alive_server(no_openai_env
         assert runner.call("s", PROMPT, reply_text) == "two"
 
 
+@loopback
+def test_sync_then_async_calls_through_chat_openai_in_one_process(no_openai_env: None) -> None:
+    """A notebook's case: sync calls, async ones in the notebook's loop, sync again, on a
+    keep-alive server. ChatOpenAI shares one async client per base URL across the
+    process: had the sync calls run through it on the runner's loop, the first async call
+    would fail ("bound to a different event loop"). They run ``invoke`` in threads. (A
+    second ``asyncio.run`` fails in LangChain itself: its client keeps the closed loop's
+    connections.)"""
+    replies = ["one", "two", "three", "four", "five"]
+    with StubOpenAI(keep_alive=True, script=[ChatReply(r) for r in replies]) as stub:
+        runner = LLMRunner(chat_model(chat_openai(stub)))
+
+        async def called_and_streamed() -> tuple[str, str]:
+            called = await runner.acall("s", PROMPT, reply_text)
+            return called, "".join([part async for part in runner.astream("s", PROMPT)])
+
+        assert runner.call("s", PROMPT, reply_text) == "one"
+        assert "".join(runner.stream("s", PROMPT)) == "two"
+        assert asyncio.run(called_and_streamed()) == ("three", "four")
+        assert runner.call("s", PROMPT, reply_text) == "five"
+    assert runner.ledger["s"].calls == 5 and runner.ledger["s"].retries == 0
+
+
 # ------------------------------------------------------------------ offline chat models
 def test_usage_metadata_with_cache_reads() -> None:
     reply = AIMessage(content="Paris.", usage_metadata={

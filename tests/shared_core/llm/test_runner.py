@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -132,13 +133,20 @@ def test_a_closed_port_is_retried_then_reported_as_connection(no_openai_env: Non
 
 
 class Stalled:
-    """A chat model whose replies never come."""
+    """A chat model whose replies never come (until ``release`` is set, for the threads
+    that sync calls leave behind)."""
 
     model_name = "stalled"
 
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.sync_calls = 0
+
     def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                  temperature: float = 0.0) -> Completion:
-        raise AssertionError("the runner calls acomplete")
+        self.sync_calls += 1
+        self.release.wait(3600)
+        raise AssertionError("released: the runner gave up on this call long ago")
 
     async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
                         temperature: float = 0.0) -> Completion:
@@ -146,15 +154,24 @@ class Stalled:
         raise AssertionError("unreachable")
 
 
-def test_the_runner_timeout_bounds_each_call(sleep: RecordedSleep) -> None:
-    runner = LLMRunner(Stalled(), timeout=0.01, sleep=sleep,
+@pytest.mark.parametrize("caller", ["sync", "async"])
+def test_the_runner_timeout_bounds_each_call(sleep: RecordedSleep, caller: str) -> None:
+    """A sync caller's calls run the model's ``complete`` in threads, an async caller's
+    its ``acomplete``: the timeout bounds each either way."""
+    model = Stalled()
+    runner = LLMRunner(model, timeout=0.01, sleep=sleep,
                        retry=RetryPolicy(attempts=3, base_delay=0.1, jitter=False))
     with pytest.raises(RequestFailed) as failed:
-        runner.call("s", PROMPT, reply_text)
+        if caller == "sync":
+            runner.call("s", PROMPT, reply_text)
+        else:
+            asyncio.run(runner.acall("s", PROMPT, reply_text))
+    model.release.set()
     assert failed.value.kind == "timeout"
     assert failed.value.detail.endswith("(after 3 attempts)")
     assert sleep.delays == [0.1, 0.2]
     assert counts(runner) == (0, 2, 1, {})
+    assert model.sync_calls == (3 if caller == "sync" else 0)
 
 
 def warm_up(runner: LLMRunner) -> None:
@@ -350,39 +367,56 @@ def test_the_runner_refuses_what_is_not_a_chat_model() -> None:
 
 # ------------------------------------------------------------------ map
 class InFlight:
-    """A chat model that counts calls in flight; each call yields to the loop a few times."""
+    """A chat model that counts calls in flight. An async call yields to the loop a few
+    times, a sync one (in its thread) sleeps a few hundredths of a second; either way
+    later items return sooner, so completion order is not input order."""
 
     model_name = "in-flight"
 
     def __init__(self) -> None:
         self.now = self.peak = 0
         self.order: list[str] = []
+        self.lock = threading.Lock()
+        self.sync_calls = 0
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
-                 temperature: float = 0.0) -> Completion:
-        raise AssertionError("the runner calls acomplete")
+    def _start(self, messages: Sequence[Message]) -> int:
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            self.order.append(messages[-1].content)
+            return 20 - len(self.order)
 
-    async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
-                        temperature: float = 0.0) -> Completion:
-        self.now += 1
-        self.peak = max(self.peak, self.now)
-        self.order.append(messages[-1].content)
-        # later items return sooner: completion order is not input order
-        for _ in range(20 - len(self.order)):
-            await asyncio.sleep(0)
-        self.now -= 1
+    def _end(self, messages: Sequence[Message]) -> Completion:
+        with self.lock:
+            self.now -= 1
         text = messages[-1].content.upper()
         return Completion(text, 1, 1, 0, "server", "stop", None, self.model_name)
 
+    def complete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                 temperature: float = 0.0) -> Completion:
+        self.sync_calls += 1
+        time.sleep(self._start(messages) * 0.005)
+        return self._end(messages)
 
+    async def acomplete(self, messages: Sequence[Message], *, max_tokens: int | None = None,
+                        temperature: float = 0.0) -> Completion:
+        for _ in range(self._start(messages)):
+            await asyncio.sleep(0)
+        return self._end(messages)
+
+
+@pytest.mark.parametrize("caller", ["sync", "async"])
 @pytest.mark.parametrize("concurrency", [1, 3, 10])
-def test_map_keeps_input_order_and_the_concurrency_bound(concurrency: int) -> None:
+def test_map_keeps_input_order_and_the_concurrency_bound(concurrency: int, caller: str) -> None:
     model = InFlight()
     runner = LLMRunner(model, concurrency=concurrency)
     items = [f"item {i}" for i in range(10)]
     landed: list[tuple[str, int]] = []
-    outcomes = runner.map(items, lambda q: runner.acall("map", [Message("user", q)], reply_text),
-                          on_outcome=lambda item, o: landed.append((item, o.index)))
+    args = (items, lambda q: runner.acall("map", [Message("user", q)], reply_text))
+    on_outcome = lambda item, o: landed.append((item, o.index))  # noqa: E731
+    outcomes = (runner.map(*args, on_outcome=on_outcome) if caller == "sync" else
+                asyncio.run(runner.amap(*args, on_outcome=on_outcome)))
+    assert model.sync_calls == (10 if caller == "sync" else 0)
     assert [o.index for o in outcomes] == list(range(10))
     assert [o.value for o in outcomes] == [f"ITEM {i}" for i in range(10)]
     assert all(o.ok and o.kind is None for o in outcomes)
@@ -461,7 +495,8 @@ async def test_call_and_map_work_inside_a_running_event_loop() -> None:
     assert [o.value for o in runner.map([1, 2], lambda _: runner.acall("s", PROMPT,
                                                                           reply_text))] == [
         "hi", "hi"]
-    assert threads == ["conceptgraph-llm-loop"] * 3  # one long-lived loop for sync calls
+    # the model's sync method, each call in a thread of its own beside the runner's loop
+    assert threads == ["conceptgraph-llm-call"] * 3
     # and an error crosses back to the caller's thread
     failing = LLMRunner(ScriptedChat([ValueError("boom")]))
     with pytest.raises(ValueError, match="boom"):

@@ -151,6 +151,38 @@ async def test_each_part_is_bounded_by_the_timeout(sleep: RecordedSleep) -> None
     assert got == ["Paris"] and failed.value.kind == "timeout"
 
 
+def test_each_part_of_a_sync_callers_stream_is_bounded_by_the_timeout(
+        sleep: RecordedSleep) -> None:
+    """A sync caller's stream is the model's ``stream``, read in threads. A read past the
+    timeout fails the stream at once; its close waits behind that read, not the caller."""
+    import threading
+    import time
+
+    release, closed = threading.Event(), threading.Event()
+
+    class Stalls(ScriptedChat):
+        def stream(self, messages, *, max_tokens=None,  # type: ignore[no-untyped-def]
+                   temperature=0.0):
+            try:
+                yield "Paris"
+                release.wait(5)
+                yield " late"
+            finally:
+                closed.set()
+
+    run = LLMRunner(Stalls(["x"]), timeout=0.05, retry=RetryPolicy(jitter=False), sleep=sleep)
+    got: list[str] = []
+    start = time.perf_counter()
+    with pytest.raises(RequestFailed, match="after 1 parts") as failed:
+        for delta in run.stream("answer", PROMPT):
+            got.append(delta)
+    assert time.perf_counter() - start < 2.5  # not the 5 s the read is stuck for
+    assert got == ["Paris"] and failed.value.kind == "timeout"
+    assert not closed.is_set()  # the read still holds the stream
+    release.set()
+    assert closed.wait(5)  # then the close, queued behind it, runs
+
+
 # ------------------------------------------------------------- OpenAIChat over SSE
 @loopback
 def test_openai_chat_streams_deltas_and_reads_usage_from_the_last_chunk(
