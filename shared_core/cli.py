@@ -159,8 +159,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         )
     index.save(args.out)
     stats = index.stats()
-    print(f"built in {time.perf_counter() - start:.1f}s ({embedder.embedded_texts:,} sentences "
-          f"embedded, the rest from cache) -> {args.out}")
+    # on a cluster the workers embed, each with its own copy: this process counts none
+    embedded = ("sentences embedded on the cluster's workers" if args.dask or args.ray else
+                f"{embedder.embedded_texts:,} sentences embedded, the rest from cache")
+    print(f"built in {time.perf_counter() - start:.1f}s ({embedded}) -> {args.out}")
     print(format_table(("", "count"), [(k, v) for k, v in stats.items()
                                        if isinstance(v, int) and not isinstance(v, bool)]))
     _warn(stats["warnings"])

@@ -115,7 +115,10 @@ def test_build_on_a_dask_cluster_writes_the_index_a_local_build_writes(
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None, host="127.0.0.1") as cluster:
         assert build(corpus, tmp_path / "sharded", "--dask", cluster.scheduler_address) == 0
-    assert f"on the Dask cluster at {cluster.scheduler_address}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"on the Dask cluster at {cluster.scheduler_address}" in out
+    # the workers embed: this process's count (none) is not reported as a cache's work
+    assert "(sentences embedded on the cluster's workers)" in out and "from cache" not in out
     assert_same_index(corpus, tmp_path / "sharded", tmp_path)
 
 
