@@ -349,6 +349,20 @@ def test_http_errors_through_a_llama_index_llm(no_openai_env: None) -> None:
     assert sleep.delays == [0.5] and len(stub.chat_bodies()) == 3
 
 
+@loopback
+def test_sync_then_async_calls_through_one_llama_index_llm(no_openai_env: None) -> None:
+    """Sync calls, then async ones in the caller's loop, then sync again, on one LLM
+    object and a keep-alive server: the sync calls go through its ``chat`` (not its
+    async client on the runner's loop, which the caller's loop could not use after)."""
+    replies = ["one", "two", "three"]
+    with StubOpenAI(keep_alive=True, script=[ChatReply(r) for r in replies]) as stub:
+        runner = LLMRunner(chat_model(OpenAICompatible(base_url=stub.url)))
+        assert runner.call("s", PROMPT, reply_text) == "one"
+        assert asyncio.run(runner.acall("s", PROMPT, reply_text)) == "two"
+        assert runner.call("s", PROMPT, reply_text) == "three"
+    assert runner.ledger["s"].calls == 3 and runner.ledger["s"].retries == 0
+
+
 # ------------------------------------------------------------------ chat_model() and names
 class NamedLLM(Canned):
     """An LLM with a ``model_name`` field, as HuggingFaceLLM has: it carries every attribute
