@@ -285,8 +285,8 @@ class LLMRunner:
             return
         transport_tries = output_tries = 0
         while True:
-            parts = (stream_in_thread(self.model.stream(messages, max_tokens=max_tokens,
-                                                        temperature=self.temperature))
+            parts = (stream_in_thread(lambda: self.model.stream(  # type: ignore[attr-defined]
+                messages, max_tokens=max_tokens, temperature=self.temperature))
                      if for_sync_caller() else
                      self.model.astream(messages, max_tokens=max_tokens,
                                         temperature=self.temperature))
@@ -485,24 +485,28 @@ def for_sync_caller() -> bool:
     return _BACKGROUND.is_running_here()
 
 
-async def stream_in_thread(parts: Iterator[T]) -> AsyncGenerator[T, None]:
-    """A synchronous stream's parts, each read in a thread, all in one context.
+async def stream_in_thread(open_stream: Callable[[], Iterator[T]]) -> AsyncGenerator[T, None]:
+    """The parts of the synchronous stream ``open_stream()`` makes, each read in a thread
+    (the opening too, which may send the request), all in one context.
 
     One read at a time: a read that outlived its timeout and the stream's close
-    take their turns. Closing this closes ``parts`` (its connection); behind a
+    take their turns. Closing this closes the stream (its connection); behind a
     read still running, without waiting for it.
     """
     turn = threading.Lock()
     context = contextvars.copy_context()  # one for the whole stream, as one thread has
     end = object()
+    opened: list[Iterator[T]] = []
 
     def read() -> Any:
         with turn:
-            return context.run(next, parts, end)
+            if not opened:
+                opened.append(iter(context.run(open_stream)))
+            return context.run(next, opened[0], end)
 
     def close() -> None:
         with turn:
-            closer = getattr(parts, "close", None)
+            closer = getattr(opened[0], "close", None) if opened else None
             if closer is not None:
                 context.run(closer)
 
