@@ -363,6 +363,13 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
     heap = HeapSampler()
     heap_before_build = heap.anonymous_mb()
     start = time.perf_counter()
+
+    def reached(step: str) -> None:
+        """A step done, on stderr as it happens: a run killed for memory (a capped one)
+        still says how far it got and how much anonymous memory it held there."""
+        print(f"scale {n}: {step} at {time.perf_counter() - start:.0f} s, "
+              f"{heap.anonymous_mb():,.0f} MB anonymous", file=sys.stderr, flush=True)
+
     index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=timed, config=config,
                                          vector_store=store,
                                          vector_spill=DEFAULT_SPILL if spill else None)
@@ -373,17 +380,20 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
     build_peak_where = heap.peak_where
     build_peak_heap = heap.reset()
     heap_after_build = heap.level_mb
+    reached("built")
     refresh = add = delete = load_verified = None
     if not lean:  # the graph alone, derived again from the built chunks
         refresh_start = time.perf_counter()
         derive_graph(index.state.corpus, index.config)
         refresh = time.perf_counter() - refresh_start
     pagerank_cold, pagerank_warm = pagerank_seconds(index)
+    reached("PageRank timed again, cold and warm")
     asked = scale_questions(pool, queries, embedder)
     if store is not None:
         store.search_seconds = 0.0
     local: list[float] = []
     latencies, contexts = query_latencies(index, asked, store, local)
+    reached(f"queried the built index ({np.percentile(latencies, 50):.1f} ms p50)")
     engine_rss["after_queries"] = engine.rss_mb()
     row: dict[str, Any] = {}
     if engine.pid is not None:
@@ -416,6 +426,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         index.save(str(path))
         save = time.perf_counter() - save_start
         phases["save"] = heap.phase()
+        reached("saved")
         disk = folder_size(path)
         stats = index.stats()
         del index  # the load below is measured on its own, not beside the built index
@@ -436,6 +447,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         row.update(percentile_fields("loaded_first_query_ms", first_pass))
         row["loaded_query_ms_p50"] = round(float(np.percentile(second_pass, 50)), 2)
         phases["load and queries"] = heap.phase()
+        reached("loaded and queried")
         if lean:  # the updates on the loaded index, the built one gone: half the memory
             add, delete = timed_updates(loaded, extra_texts, extra_ids)
             phases["updates on the loaded index"] = heap.phase()
