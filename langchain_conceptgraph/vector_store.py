@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,8 +20,12 @@ from shared_core.search.external import (
     qdrant_keys,
 )
 
+from .embeddings import CoreEmbeddings
+
 # cosine below which a store's own embedding of a text is another model's
 SAME_MODEL_COSINE = 0.99
+
+logger = logging.getLogger("conceptgraph")
 
 
 class LangChainVectorStore(FrameworkStore):
@@ -38,8 +43,8 @@ class LangChainVectorStore(FrameworkStore):
     embeddings; and any store with an ``add_embeddings(text_embeddings, metadatas,
     ids)`` or ``add_embeddings(texts, embeddings, metadatas, ids)``, such as FAISS,
     PGVector, Elasticsearch and OpenSearch. Any other store embeds each row again
-    with its own embeddings: give it ``CoreEmbeddings`` over the index's (cached)
-    embedder and nothing is embedded twice. ``takes_vectors`` says which case a
+    with its own embeddings, with a warning on the ``conceptgraph`` logger: give it
+    ``CoreEmbeddings`` over the index's (cached) embedder and nothing is embedded twice. ``takes_vectors`` says which case a
     store is.
 
     Give the store a collection of its own: the index deletes any row of its key
@@ -93,6 +98,12 @@ class LangChainVectorStore(FrameworkStore):
         super().__init__(store, list_ids or _known_listing(store), uuid_ids)
         self._model_checked = False
         self._write_vectors = vector_writer(store)
+        if self._write_vectors is None and not isinstance(store.embeddings, CoreEmbeddings):
+            logger.warning(
+                "%s has no known way to take the index's vectors, so its own embeddings "
+                "(%s) embed every row again: a second bill with a paid API. Give the store "
+                "CoreEmbeddings over the index's embedder, whose cache answers instead",
+                type(store).__name__, type(store.embeddings).__name__)
 
     @property
     def takes_vectors(self) -> bool:

@@ -241,6 +241,22 @@ def test_rows_are_written_with_the_index_s_vectors_where_the_store_takes_them(
         assert sparse.documents == 0
 
 
+def test_a_store_that_will_embed_every_row_again_says_so(
+        embeddings: CoreEmbeddings, caplog: pytest.LogCaptureFixture) -> None:
+    """Only a store with no known way to take vectors, whose embeddings are not the
+    index's cached ones, embeds each row a second time: that one is warned about."""
+    with caplog.at_level("WARNING", logger="conceptgraph"):
+        LangChainVectorStore(TextOnlyStore(embeddings), list_ids=lambda s: [])
+        LangChainVectorStore(InMemoryVectorStore(embedding=CountingEmbeddings(embeddings)))
+        assert caplog.records == []
+        LangChainVectorStore(TextOnlyStore(CountingEmbeddings(embeddings)),
+                             list_ids=lambda s: [])
+    assert [r.getMessage() for r in caplog.records] == [
+        "TextOnlyStore has no known way to take the index's vectors, so its own embeddings "
+        "(CountingEmbeddings) embed every row again: a second bill with a paid API. Give "
+        "the store CoreEmbeddings over the index's embedder, whose cache answers instead"]
+
+
 def test_a_store_with_no_dense_embeddings_is_refused(documents: list[Document],
                                                      embeddings: CoreEmbeddings) -> None:
     """Qdrant's sparse mode holds no dense vectors for the index to search: refused on
