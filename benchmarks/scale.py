@@ -374,6 +374,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
                                          vector_store=store,
                                          vector_spill=DEFAULT_SPILL if spill else None)
     build = time.perf_counter() - start
+    del texts, ids  # the index holds its own copy: the corpus lists would only add to later peaks
     # the peak so far: the build's own (later steps hold a second index beside this one)
     build_peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     engine_rss["after_build"] = engine.rss_mb()
@@ -447,9 +448,10 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         row.update(percentile_fields("loaded_first_query_ms", first_pass))
         row["loaded_query_ms_p50"] = round(float(np.percentile(second_pass, 50)), 2)
         phases["load and queries"] = heap.phase()
-        reached("loaded and queried")
+        reached(f"loaded and queried ({row['loaded_query_ms_p50']:.1f} ms p50)")
         if lean:  # the updates on the loaded index, the built one gone: half the memory
             add, delete = timed_updates(loaded, extra_texts, extra_ids)
+            reached(f"added and deleted 1 % ({add:.1f} s, {delete:.1f} s)")
             phases["updates on the loaded index"] = heap.phase()
         del loaded
         if not lean:
