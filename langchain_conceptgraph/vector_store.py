@@ -44,8 +44,8 @@ class LangChainVectorStore(FrameworkStore):
     ids)`` or ``add_embeddings(texts, embeddings, metadatas, ids)``, such as FAISS,
     PGVector, Elasticsearch and OpenSearch. Any other store embeds each row again
     with its own embeddings, with a warning on the ``conceptgraph`` logger: give it
-    ``CoreEmbeddings`` over the index's (cached) embedder and nothing is embedded twice. ``takes_vectors`` says which case a
-    store is.
+    ``CoreEmbeddings`` over the index's (cached) embedder and nothing is embedded
+    twice. ``takes_vectors`` says which case a store is.
 
     Give the store a collection of its own: the index deletes any row of its key
     form it does not hold. The store must list its ids: ``InMemoryVectorStore``,
