@@ -344,7 +344,7 @@ def save_built(n: int, data: Path, folder: Path) -> dict[str, Any]:
 def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: Engine,
                   embedder: Any, store: TimedStore | None, lean: bool, spill: bool,
                   beams: Sequence[int], sweeps: dict[str, Sequence[int]],
-                  exact: bool = True) -> dict[str, Any]:
+                  exact: bool) -> dict[str, Any]:
     from dataclasses import replace
 
     from shared_core import ConceptGraphConfig, ConceptGraphIndex

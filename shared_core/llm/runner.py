@@ -42,9 +42,9 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any, Generic, TypeVar
 
 from .ledger import TokenLedger
@@ -285,8 +285,9 @@ class LLMRunner:
             return
         transport_tries = output_tries = 0
         while True:
-            parts = (stream_in_thread(lambda: self.model.stream(  # type: ignore[attr-defined]
-                messages, max_tokens=max_tokens, temperature=self.temperature))
+            parts = (stream_in_thread(partial(self.model.stream, messages,
+                                              max_tokens=max_tokens,
+                                              temperature=self.temperature))
                      if for_sync_caller() else
                      self.model.astream(messages, max_tokens=max_tokens,
                                         temperature=self.temperature))
@@ -423,24 +424,22 @@ def _partial(sent: list[str], messages: Sequence[Message], model: str) -> Comple
                                  model=model)
 
 
-class DaemonThreads(Executor):
-    """Each task in a daemon thread of its own: a model call that outlives its
-    timeout, or a caller's Ctrl-C, never holds the interpreter's exit (a thread
-    pool's workers are joined at exit). The runners' ``concurrency`` bounds them."""
+def in_daemon_thread(fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+    """``fn(*args, **kwargs)`` started in a daemon thread of its own: a model call that
+    outlives its timeout, or a caller's Ctrl-C, never holds the interpreter's exit (a
+    thread pool's workers are joined at exit). The runners' ``concurrency`` bounds them."""
+    future: Future[R] = Future()
 
-    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
-        future: Future[R] = Future()
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller, as a pool's worker does
+            future.set_exception(exc)
 
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except BaseException as exc:  # handed to the caller, as a pool's worker does
-                future.set_exception(exc)
-
-        threading.Thread(target=run, name="conceptgraph-llm-call", daemon=True).start()
-        return future
+    threading.Thread(target=run, name="conceptgraph-llm-call", daemon=True).start()
+    return future
 
 
 class _BackgroundLoop:
@@ -476,7 +475,7 @@ async def in_thread(fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
     """``fn(*args, **kwargs)`` in a daemon thread, in this task's context (as
     ``asyncio.to_thread``, whose pool's threads would hold the interpreter's exit)."""
     context = contextvars.copy_context()
-    return await asyncio.wrap_future(DaemonThreads().submit(context.run, fn, *args, **kwargs))
+    return await asyncio.wrap_future(in_daemon_thread(context.run, fn, *args, **kwargs))
 
 
 def for_sync_caller() -> bool:
@@ -511,16 +510,15 @@ async def stream_in_thread(open_stream: Callable[[], Iterator[T]]) -> AsyncGener
                 context.run(closer)
 
     reading: Future[Any] | None = None
-    threads = DaemonThreads()
     try:
         while True:
-            reading = threads.submit(read)
+            reading = in_daemon_thread(read)
             part = await asyncio.wrap_future(reading)
             if part is end:
                 return
             yield part
     finally:
-        closing = threads.submit(close)
+        closing = in_daemon_thread(close)
         if reading is None or reading.done():
             await asyncio.wrap_future(closing)
 
