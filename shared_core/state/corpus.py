@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from ..text.sentences import concatenated_ranges
 from .rows import Rows, rows_gathered, rows_joined
 from .spill import VectorSpill, csr_over, gather_rows, spilled_csr
-from .texts import texts_joined, texts_taken
+from .texts import texts_joined, texts_spilled, texts_taken
 
 VECTOR_DTYPE = np.float32
 
@@ -238,7 +238,7 @@ def take(state: CorpusState, chunks: np.ndarray, spill: VectorSpill | None = Non
     picked = chunks.tolist()
     return CorpusState(
         ids=tuple(state.ids[i] for i in picked),
-        texts=texts_taken(state.texts, chunks),
+        texts=texts_spilled(texts_taken(state.texts, chunks), spill),
         metadata=tuple(state.metadata[i] for i in picked),
         tokens=state.tokens[chunks],
         sentence_offsets=new_offsets.astype(np.int64),
@@ -300,7 +300,9 @@ def merge_many(states: Sequence[CorpusState], spill: VectorSpill | None = None) 
                         if order is not None else rows_joined(sentence_parts, spill))
     joined = CorpusState(
         ids=tuple(ids),
-        texts=texts_joined([s.texts for s in parts]),
+        # spilled here only if no take follows, as the term counts below
+        texts=texts_spilled(texts_joined([s.texts for s in parts]),
+                            spill if order is None else None),
         metadata=tuple(m for s in parts for m in s.metadata),
         tokens=np.concatenate([s.tokens for s in parts]),
         sentence_offsets=np.concatenate(

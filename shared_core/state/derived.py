@@ -39,7 +39,7 @@ from ..search.walk import WalkGraph
 from ..text.sentences import segment_matrix
 from .corpus import CorpusState
 from .rows import Rows, contiguous_rows
-from .spill import VectorSpill, spilled_arrays
+from .spill import VectorSpill, held_as_mapped, spilled_arrays
 
 # vector_index="auto": below this many vectors, an exact scan. Measured on an idle
 # machine (benchmarks/RESULTS.md, scale issue, fifth round): query p50 exact / HNSW
@@ -382,6 +382,14 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
     if links_csc is None:
         links_csc = links.tocsc()
     unit_csc = links_csc if unit_links is links else unit_links.tocsc()
+    sentence_concepts = found.sentence_concepts
+    if saved is None:  # made here, on the heap: held as a loaded index maps its saved ones
+        same_links = unit_links is links
+        links, links_csc = held_as_mapped(links, spill), held_as_mapped(links_csc, spill)
+        unit_links = links if same_links else held_as_mapped(unit_links, spill)
+        unit_csc = links_csc if same_links else held_as_mapped(unit_csc, spill)
+        unit_bm25 = BM25Scorer(held_as_mapped(unit_bm25.weights, spill))
+        sentence_concepts = held_as_mapped(sentence_concepts, spill)
     concepts = tuple(names[t] for t in concept_terms.tolist())
     unit_chunk = corpus.sentence_chunk()[unit_offsets[:-1]]
     return DerivedGraph(
@@ -406,7 +414,7 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         unit_vectors=unit_vectors,
         concept_position={c: i for i, c in enumerate(concepts)},
         concept_chunk_counts=np.diff(links_csc.indptr),
-        walk=WalkGraph(found.sentence_concepts, sentence_units(unit_offsets),
+        walk=WalkGraph(sentence_concepts, sentence_units(unit_offsets),
                        given_csc=None if saved is None else saved.walk_postings,
                        given_entry_unit=None if saved is None else saved.walk_entry_unit,
                        keep_arrays=None if spill is None else partial(spilled_arrays,

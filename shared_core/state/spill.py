@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -163,6 +163,53 @@ def spilled_csr(matrix: sp.csr_matrix, spill: VectorSpill | None) -> sp.csr_matr
     if data is matrix.data:
         return matrix
     return csr_over(data, indices, indptr, (int(matrix.shape[0]), int(matrix.shape[1])))
+
+
+Compressed = TypeVar("Compressed", sp.csr_matrix, sp.csc_matrix)
+
+
+def held_as_mapped(matrix: Compressed, spill: VectorSpill | None) -> Compressed:
+    """``matrix`` (CSR or CSC) over arrays in one spill file when they are large enough
+    to spill and are not mapped already (read from a save, or spilled before).
+
+    For the unit views a build or an update makes (concept links both ways, BM25
+    weights, the walk's sentence links): a loaded index maps them from its save, and
+    a built one then holds them the same way. At a million passages they are 2 GB
+    the heap no longer holds, which in a memory limit is page cache for the rows a
+    query reads.
+    """
+    arrays = [matrix.data, matrix.indices, matrix.indptr]
+    if spill is None or any(_is_mapped(a) for a in arrays):
+        return matrix
+    data, indices, indptr = spilled_arrays(arrays, spill)
+    if data is matrix.data:
+        return matrix
+    held = type(matrix)(matrix.shape, dtype=data.dtype)
+    canonical = matrix.has_canonical_format  # read before the arrays move (it may check)
+    held.data, held.indices, held.indptr = data, indices, indptr
+    held.has_canonical_format = canonical
+    return held
+
+
+def spilled_bytes(pieces: Iterable[bytes], spill: VectorSpill) -> np.ndarray:
+    """``pieces`` written one after another to a spill file, mapped back as one
+    read-only uint8 array: nothing but the piece being written is held on the heap."""
+    with spill.temporary_file() as file:
+        written = 0
+        for piece in pieces:
+            file.write(piece)
+            written += len(piece)
+        return _mapped(file, written)
+
+
+def _is_mapped(array: np.ndarray) -> bool:
+    """Whether ``array`` views a memory-mapped file."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap):
+            return True
+        base = base.base
+    return False
 
 
 def csr_over(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,

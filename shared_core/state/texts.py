@@ -20,6 +20,8 @@ from typing import overload
 
 import numpy as np
 
+from .spill import VectorSpill, spilled_bytes
+
 # the heap-held runs are rewritten once dead bytes are more than this share of them
 MAX_DEAD_SHARE = 0.5
 
@@ -135,6 +137,24 @@ class ChunkTexts(Sequence[str]):
 def as_chunk_texts(texts: Sequence[str]) -> ChunkTexts:
     """``texts`` as byte ranges (encoded into one heap run unless they already are)."""
     return texts if isinstance(texts, ChunkTexts) else ChunkTexts.of_strings(texts)
+
+
+def texts_spilled(texts: Sequence[str], spill: VectorSpill | None) -> Sequence[str]:
+    """Strings as byte ranges of one spill file, when their bytes are large enough to
+    spill; anything else as it is. A built index then holds its texts as a loaded one
+    does (a million passages: 650 MB of strings off the heap), encoded one at a time."""
+    if spill is None or isinstance(texts, ChunkTexts) or not spill.spills(sum(map(len, texts))):
+        return texts
+    sizes = np.empty(len(texts), dtype=np.int64)
+
+    def encoded() -> Iterator[bytes]:
+        for i, text in enumerate(texts):
+            piece = text.encode("utf-8")
+            sizes[i] = len(piece)
+            yield piece
+
+    run = spilled_bytes(encoded(), spill)
+    return ChunkTexts.of_bytes(run, np.cumsum(sizes))
 
 
 def texts_taken(texts: Sequence[str], positions: np.ndarray) -> Sequence[str]:
