@@ -98,7 +98,9 @@ class LangChainVectorStore(FrameworkStore):
         super().__init__(store, list_ids or _known_listing(store), uuid_ids)
         self._model_checked = False
         self._write_vectors = vector_writer(store)
-        if self._write_vectors is None and not isinstance(store.embeddings, CoreEmbeddings):
+        # a store without embeddings is refused with its first write (``_check_model``)
+        if self._write_vectors is None and not isinstance(store.embeddings,
+                                                          (CoreEmbeddings, type(None))):
             logger.warning(
                 "%s has no known way to take the index's vectors, so its own embeddings "
                 "(%s) embed every row again: a second bill with a paid API. Give the store "

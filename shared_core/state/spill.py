@@ -10,7 +10,9 @@ on a small one. A saved index maps its vectors from the index folder the same wa
 (``store``), so a built and a loaded index behave alike. The graph's largest parts
 go the same way once built (:func:`spilled_arrays`; the HNSW index through
 ``state.derived.spilled_search``): the concept pairs, the adjacency and the HNSW
-codes, another 3 GB at a million passages.
+codes, another 3 GB at a million passages; then the unit views
+(:func:`held_as_mapped`: concept links both ways, BM25 weights, the walk's sentence
+links) and the chunk texts (``state.texts.texts_spilled``), 2.4 GB more.
 
 The files are unlinked as soon as they are created: they take no name in the
 folder, nothing has to clean them up, and the kernel frees their blocks once the

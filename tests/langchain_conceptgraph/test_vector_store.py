@@ -248,6 +248,8 @@ def test_a_store_that_will_embed_every_row_again_says_so(
     with caplog.at_level("WARNING", logger="conceptgraph"):
         LangChainVectorStore(TextOnlyStore(embeddings), list_ids=lambda s: [])
         LangChainVectorStore(InMemoryVectorStore(embedding=CountingEmbeddings(embeddings)))
+        # none to embed with: its first write refuses it (below), so no warning first
+        LangChainVectorStore(TextOnlyStore(None), list_ids=lambda s: [])  # type: ignore[arg-type]
         assert caplog.records == []
         LangChainVectorStore(TextOnlyStore(CountingEmbeddings(embeddings)),
                              list_ids=lambda s: [])

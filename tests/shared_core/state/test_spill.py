@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,8 @@ from benchmarks.faults import FailOnCall
 from shared_core.embeddings import EMBED_BATCH, HashingEmbedder
 from shared_core.index import ConceptGraphIndex
 from shared_core.state.rows import VectorRows
-from shared_core.state.spill import VectorSpill, gather_rows, spilled_arrays
+from shared_core.state.spill import VectorSpill, gather_rows, held_as_mapped, spilled_arrays
+from shared_core.state.texts import ChunkTexts, texts_spilled
 from tests.shared_core.test_index_state import CONFIGS, DIM, POOL, assert_same_index, ids_for
 
 
@@ -77,6 +79,48 @@ def test_spilled_arrays_share_one_file_each_aligned_and_read_only(tmp_path: Path
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("kind", [sp.csr_matrix, sp.csc_matrix])
+def test_a_sparse_matrix_is_held_as_mapped_once_its_arrays_pass_the_threshold(
+        kind: type, tmp_path: Path) -> None:
+    dense = np.array([[1, 0, 2], [0, 3, 0]], dtype=np.float32)
+    matrix = kind(dense)
+    matrix.indices = matrix.indices.astype(np.int32)
+    matrix.indptr = matrix.indptr.astype(np.int32)
+    # 3 float32 values, 3 int32 indices and 3 (CSR: 2 rows + 1) or 4 (CSC) int32 pointers
+    nbytes = 12 + 12 + 4 * (matrix.shape[kind is sp.csc_matrix] + 1)
+    held = held_as_mapped(matrix, VectorSpill(tmp_path, min_bytes=nbytes))  # at the threshold
+    assert type(held) is kind and held.shape == (2, 3)
+    assert held.toarray().tolist() == dense.tolist() and held.has_canonical_format
+    assert [mapped(a) for a in (held.data, held.indices, held.indptr)] == [True] * 3
+    assert [a.dtype for a in (held.data, held.indices, held.indptr)] == [
+        np.float32, np.int32, np.int32]  # scipy's constructor would have remade them
+    assert held_as_mapped(held, VectorSpill(tmp_path, min_bytes=0)) is held  # mapped already
+    assert held_as_mapped(matrix, VectorSpill(tmp_path, min_bytes=nbytes + 1)) is matrix
+    assert held_as_mapped(matrix, None) is matrix
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_matrix_with_unsorted_indices_is_not_called_canonical_once_mapped(
+        tmp_path: Path) -> None:
+    matrix = sp.csr_matrix((np.array([2.0, 1.0]), np.array([2, 0], np.int32),
+                            np.array([0, 2], np.int32)), shape=(1, 3))
+    held = held_as_mapped(matrix, VectorSpill(tmp_path, min_bytes=0))
+    assert mapped(held.data) and held.indices.tolist() == [2, 0]
+    assert not held.has_canonical_format and held.toarray().tolist() == [[1.0, 0.0, 2.0]]
+
+
+def test_texts_are_spilled_as_utf8_byte_ranges_once_large_enough(tmp_path: Path) -> None:
+    texts = ("naïve tea", "", "über")  # 9 + 0 + 4 characters; 10 + 0 + 5 bytes
+    spilled = texts_spilled(texts, VectorSpill(tmp_path, min_bytes=13))
+    assert isinstance(spilled, ChunkTexts) and spilled == texts and list(spilled) == list(texts)
+    assert spilled.ends().tolist() == [10, 10, 15] and spilled.heap_bytes == 0
+    assert spilled.encoded(2) == "über".encode()
+    assert texts_spilled(texts, VectorSpill(tmp_path, min_bytes=14)) is texts
+    assert texts_spilled(texts, None) is texts
+    assert texts_spilled(spilled, VectorSpill(tmp_path, min_bytes=0)) is spilled
+    assert os.listdir(tmp_path) == []
+
+
 @settings(max_examples=60, deadline=None)
 @given(sizes=st.lists(st.integers(0, 7), min_size=1, max_size=6), data=st.data())
 def test_gather_rows_equals_indexing_the_concatenation(sizes: list[int],
@@ -132,6 +176,16 @@ def assert_graph_arrays_mapped(index: ConceptGraphIndex, expected: bool) -> None
     assert [mapped(a) for a in arrays] == [expected] * len(arrays)
 
 
+def assert_unit_views_mapped(index: ConceptGraphIndex, expected: bool) -> None:
+    """The concept links both ways, the units' own, their BM25 weights and the walk's
+    sentence links: mapped from a spill file, as a loaded index maps them, or on the heap."""
+    graph = index.state.graph
+    matrices = [graph.links, graph.links_csc, graph.unit_links_csr, graph.unit_links_csc,
+                graph.unit_bm25.weights, graph.walk.links_csr]
+    assert [mapped(m.data) and mapped(m.indices) and mapped(m.indptr)
+            for m in matrices] == [expected] * len(matrices)
+
+
 def assert_term_counts_mapped(index: ConceptGraphIndex, expected: bool) -> None:
     """The sentence-term counts: mapped from a spill file, or on the heap."""
     terms = index.state.corpus.sentence_terms
@@ -157,6 +211,10 @@ def test_a_spilled_index_is_the_heap_index_through_adds_and_deletes(name: str,
     assert_term_counts_mapped(heap, False)
     assert_graph_arrays_mapped(spilled, True)
     assert_graph_arrays_mapped(heap, False)
+    assert_unit_views_mapped(spilled, True)
+    assert_unit_views_mapped(heap, False)
+    assert isinstance(corpus.texts, ChunkTexts) and corpus.texts.heap_bytes == 0
+    assert isinstance(heap.state.corpus.texts, tuple) and corpus.texts == heap.state.corpus.texts
     assert np.array_equal(corpus.sentence_vectors, heap.state.corpus.sentence_vectors)
     assert_same_index(spilled, heap)
     # the rest interleaves with what is there; then a delete
@@ -166,6 +224,7 @@ def test_a_spilled_index_is_the_heap_index_through_adds_and_deletes(name: str,
     assert mapped(spilled.state.corpus.sentence_vectors)
     assert_term_counts_mapped(spilled, True)  # the delete's take spilled its own
     assert_graph_arrays_mapped(spilled, True)  # a refresh spills what it makes too
+    assert_unit_views_mapped(spilled, True)
     assert_same_index(spilled, heap)
     spilled.save(str(tmp_path / "saved"))
     assert sorted(os.listdir(tmp_path)) == ["saved"]  # the spill left no files behind
