@@ -29,6 +29,7 @@ import numpy as np
 from .config import KNOB_GROUPS, CjkSegmenter, ConceptGraphConfig, SelectBy
 from .embeddings.base import Embedder, check_texts, embed_query
 from .fusion import ContextItem
+from .heap import give_back_free_heap
 from .paging import advise_random_reads
 from .search.ann import HnswSegments
 from .search.candidates import (
@@ -320,6 +321,7 @@ class ConceptGraphIndex:
             after = replace(after, store_generation=changed_rows(
                 after.vector_store, before.stored_rows(), after.stored_rows(), rewritten))
         self._state = after
+        give_back_free_heap()  # what the build or update freed (at 1 M, N GB): see ``heap``
 
     @classmethod
     def from_state(cls, embedder: Embedder, config: ConceptGraphConfig,
