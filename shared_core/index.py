@@ -321,7 +321,7 @@ class ConceptGraphIndex:
             after = replace(after, store_generation=changed_rows(
                 after.vector_store, before.stored_rows(), after.stored_rows(), rewritten))
         self._state = after
-        give_back_free_heap()  # what the build or update freed (at 1 M, N GB): see ``heap``
+        give_back_free_heap()  # what the build or update freed: see ``heap``
 
     @classmethod
     def from_state(cls, embedder: Embedder, config: ConceptGraphConfig,
