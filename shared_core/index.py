@@ -1003,10 +1003,13 @@ class ConceptGraphIndex:
             generation = None  # the store is listed: those chunks' rows get their new keys
         if scores_in_store:
             cast(EngineRows, saved.corpus.sentence_vectors).scores_in_store = True
-        return cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
-                              saved=saved.graph, verify=verify, vector_store=vector_store,
-                              store_generation=generation,
-                              vector_spill=vector_spill, source=str(index_folder(path)))
+        index = cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
+                               saved=saved.graph, verify=verify, vector_store=vector_store,
+                               store_generation=generation,
+                               vector_spill=vector_spill, source=str(index_folder(path)))
+        del saved
+        give_back_free_heap()  # what the load parsed and let go (see ``heap``)
+        return index
 
 
 # ---------------------------------------------------------------- helpers on one state
