@@ -12,7 +12,7 @@ go the same way once built (:func:`spilled_arrays`; the HNSW index through
 ``state.derived.spilled_search``): the concept pairs, the adjacency and the HNSW
 codes, another 3 GB at a million passages; then the unit views
 (:func:`held_as_mapped`: concept links both ways, BM25 weights, the walk's sentence
-links) and the chunk texts (``state.texts.texts_spilled``), 2.4 GB more.
+links) and the chunk texts (``state.texts.texts_spilled``), 2.5 GB more.
 
 The files are unlinked as soon as they are created: they take no name in the
 folder, nothing has to clean them up, and the kernel frees their blocks once the
@@ -181,7 +181,7 @@ def held_as_mapped(matrix: Compressed, spill: VectorSpill | None) -> Compressed:
     query reads.
     """
     arrays = [matrix.data, matrix.indices, matrix.indptr]
-    if spill is None or any(_is_mapped(a) for a in arrays):
+    if spill is None or any(is_mapped(a) for a in arrays):
         return matrix
     data, indices, indptr = spilled_arrays(arrays, spill)
     if data is matrix.data:
@@ -204,8 +204,8 @@ def spilled_bytes(pieces: Iterable[bytes], spill: VectorSpill) -> np.ndarray:
         return _mapped(file, written)
 
 
-def _is_mapped(array: np.ndarray) -> bool:
-    """Whether ``array`` views a memory-mapped file."""
+def is_mapped(array: np.ndarray) -> bool:
+    """Whether ``array`` views a memory-mapped file (its bytes cost no heap)."""
     base: object = array
     while isinstance(base, np.ndarray):
         if isinstance(base, np.memmap):

@@ -20,7 +20,7 @@ from typing import overload
 
 import numpy as np
 
-from .spill import VectorSpill, spilled_bytes
+from .spill import VectorSpill, is_mapped, spilled_bytes
 
 # the heap-held runs are rewritten once dead bytes are more than this share of them
 MAX_DEAD_SHARE = 0.5
@@ -114,7 +114,7 @@ class ChunkTexts(Sequence[str]):
     @property
     def heap_bytes(self) -> int:
         """Bytes of the runs held on the heap (a mapped run costs none)."""
-        return sum(len(r) for r in self._runs if not _mapped(r))
+        return sum(len(r) for r in self._runs if not is_mapped(r))
 
     def byte_runs(self) -> Iterator[np.ndarray]:
         """The texts' bytes in order, as few slices of the runs as there are breaks:
@@ -190,7 +190,7 @@ def _compacted(runs: Sequence[np.ndarray], run: np.ndarray, start: np.ndarray,
     renumber = np.full(len(runs), -1, dtype=np.int32)
     renumber[used] = np.arange(len(used), dtype=np.int32)
     runs, run = [runs[i] for i in used.tolist()], renumber[run]
-    on_heap = np.array([not _mapped(r) for r in runs], dtype=bool)
+    on_heap = np.array([not is_mapped(r) for r in runs], dtype=bool)
     held = on_heap[run]
     heap_bytes = sum(len(r) for r, h in zip(runs, on_heap, strict=True) if h)
     live = int((end[held] - start[held]).sum())
@@ -210,14 +210,3 @@ def _compacted(runs: Sequence[np.ndarray], run: np.ndarray, start: np.ndarray,
         start[which] = end[which] - sizes
         runs = [*kept, np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)]
     return ChunkTexts(runs, run, start, end)
-
-
-def _mapped(array: np.ndarray) -> bool:
-    """Whether ``array`` views a memory-mapped file (its bytes cost no heap)."""
-    base: np.ndarray | None = array
-    while base is not None:
-        if isinstance(base, np.memmap):
-            return True
-        base = base.base if isinstance(base.base, np.ndarray) else None
-    return False
-
