@@ -35,7 +35,7 @@ import scipy.sparse as sp
 
 from ..text.sentences import concatenated_ranges
 from .rows import Rows, rows_gathered, rows_joined
-from .spill import VectorSpill, csr_over, gather_rows, spilled_csr
+from .spill import VectorSpill, csr_over, gather_rows, held_as_mapped
 from .texts import texts_joined, texts_spilled, texts_taken
 
 VECTOR_DTYPE = np.float32
@@ -313,7 +313,7 @@ def merge_many(states: Sequence[CorpusState], spill: VectorSpill | None = None) 
         sentence_vectors=sentence_vectors,
         terms=terms,
         # spilled here only if no take follows, which would spill its own copy
-        sentence_terms=spilled_csr(matrix, spill if order is None else None),
+        sentence_terms=held_as_mapped(matrix, spill if order is None else None),
         unit_starts=np.concatenate([base + s.unit_starts for base, s in zip(sentence_base, parts,
                                                                              strict=False)]),
         unit_tokens=np.concatenate([s.unit_tokens for s in parts]),
@@ -440,4 +440,4 @@ def _canonical(matrix: sp.csr_matrix, spill: VectorSpill | None = None) -> sp.cs
     # scipy may narrow index arrays to int32; keep one dtype so saved files are stable
     out.indices = np.asarray(out.indices, dtype=np.int64)
     out.indptr = np.asarray(out.indptr, dtype=np.int64)
-    return spilled_csr(out, spill)
+    return held_as_mapped(out, spill)

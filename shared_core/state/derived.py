@@ -249,7 +249,7 @@ def edge_adjacency(pairs: StrongPairs, chunk_count: np.ndarray,
     concept's chunks, :func:`~shared_core.graph.edges.chunk_counts`), in a spill file
     when large. The edge list it is made from is let go."""
     edges = edges_of(pairs, chunk_count)
-    return spilled_csr(adjacency(edges, len(chunk_count), weighted=True), spill)
+    return held_as_mapped(adjacency(edges, len(chunk_count), weighted=True), spill)
 
 
 def rank_adjacency(adj: sp.csr_matrix, weighted: bool) -> sp.csr_matrix:
@@ -266,14 +266,6 @@ def spilled_pairs(pairs: StrongPairs, spill: VectorSpill | None) -> StrongPairs:
     to spill: a gigabyte at a million passages, then in the page cache as a loaded
     index's are."""
     return StrongPairs(*spilled_arrays([getattr(pairs, f.name) for f in fields(pairs)], spill))
-
-
-def spilled_csr(matrix: sp.csr_matrix, spill: VectorSpill | None) -> sp.csr_matrix:
-    """``matrix`` with its arrays in one spill file when large enough (see spilled_pairs)."""
-    data, indices, indptr = spilled_arrays([matrix.data, matrix.indices, matrix.indptr], spill)
-    if data is matrix.data:
-        return matrix
-    return sp.csr_matrix((data, indices, indptr), shape=matrix.shape, copy=False)
 
 
 def unit_vectors_of(corpus: CorpusState, config: ConceptGraphConfig) -> np.ndarray | None:

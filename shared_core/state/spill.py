@@ -158,15 +158,6 @@ def spilled_arrays(arrays: Sequence[np.ndarray], spill: VectorSpill | None,
             for a, start, size in zip(arrays, starts[:-1], sizes, strict=True)]
 
 
-def spilled_csr(matrix: sp.csr_matrix, spill: VectorSpill | None) -> sp.csr_matrix:
-    """``matrix`` over arrays in one spill file, when they are large enough to spill
-    (an updated million-passage index's sentence-term counts: 0.66 GB); else itself."""
-    data, indices, indptr = spilled_arrays([matrix.data, matrix.indices, matrix.indptr], spill)
-    if data is matrix.data:
-        return matrix
-    return csr_over(data, indices, indptr, (int(matrix.shape[0]), int(matrix.shape[1])))
-
-
 Compressed = TypeVar("Compressed", sp.csr_matrix, sp.csc_matrix)
 
 
@@ -174,11 +165,11 @@ def held_as_mapped(matrix: Compressed, spill: VectorSpill | None) -> Compressed:
     """``matrix`` (CSR or CSC) over arrays in one spill file when they are large enough
     to spill and are not mapped already (read from a save, or spilled before).
 
-    For the unit views a build or an update makes (concept links both ways, BM25
-    weights, the walk's sentence links): a loaded index maps them from its save, and
-    a built one then holds them the same way. At a million passages they are 2 GB
-    the heap no longer holds, which in a memory limit is page cache for the rows a
-    query reads.
+    For the matrices a build or an update makes: the adjacency, the sentence-term
+    counts (0.66 GB at a million passages) and the unit views (concept links both
+    ways, BM25 weights, the walk's sentence links: 2 GB more). A loaded index maps them
+    from its save, and a built one then holds them the same way: in a memory limit,
+    page cache for the rows a query reads rather than heap.
     """
     arrays = [matrix.data, matrix.indices, matrix.indptr]
     if spill is None or any(is_mapped(a) for a in arrays):
