@@ -18,6 +18,7 @@ import itertools
 import json
 import logging
 import operator
+import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
@@ -42,6 +43,7 @@ from .search.candidates import (
 from .search.external import (
     EngineRows,
     EngineVectorIndex,
+    MissingRowsError,
     Reconciled,
     StoredRows,
     VectorRowsBackend,
@@ -50,6 +52,7 @@ from .search.external import (
     keeps_terms,
     reconcile,
     returns_vectors,
+    rows_written_ahead,
     scores_rows,
 )
 from .search.fused import concept_weights, fused_search
@@ -294,6 +297,10 @@ class ConceptGraphIndex:
         self._analyzer: Analyzer = term_analyzer(config.ngram_max, config.min_term_chars,
                                                  config.cjk_segmenter, config.entity_terms)
         self._write_lock = threading.Lock()
+        # an index whose vectors are its store's and that writes (load(..., writer=True)):
+        # the rows its updates dropped, deleted from the store by its next save
+        self._writes_store_rows = False
+        self._pending_deletes: list[str] = []
         corpus = empty_corpus(embedder.dim, direct_units=config.chunk_similarity == "direct")
         self.vector_store_repair: Reconciled | None = None
         if vector_store is None:
@@ -323,6 +330,42 @@ class ConceptGraphIndex:
         self._state = after
         give_back_free_heap()  # what the build or update freed: see ``heap``
 
+    def _update_in_store(self, state: IndexState, corpus: CorpusState,
+                         parts: list[CorpusState], rewritten: list[int]) -> None:
+        """An add by an index whose rows are its store's: the new chunks' rows (and the
+        rows of chunks whose metadata changed, under their new keys) go to the store
+        first, then the graph is refreshed reading the rows it needs back by key.
+        ``corpus``: the state's chunks with their new metadata."""
+        before = state.corpus
+        moved: list[CorpusState] = []
+        if rewritten:  # their rows, read under their old keys, are written under the new
+            at = np.asarray(rewritten, dtype=np.int64)
+            offsets = before.sentence_offsets
+            rows = before.sentence_vectors[concatenated_ranges(offsets[at], offsets[at + 1])]
+            moved.append(replaced(take(corpus, at), sentence_vectors=rows))
+        old_keys = set(StoredRows.of(before, None).keys_of(rewritten))
+        store = cast(VectorStoreBackend, state.vector_store)
+        written = rows_written_ahead(store, [*parts, *moved])
+        try:
+            merged = merge_many([corpus, *parts], self._spill) if parts else corpus
+            after_corpus = _store_rows_attached(merged, store)
+            after = (state.updated(after_corpus, self._spill) if parts
+                     else IndexState(state.config, after_corpus, state.graph, store))
+        except BaseException:
+            store.delete(written)
+            raise
+        self._publish_in_store(after, sorted(old_keys - set(written)))
+
+    def _publish_in_store(self, after: IndexState, stale: list[str]) -> None:
+        """Publish an update of an index whose rows are its store's. The rows it dropped
+        stay in the store until the next save: until then the latest save's rows are all
+        there, so a process killed before it saves reopens that save (see :meth:`save`),
+        and readers still on an older state find their rows."""
+        self._pending_deletes.extend(stale)
+        self._state = _with_store_surplus(replace(after, store_generation=None),
+                                          len(set(self._pending_deletes)))
+        give_back_free_heap()
+
     @classmethod
     def from_state(cls, embedder: Embedder, config: ConceptGraphConfig,
                    corpus: CorpusState, *, ann: VectorSearch | None = None,
@@ -330,7 +373,8 @@ class ConceptGraphIndex:
                    vector_store: VectorStoreBackend | None = None,
                    store_generation: str | None = None,
                    vector_spill: VectorSpill | None = DEFAULT_SPILL,
-                   source: str | None = None) -> ConceptGraphIndex:
+                   source: str | None = None,
+                   writer: bool = False) -> ConceptGraphIndex:
         """An index over an existing corpus state (e.g. one read from disk).
 
         ``ann`` is an approximate vector index already built over its vectors (a
@@ -343,6 +387,8 @@ class ConceptGraphIndex:
         saved with (a store that records the same one is not listed). ``source``:
         the folder the state was read from, named by the ``CorruptIndexError`` a
         saved graph that does not fit its chunks raises (a ``ValueError`` without it).
+        ``writer``: with rows read from the store (``EngineRows``), the index writes
+        (see :meth:`load`); the store is reconciled with the chunks by key.
         """
         if corpus.dim != embedder.dim:
             raise ValueError(f"the chunks hold {corpus.dim}-dimensional vectors, but the "
@@ -362,6 +408,9 @@ class ConceptGraphIndex:
             raise CorruptIndexError(f"{source}: {exc}") from exc
         if vector_store is None:
             index._state = state
+        elif isinstance(corpus.sentence_vectors, EngineRows) and writer:
+            index._writes_store_rows = True  # reconciled by key: it holds no row to write
+            index._publish_reconciled(replace(state, store_generation=store_generation))
         elif isinstance(corpus.sentence_vectors, EngineRows):  # a replica writes nothing
             if not store_generation:
                 raise ValueError("this save records no vector store generation: it was made "
@@ -379,10 +428,17 @@ class ConceptGraphIndex:
         return index
 
     @property
-    def is_replica(self) -> bool:
-        """Whether this index reads its vectors from its vector store (loaded with
-        ``vectors_in_store=True``): a read-only replica of the index that holds them."""
+    def vectors_in_store(self) -> bool:
+        """Whether this index reads its sentence vectors from its vector store (loaded
+        with ``vectors_in_store=True``) instead of holding them."""
         return isinstance(self._state.corpus.sentence_vectors, EngineRows)
+
+    @property
+    def is_replica(self) -> bool:
+        """Whether this index reads its vectors from its vector store and never writes
+        (loaded with ``vectors_in_store=True`` and not ``writer=True``): a read-only
+        replica of the index that writes them."""
+        return self.vectors_in_store and not self._writes_store_rows
 
     def _check_writable(self, what: str) -> None:
         if self.is_replica:
@@ -430,11 +486,13 @@ class ConceptGraphIndex:
             corpus = replaced(corpus, unit_vectors=None)
         index = ConceptGraphIndex(self._embedder, config, vector_spill=self._spill)
         graph_changed = [k for k in GRAPH_KNOBS if getattr(config, k) != getattr(state.config, k)]
-        if graph_changed and self.is_replica:
+        if graph_changed and self.vectors_in_store:
             raise ValueError(
                 f"changing {', '.join(graph_changed)} derives the graph again from every "
-                "sentence vector, which this read-only replica reads from the vector store "
-                "row by row; reconfigure the writer, save, and load that save here")
+                "sentence vector, which this index reads from the vector store row by row; "
+                "reconfigure an index that holds its vectors, save, and load that save here")
+        index._writes_store_rows = self._writes_store_rows
+        index._pending_deletes = list(self._pending_deletes)
         store = state.vector_store
         if graph_changed == ["vector_index"] and store is None:  # the graph is the same
             graph = with_vector_search(state.graph, corpus, config, self._spill)
@@ -615,7 +673,9 @@ class ConceptGraphIndex:
             if updates:
                 corpus = corpus.with_metadata(updates)
             rewritten = [corpus.ids[pos] for pos in updates]
-            if parts:
+            if self._writes_store_rows and (parts or updates):
+                self._update_in_store(state, corpus, parts, sorted(updates))
+            elif parts:
                 merged = merge_many([corpus, *parts], self._spill)
                 del parts  # their vectors (a spilled log, maybe) are merged: let them go
                 self._publish(state, state.updated(merged, self._spill), rewritten)
@@ -643,6 +703,12 @@ class ConceptGraphIndex:
             if not doomed:
                 return
             keep = np.flatnonzero([cid not in doomed for cid in corpus.ids])
+            if self._writes_store_rows:  # the rows stay in the store until the next save
+                gone = [corpus.position[cid] for cid in sorted(doomed)]
+                after = state.updated(_store_rows_attached(take(corpus, keep, self._spill),
+                                                           state.vector_store), self._spill)
+                self._publish_in_store(after, StoredRows.of(corpus, None).keys_of(gone))
+                return
             self._publish(state, state.updated(take(corpus, keep, self._spill), self._spill))
 
     @staticmethod
@@ -824,10 +890,10 @@ class ConceptGraphIndex:
         if method == "concept":
             scores = chunk_scores(state.graph.links, state.graph.rank, cfg.chunk_score)
         elif method == "knn":
-            if self.is_replica:
+            if self.vectors_in_store:
                 raise ValueError("method='knn' compares every chunk's mean vector, which this "
-                                 "read-only replica would read whole from the vector store; "
-                                 "select on the writer")
+                                 "index would read whole from the vector store; select on an "
+                                 "index that holds its vectors")
             scores = _knn_scores(corpus, cfg.pagerank_damping)
         elif method == "random":
             scores = id_random_scores(corpus.ids, seed)
@@ -863,9 +929,10 @@ class ConceptGraphIndex:
     ) -> RetrievalResult:
         """Retrieve for ``query`` with the config's ``ranking``; each chunk has its provenance."""
         check_query(query)
-        state = self._state
-        return _search(state, self._analyzer, self.embed_query(query), query,
-                       _overrides(state.config, top_k, hops, budget, min_score))
+        q = self.embed_query(query)
+        return self._searched(lambda state: _search(
+            state, self._analyzer, q, query, _overrides(state.config, top_k, hops, budget,
+                                                        min_score)))
 
     async def aretrieve(
         self,
@@ -903,8 +970,24 @@ class ConceptGraphIndex:
             raise ValueError("query vector is all zeros: it is similar to nothing")
         if not isinstance(query, str):
             raise TypeError(f"query must be str, got {type(query).__name__}")
-        return _search(state, self._analyzer, q / norm, query,
-                       _overrides(state.config, top_k, hops, budget, min_score))
+        return self._searched(lambda state: _search(
+            state, self._analyzer, q / norm, query, _overrides(state.config, top_k, hops,
+                                                               budget, min_score)), state)
+
+    def _searched(self, search: Callable[[IndexState], RetrievalResult],
+                  state: IndexState | None = None) -> RetrievalResult:
+        """``search`` on the current state. Where this index writes rows it reads from
+        its store, a save deletes the rows that updates dropped; a query begun on an older
+        state may then miss them, and runs again on the state that replaced it."""
+        state = self._state if state is None else state
+        while True:
+            try:
+                return search(state)
+            except MissingRowsError:
+                current = self._state
+                if not self._writes_store_rows or current is state:
+                    raise
+                state = current
 
     # ---------------------------------------------------------- persistence
     def save(self, path: str) -> None:
@@ -915,6 +998,10 @@ class ConceptGraphIndex:
         from .store import save_corpus
 
         self._check_writable("save")
+        if self._writes_store_rows:
+            with self._write_lock:
+                self._save_in_store(path)
+            return
         state = self._state
         graph = state.graph
         ann = (VectorSearch(graph.ann, graph.ann_rows) if isinstance(graph.ann, HnswSegments)
@@ -924,12 +1011,38 @@ class ConceptGraphIndex:
         save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann,
                     saved_parts(graph, walk=walks), store_generation=state.store_generation)
 
+    def _save_in_store(self, path: str) -> None:
+        """Save an index whose rows are its store's: the save holds no vector and names
+        a new store generation; then the rows updates dropped are deleted from the store,
+        and the store takes that generation. A process killed at any point leaves the
+        store holding every row of the latest save, and maybe more, which the next
+        ``load(..., writer=True)`` deletes."""
+        from .store import save_corpus
+
+        state = self._state
+        store = cast(VectorStoreBackend, state.vector_store)
+        generation = state.store_generation or secrets.token_hex(16)
+        cfg = state.config
+        walks = _walk_hops(cfg, state.graph) > 0 and cfg.walk_nodes == "sentences"
+        save_corpus(path, state.corpus, cfg, self._embedder.model_id, None,
+                    saved_parts(state.graph, walk=walks), store_generation=generation)
+        if state.store_generation is not None:  # the store holds exactly these rows
+            return
+        store.write_marker("")
+        if self._pending_deletes:
+            store.delete(sorted(set(self._pending_deletes)))
+        store.flush()
+        store.write_marker(generation)
+        self._pending_deletes = []
+        self._state = _with_store_surplus(replace(state, store_generation=generation), 0)
+
     @classmethod
     def load(cls, path: str, embedder: Embedder, *, verify: bool = False,
              vector_store: VectorStoreBackend | None = None,
              vector_spill: VectorSpill | None = DEFAULT_SPILL,
              vectors_in_store: bool = False,
-             scores_in_store: bool = False) -> ConceptGraphIndex:
+             scores_in_store: bool = False,
+             writer: bool = False) -> ConceptGraphIndex:
         """Read an index saved by :meth:`save`; ``embedder`` must be the one it was built with.
 
         Every file is checked against its checksum and the rules an index obeys
@@ -957,6 +1070,17 @@ class ConceptGraphIndex:
         never writes to the store, so it cannot repair it). ``add``, ``delete`` and
         ``save`` raise; a query that needs rows the writer has since deleted raises
         ``MissingRowsError``. Needs the default ``chunk_similarity="max"``.
+
+        ``writer=True`` (with ``vectors_in_store``) opens the index's one writer that
+        holds no vector either: ``add``, ``delete`` and ``save`` work, each update reading
+        from the store the rows it needs (those of the chunks it adds or deletes, about
+        as many as it writes). The new chunks' rows go to the store before the update is
+        published; the rows of deleted chunks stay in the store, unused, until the next
+        ``save``, which writes no vector and then deletes them. So a process killed
+        anywhere leaves the store holding every row of the latest save: the next
+        ``load(..., writer=True)`` of that save lists the store and deletes the rows no
+        save lists. Replicas follow the writer's saves as before. A save made this way
+        holds no vector file: it loads only with its store and ``vectors_in_store``.
 
         ``scores_in_store=True`` (with ``vectors_in_store``) has the store score the
         rows a query needs instead of returning them (``scores_of``: Milvus, Qdrant),
@@ -989,6 +1113,15 @@ class ConceptGraphIndex:
             vectors_from = cast(VectorRowsBackend, vector_store)
         elif scores_in_store:
             raise ValueError("scores_in_store=True is for a replica: pass vectors_in_store=True")
+        if not isinstance(writer, bool):
+            raise TypeError(f"writer must be a bool, got {type(writer).__name__}")
+        if writer and not vectors_in_store:
+            raise ValueError("writer=True is for an index whose vectors are in its store: pass "
+                             "vectors_in_store=True (an index that holds its vectors writes "
+                             "anyway)")
+        if writer and scores_in_store:
+            raise ValueError("scores_in_store=True is for a read-only replica, not a writer, "
+                             "whose updates need the rows themselves")
         saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify,
                             vectors_from=vectors_from)
         generation = saved.store_generation
@@ -1006,13 +1139,31 @@ class ConceptGraphIndex:
         index = cls.from_state(embedder, saved.config, saved.corpus, ann=saved.ann,
                                saved=saved.graph, verify=verify, vector_store=vector_store,
                                store_generation=generation,
-                               vector_spill=vector_spill, source=str(index_folder(path)))
+                               vector_spill=vector_spill, source=str(index_folder(path)),
+                               writer=writer)
         del saved
         give_back_free_heap()  # what the load parsed and let go (see ``heap``)
         return index
 
 
 # ---------------------------------------------------------------- helpers on one state
+def _store_rows_attached(corpus: CorpusState, store: VectorStoreBackend | None) -> CorpusState:
+    """``corpus``, taken or merged from a state whose rows are its store's (so its rows
+    are a ``state.rows.RowsToAttach``), reading them from that store by key again."""
+    return replaced(corpus, sentence_vectors=EngineRows(
+        cast(VectorRowsBackend, store), corpus.ids, corpus.texts, corpus.metadata,
+        corpus.sentence_offsets, corpus.dim))
+
+
+def _with_store_surplus(state: IndexState, surplus: int) -> IndexState:
+    """``state`` whose store searches ask for ``surplus`` rows more: the rows its store
+    holds that it does not (``EngineVectorIndex.surplus``)."""
+    ann = state.graph.ann
+    if not isinstance(ann, EngineVectorIndex) or ann.surplus == surplus:
+        return state
+    return replace(state, graph=replace(state.graph, ann=replace(ann, surplus=surplus)))
+
+
 def _check_vector_store(vector_store: object) -> None:
     if not isinstance(vector_store, VectorStoreBackend):
         raise TypeError("vector_store must implement the VectorStoreBackend protocol (upsert, "

@@ -135,6 +135,9 @@ POINTER = "CURRENT"
 LOCK = ".lock"
 _VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
 STORE_GENERATION = "vector_store_generation"  # manifest key (see search.external)
+# manifest key: the save holds no sentence vectors, its vector store does (a writer that
+# reads them from there: ``ConceptGraphIndex.load(..., vectors_in_store=True, writer=True)``)
+VECTORS_IN_STORE = "sentence_vectors_in_store"
 # manifest key: how the store's row keys were made. 2: a chunk's metadata is in its keys'
 # digest (search.external.chunk_digest); saves without it have text-only digests
 STORE_KEYS = "vector_store_keys"
@@ -305,8 +308,13 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
                 np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
     with _new_file(folder / "chunk_texts.npy", file_mode) as fh:
         _save_bytes(fh, texts.byte_runs(), texts.nbytes)
-    with _new_file(folder / "sentence_embeddings.npy", file_mode) as fh:
-        _save_rows(fh, corpus.sentence_vectors)
+    vectors_in_store = isinstance(corpus.sentence_vectors, EngineRows)
+    if vectors_in_store and not store_generation:
+        raise ValueError("the sentence vectors are in the vector store, so a save records "
+                         "the store's generation that holds them")
+    if not vectors_in_store:  # a store's writer saves none: the store holds them
+        with _new_file(folder / "sentence_embeddings.npy", file_mode) as fh:
+            _save_rows(fh, corpus.sentence_vectors)
     documents = {
         "chunks.json": {"ids": list(corpus.ids),
                         "metadata": [json.loads(m) for m in corpus.metadata]},
@@ -350,6 +358,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     if store_generation:
         manifest[STORE_GENERATION] = store_generation
         manifest[STORE_KEYS] = STORE_KEYS_VERSION
+    if vectors_in_store:
+        manifest[VECTORS_IN_STORE] = True
     _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
 
 
@@ -585,6 +595,13 @@ def _load_folder(folder: Path, model_id: str, dim: int, verify: bool,
     kinds = dict(ARRAYS)
     if config.chunk_similarity == "direct":
         kinds.update(OPTIONAL_ARRAYS)
+    in_store = manifest.get(VECTORS_IN_STORE, False)
+    if in_store is not False and in_store is not True:
+        raise CorruptIndexError(f"{folder}/manifest.json: '{VECTORS_IN_STORE}' must be true "
+                                f"or false, got {in_store!r}")
+    if in_store and vectors_from is None:
+        raise ValueError(f"{folder} holds no sentence vectors: its vector store does. Load it "
+                         "with vector_store=<that store> and vectors_in_store=True")
     if vectors_from is not None:
         if version == 1:  # its chunks are put in order on load, vectors and all
             raise ValueError(f"{folder} is a version-1 save, which no store's rows follow; "

@@ -687,10 +687,16 @@ class EngineVectorIndex:
     does not hold (a writer's newer rows, or rows a crash left behind) is skipped.
     Scores are the exact cosines of the rows found, from the index's own vectors (a
     replica's: the same rows, read back from the engine).
+
+    ``surplus``: rows the engine is known to hold beyond this state's (a writer's that
+    holds no vector keeps the rows its updates dropped until its next save). Each
+    search asks for that many more, so the ``k`` best of this state's rows are still
+    all found: at most ``surplus`` rows it does not hold can rank above them.
     """
 
     store: VectorStoreBackend
     rows: StoredRows
+    surplus: int = 0
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -706,7 +712,7 @@ class EngineVectorIndex:
             rows.remember(query, picked, np.array([found[i][1] for i in which.tolist()],
                                                   dtype=np.float32))
         else:
-            picked = self._rows_of(self.store.search(query, k))
+            picked = self._best(self.store.search(query, k + self.surplus), k)
         return picked, row_scores(rows, picked, query)
 
     @property
@@ -729,11 +735,20 @@ class EngineVectorIndex:
             asked.append(by_dimension)
         if k <= 0:
             return [np.zeros(0, dtype=np.int64) for _ in asked]
-        keys = cast(TermPostingsBackend, self.store).search_terms(asked, k)
+        keys = cast(TermPostingsBackend, self.store).search_terms(asked, k + self.surplus)
         if len(keys) != len(asked):
             raise ValueError(f"{type(self.store).__name__}.search_terms answered "
                              f"{len(keys)} queries of {len(asked)}")
-        return [self._rows_of(query_keys) for query_keys in keys]
+        return [self._best(query_keys, k) for query_keys in keys]
+
+    def _best(self, keys: Iterable[str], k: int) -> np.ndarray:
+        """The first ``k`` rows of this state the engine's keys name, each once: with a
+        surplus, a chunk whose metadata changed is there under its old key too."""
+        rows = self._rows_of(keys)
+        if self.surplus:
+            _, first = np.unique(rows, return_index=True)
+            rows = rows[np.sort(first)]
+        return rows[:k]
 
     def _rows_of(self, keys: Iterable[str]) -> np.ndarray:
         """The rows of this state the engine's keys name, in their order; a key of a chunk
@@ -777,7 +792,9 @@ def reconcile(store: VectorStoreBackend, rows: StoredRows,
     records the same one, it holds exactly these rows and is not listed. A chunk
     is rewritten whole when any of its keys is missing. Raises ``ValueError``,
     changing nothing, when the store holds ids of another form (it is not this
-    index's store).
+    index's store). Where ``rows`` are the store's own (:class:`EngineRows`: a writer
+    that holds no vector), a missing row cannot be written again: ``MissingRowsError``,
+    changing nothing.
     """
     if generation and store.read_marker() == generation:
         return Reconciled(0, 0, listed=False, generation=generation)
@@ -795,6 +812,12 @@ def reconcile(store: VectorStoreBackend, rows: StoredRows,
         if not held.issuperset(keys):
             missing_chunks.append(c)
     stale = sorted(held - expected)
+    if missing_chunks and isinstance(rows.vectors, EngineRows):
+        raise MissingRowsError(
+            f"the vector store lacks rows of {len(missing_chunks)} of this save's chunks (e.g. "
+            f"{rows.corpus.ids[missing_chunks[0]]!r}), and this index holds no vector to "
+            "write them again: load the save with its vectors (without vectors_in_store), "
+            "or the latest save made with this store")
     store.write_marker("")
     if stale:
         store.delete(stale)
@@ -808,6 +831,27 @@ def _new_generation(store: VectorStoreBackend) -> str:
     generation = secrets.token_hex(16)
     store.write_marker(generation)
     return generation
+
+
+def rows_written_ahead(store: VectorStoreBackend, corpora: Sequence[CorpusState]) -> list[str]:
+    """Upsert every sentence row of these states' chunks, whose rows this process holds
+    (an update's new chunks, before the index that holds no vector reads them back by
+    key). Clears the store's generation first: the store now holds rows no save lists.
+    On an error, every row written is deleted again before it raises. Returns the keys."""
+    store.write_marker("")
+    written: list[str] = []
+    try:
+        for corpus in corpora:
+            rows = StoredRows.of(corpus, None)
+            chunks = range(len(corpus))
+            written.extend(rows.keys_of(chunks))
+            rows.write(store, chunks)
+    except BaseException:
+        store.delete(written)
+        raise
+    if written:
+        store.flush()
+    return written
 
 
 def changed_rows(store: VectorStoreBackend, before: StoredRows, after: StoredRows,

@@ -142,6 +142,29 @@ class RowsElsewhere(Protocol):
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray: ...
 
 
+class RowsToAttach:
+    """Stands for rows an outside store holds by key, in a state taken or merged from a
+    state whose rows are there (:func:`rows_gathered`). A store's rows are found by chunk
+    id and text, not by position, so nothing is gathered: the index attaches the store's
+    rows for the new state's chunks (``search.external.EngineRows``) before any read.
+    Any read raises."""
+
+    ndim = 2
+
+    def __init__(self, rows: int, dim: int) -> None:
+        self.shape = (int(rows), int(dim))
+        self.dtype = np.dtype(np.float32)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _unread(self, *_: Any, **__: Any) -> np.ndarray:
+        raise RuntimeError("these rows are in the vector store and not attached to this "
+                           "state yet: attach the store's rows before reading them")
+
+    __getitem__ = __matmul__ = __array__ = _unread
+
+
 # a state's sentence vectors: one array in order, rows left in place, or rows elsewhere
 Rows = np.ndarray | VectorRows | RowsElsewhere
 
@@ -163,10 +186,13 @@ def rows_gathered(parts: Sequence[Rows], positions: np.ndarray,
     """Rows ``positions`` of the parts' concatenation. They stay where they are while
     one array holds most of them (an update's: the save's rows and the new ones);
     rows spread over many arrays (a build's batches) are gathered into one, and so
-    are all once more than ``max_dead_share`` of the rows held are no position's."""
+    are all once more than ``max_dead_share`` of the rows held are no position's.
+    Where any part's rows are in a store, the result is a :class:`RowsToAttach`."""
     if not parts:
         raise ValueError("rows_gathered needs at least one part")
     positions = np.asarray(positions, dtype=np.int64)
+    if any(not isinstance(part, (np.ndarray, VectorRows)) for part in parts):
+        return RowsToAttach(len(positions), int(parts[0].shape[1]))  # a store's, by key
     arrays = [part for part in parts if isinstance(part, np.ndarray)]
     if len(arrays) == len(parts):  # a position of plain arrays' concatenation is its row
         return _compacted(arrays, positions, spill, max_dead_share)

@@ -1,0 +1,230 @@
+"""A writer that holds no vector: its rows in the store, read back by key for updates.
+
+``ConceptGraphIndex.load(..., vectors_in_store=True, writer=True)`` adds, deletes and
+saves while its sentence vectors stay in the engine. Each test compares it with an
+index that holds its vectors and makes the same changes (no store, HNSW in process:
+on a few rows both find the truly closest), on the engines of ``test_external``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared_core import ConceptGraphIndex, HashingEmbedder
+from shared_core.search.external import EngineRows, EngineVectorIndex, MissingRowsError
+from shared_core.search.qdrant import QdrantStore
+from shared_core.store import index_folder
+from tests.shared_core.search.test_external import (
+    DIM,
+    ENGINES,
+    TEXTS,
+    build,
+    built_keys,
+    chunk_digest,
+    contexts,
+    engine,
+    loopback,
+    row_key,
+    stored_metadata,
+    text_digest,
+)
+
+ADDED = ["Alan Turing described a universal machine.", "Grace Hopper wrote a compiler."]
+
+
+def writer_of(path: Path, store: object) -> ConceptGraphIndex:
+    """The save at ``path`` opened as the writer that holds no vector."""
+    return ConceptGraphIndex.load(str(path), HashingEmbedder(DIM), vector_store=store,  # type: ignore[arg-type]
+                                  vectors_in_store=True, writer=True)
+
+
+def graph_of(index: ConceptGraphIndex) -> tuple[object, ...]:
+    """What the graph is: concepts, edges, PageRank and concept vectors, to the bit."""
+    graph = index.state.graph
+    return (index.concepts, index.edges, graph.rank.tobytes(),
+            np.asarray(graph.vectors).tobytes())
+
+
+@loopback
+@pytest.mark.parametrize("kind", ENGINES)
+@pytest.mark.parametrize("knobs", [{}, {"unit_tokens": 12}])
+def test_a_writer_without_vectors_updates_and_saves_as_one_that_holds_them(
+        tmp_path: Path, kind: str, knobs: dict[str, object]) -> None:
+    store = engine(kind, tmp_path)
+    build(store, **knobs).save(str(tmp_path / "idx"))
+    writer = writer_of(tmp_path / "idx", store)
+    held = build(vector_index="hnsw", **knobs)
+    assert writer.vectors_in_store and not writer.is_replica
+    assert isinstance(writer.state.corpus.sentence_vectors, EngineRows)
+    for step in (lambda i: i.add(ADDED, ids=["t9", "t10"]),
+                 lambda i: i.delete(["t1", "t3"]),
+                 lambda i: i.add([TEXTS[2]], ids=["t2"], metadatas=[{"n": 20}])):
+        step(writer)
+        step(held)
+        assert isinstance(writer.state.corpus.sentence_vectors, EngineRows)
+        assert contexts(writer) == contexts(held)
+        assert graph_of(writer) == graph_of(held)
+    # the rows of t1 and t3, and t2's under its old key, are still in the store: the last
+    # save lists them. The store's searches ask for those five more, so none is missed
+    new_keys = {row_key(i, text_digest(t), "s", p)
+                for i, t in zip(["t9", "t10"], ADDED, strict=True) for p in range(1)}
+    t2_now = {row_key("t2", chunk_digest(TEXTS[2], json.dumps({"n": 20})), "s", p)
+              for p in range(2)}
+    assert set(store.list_keys()) == built_keys() | new_keys | t2_now
+    ann = writer.state.graph.ann
+    assert isinstance(ann, EngineVectorIndex) and ann.surplus == 6
+    writer.save(str(tmp_path / "idx"))
+    assert set(store.list_keys()) == built_keys([0, 4]) | new_keys | t2_now
+    assert cast_ann(writer).surplus == 0 and contexts(writer) == contexts(held)
+    assert sorted(stored_metadata(store, "t2"), key=str) == [
+        {"chunk_id": "t2", "n": 20, "part": 0}, {"chunk_id": "t2", "n": 20, "part": 1}]
+    # the save holds no vector: it loads with its store only, as a writer or a replica
+    assert not (index_folder(tmp_path / "idx") / "sentence_embeddings.npy").exists()
+    with pytest.raises(ValueError, match=r"holds no sentence vectors: its vector store does"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), vector_store=store)
+    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                     vector_store=store, vectors_in_store=True)
+    assert replica.is_replica and contexts(replica) == contexts(held)
+    reopened = writer_of(tmp_path / "idx", store)
+    assert reopened.vector_store_repair is not None
+    assert not reopened.vector_store_repair.listed  # the store took the save's generation
+    assert contexts(reopened) == contexts(held) and graph_of(reopened) == graph_of(held)
+    store.close()
+
+
+def cast_ann(index: ConceptGraphIndex) -> EngineVectorIndex:
+    ann = index.state.graph.ann
+    assert isinstance(ann, EngineVectorIndex)
+    return ann
+
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from shared_core import ConceptGraphIndex, HashingEmbedder
+    from tests.shared_core.search.test_external import build, engine
+    folder = Path(sys.argv[1])
+    store = engine(sys.argv[2], folder)
+    build(store).save(str(folder / "idx"))
+    index = ConceptGraphIndex.load(str(folder / "idx"), HashingEmbedder(64), vector_store=store,
+                                   vectors_in_store=True, writer=True)
+    index.add(["Alan Turing described a universal machine."], ids=["t9"])
+    index.delete(["t2", "t4"])
+    print("updated", flush=True)
+    time.sleep(600)  # killed here: the store holds t9's rows, and still t2's and t4's
+""")
+
+
+@loopback
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_writer_without_vectors_killed_before_its_save_reopens_the_last_save(
+        tmp_path: Path, kind: str) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path), kind], stdout=subprocess.PIPE,
+        cwd=Path(__file__).parents[3],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])},
+        start_new_session=True)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == b"updated"
+    os.killpg(child.pid, signal.SIGKILL)  # the child and Milvus Lite's server with it
+    child.wait()
+    store = engine(kind, tmp_path)
+    writer = writer_of(tmp_path / "idx", store)
+    repair = writer.vector_store_repair
+    assert repair is not None and repair.listed
+    assert (repair.written, repair.deleted) == (0, 1)  # t9's one row: no save lists it
+    assert set(store.list_keys()) == built_keys()
+    assert contexts(writer) == contexts(build(vector_index="hnsw"))
+    store.close()
+
+
+@loopback
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_writer_without_vectors_refuses_a_store_that_lost_rows_of_its_save(
+        tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
+    build(store).save(str(tmp_path / "idx"))
+    lost = sorted(built_keys([3]))[0]
+    store.delete([lost])
+    store.write_marker("")  # as a crash between the delete and a new generation leaves it
+    with pytest.raises(MissingRowsError, match=r"lacks rows of 1 of this save's chunks "
+                                               r"\(e.g. 't3'\).*holds no vector to write them"):
+        writer_of(tmp_path / "idx", store)
+    assert set(store.list_keys()) == built_keys() - {lost}  # nothing was changed
+    # the index that holds its vectors writes the row again
+    ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM), vector_store=store)
+    assert set(store.list_keys()) == built_keys()
+    store.close()
+
+
+class GatedStore(QdrantStore):
+    """Qdrant's local store whose first read of vectors by a thread named ``reader``
+    waits until the test lets it go: a query that began before an update and a save."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.reading = threading.Event()
+        self.go_on = threading.Event()
+
+    def vectors_of(self, keys: object) -> np.ndarray:
+        if threading.current_thread().name == "reader" and not self.reading.is_set():
+            self.reading.set()
+            assert self.go_on.wait(60)
+        return super().vectors_of(keys)  # type: ignore[arg-type]
+
+
+def test_a_query_begun_before_a_save_deleted_its_rows_runs_again_on_the_new_state(
+        tmp_path: Path) -> None:
+    store = GatedStore(str(tmp_path / "qdrant"), "cg")
+    build(store).save(str(tmp_path / "idx"))
+    writer = writer_of(tmp_path / "idx", store)
+    rows = writer.state.corpus.sentence_vectors
+    assert isinstance(rows, EngineRows)
+    rows.cached_rows = 0  # every read goes to the store
+    query = "Charles Babbage designed the analytical engine"  # finds t1 and t2 by words
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.append(writer.retrieve(query)), name="reader")
+    reader.start()
+    assert store.reading.wait(60)  # the reader holds the state that lists t1 and t2
+    writer.delete(["t1", "t2"])
+    writer.save(str(tmp_path / "idx"))  # their rows leave the store
+    store.go_on.set()
+    reader.join(60)
+    held = build(vector_index="hnsw")
+    held.delete(["t1", "t2"])
+    # the reader's first state listed t1 and t2: only a query run again answers as this
+    assert [c.id for c in found[0].chunks] == [c.id for c in held.retrieve(query).chunks]  # type: ignore[attr-defined]
+    store.close()
+
+
+@loopback
+def test_writer_is_for_an_index_whose_vectors_are_in_its_store(tmp_path: Path) -> None:
+    store = engine("qdrant", tmp_path)
+    build(store).save(str(tmp_path / "idx"))
+    load = ConceptGraphIndex.load
+    with pytest.raises(ValueError, match=r"writer=True is for an index whose vectors are in "
+                                         "its store: pass vectors_in_store=True"):
+        load(str(tmp_path / "idx"), HashingEmbedder(DIM), vector_store=store, writer=True)
+    with pytest.raises(ValueError, match=r"scores_in_store=True is for a read-only replica"):
+        load(str(tmp_path / "idx"), HashingEmbedder(DIM), vector_store=store,
+             vectors_in_store=True, scores_in_store=True, writer=True)
+    with pytest.raises(TypeError, match=r"writer must be a bool, got str"):
+        load(str(tmp_path / "idx"), HashingEmbedder(DIM), vector_store=store,
+             vectors_in_store=True, writer="yes")  # type: ignore[arg-type]
+    writer = writer_of(tmp_path / "idx", store)
+    with pytest.raises(ValueError, match=r"method='knn' compares every chunk's mean vector"):
+        writer.select(method="knn")
+    with pytest.raises(ValueError, match=r"changing theta_co derives the graph again"):
+        writer.reconfigured(theta_co=1)
+    assert not writer.reconfigured(top_k=3).is_replica  # search knobs: still the writer
+    store.close()
