@@ -445,6 +445,8 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         row.update(percentile_fields("loaded_local_query_ms", loaded_local))
         if store is not None and returns_vectors(store.store):
             row.update(replica_figures(path, embedder, store, asked, loaded_contexts))
+            row.update(writer_figures(path, embedder, store, asked, loaded_contexts,
+                                      extra_texts, extra_ids))
         row.update(percentile_fields("loaded_first_query_ms", first_pass))
         row["loaded_query_ms_p50"] = round(float(np.percentile(second_pass, 50)), 2)
         phases["load and queries"] = heap.phase()
@@ -639,6 +641,39 @@ def replica_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries
                 context_recall(uncached_contexts, loaded_contexts), 4),
             "replica_disk_mb": round((folder_size(path) - vectors_file.stat().st_size) / 2**20,
                                      1)}
+
+
+def writer_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries,
+                   loaded_contexts: list[dict[str, int]], texts: list[str],
+                   ids: list[str]) -> dict[str, Any]:
+    """The save opened as the writer that holds no vector (``vectors_in_store=True,
+    writer=True``): its load, the 1 % add and delete (their rows read from the store),
+    its queries' context against the loaded index's once the chunks are back to the
+    saved ones (the deleted rows still in the store until the save), and its save,
+    which holds no vector file (written beside ``path``: the loaded index's save is
+    left as it is). Anonymous memory after the load and after the updates."""
+    from shared_core import ConceptGraphIndex
+
+    start = time.perf_counter()
+    writer = ConceptGraphIndex.load(str(path), embedder, vector_store=store,
+                                    vectors_in_store=True, writer=True)
+    load = time.perf_counter() - start
+    heap_loaded = HeapSampler.anonymous_mb()
+    add, delete = timed_updates(writer, texts, ids)
+    heap_updated = HeapSampler.anonymous_mb()
+    _, contexts = query_latencies(writer, asked)
+    saved = path.parent / "writer"
+    start = time.perf_counter()
+    writer.save(str(saved))
+    save = time.perf_counter() - start
+    return {"writer_load_s": round(load, 2),
+            "writer_add_1pct_s": round(add, 2),
+            "writer_delete_1pct_s": round(delete, 2),
+            "writer_context_vs_loaded": round(context_recall(contexts, loaded_contexts), 4),
+            "writer_save_s": round(save, 2),
+            "writer_disk_mb": round(folder_size(saved) / 2**20, 1),
+            "writer_heap_after_load_mb": round(heap_loaded, 1),
+            "writer_heap_after_updates_mb": round(heap_updated, 1)}
 
 
 def query_latencies(index: Any, asked: Queries, store: TimedStore | None = None,

@@ -99,6 +99,37 @@ def test_a_replica_of_the_save_is_measured_against_the_loaded_index(tmp_path: Pa
     assert 0 < figures["replica_local_query_ms_p50"] <= figures["replica_query_ms_p50"]
 
 
+def test_the_writer_that_holds_no_vector_is_measured_against_the_loaded_index(
+        tmp_path: Path) -> None:
+    """``writer_figures`` opens the save as the writer over the same store, adds and
+    deletes the same chunks, and answers as the loaded index; its save beside the
+    loaded one holds no vector file, and the loaded save is left as it was."""
+    import numpy as np
+
+    from benchmarks.scale import Queries, TimedStore, query_latencies, writer_figures
+    from shared_core import ConceptGraphIndex, HashingEmbedder, QdrantStore
+    from shared_core.store import index_folder
+
+    embedder = HashingEmbedder(32)
+    store = TimedStore(QdrantStore(str(tmp_path / "qdrant"), "t"))
+    ids, texts = passages(POOL, 30, seed=1)
+    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=embedder, vector_store=store)
+    index.save(str(tmp_path / "idx"))
+    before = sorted(p.name for p in index_folder(tmp_path / "idx").iterdir())
+    asked = Queries(POOL[:5], np.asarray(embedder.embed(POOL[:5]), dtype=np.float32))
+    _, contexts = query_latencies(index, asked)
+    extra_ids, extra_texts = passages(POOL, 3, seed=2)
+    figures = writer_figures(tmp_path / "idx", embedder, store, asked, contexts,
+                             extra_texts, extra_ids)
+    assert figures["writer_context_vs_loaded"] == 1.0
+    assert figures["writer_add_1pct_s"] > 0 and figures["writer_delete_1pct_s"] > 0
+    saved = index_folder(tmp_path / "writer")
+    assert not (saved / "sentence_embeddings.npy").exists()
+    assert figures["writer_disk_mb"] == round(folder_size(tmp_path / "writer") / 2**20, 1)
+    assert sorted(p.name for p in index_folder(tmp_path / "idx").iterdir()) == before
+    assert set(store.list_keys()) == set(index.state.stored_rows().keys_of(range(len(index))))
+
+
 def test_milvus_index_and_search_parameters_reach_the_store(tmp_path: Path) -> None:
     """``--milvus-index-params`` and ``--milvus-search-params`` go to the store as given.
     An IVF index probing all of its lists searches every row, so the index over it ranks
