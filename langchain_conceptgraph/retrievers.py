@@ -209,6 +209,7 @@ class ConceptGraphRetriever(BaseRetriever):
         model_id: str | None = None,
         show_progress: bool = False,
         vector_store: VectorStore | VectorStoreBackend | None = None,
+        vectors_in_store: bool = False,
         **kwargs: Any,
     ) -> Self:
         """Build the concept graph over ``documents`` (each one chunk) and wrap it.
@@ -218,11 +219,15 @@ class ConceptGraphRetriever(BaseRetriever):
         ``vector_store``: a LangChain ``VectorStore`` of the index's own that holds
         its sentence vectors and finds each query's candidates
         (:class:`~langchain_conceptgraph.LangChainVectorStore`).
+        ``vectors_in_store=True`` (a ``MilvusVectorStore`` or ``QdrantStore``): the
+        vectors stay in the store only, and updates read back the rows they need
+        (see ``ConceptGraphIndex``).
         """
         records = to_records(check_documents(documents))
         index = ConceptGraphIndex(to_core_embedder(embeddings, model_id=model_id), config,
                                   vector_store=None if vector_store is None
-                                  else to_backend(vector_store))
+                                  else to_backend(vector_store),
+                                  vectors_in_store=vectors_in_store)
         add_records(index, records, show_progress=show_progress)
         return cls(index=index, **kwargs)
 
@@ -237,6 +242,7 @@ class ConceptGraphRetriever(BaseRetriever):
         vector_store: VectorStore | VectorStoreBackend | None = None,
         vectors_in_store: bool = False,
         scores_in_store: bool = False,
+        writer: bool = False,
         **kwargs: Any,
     ) -> Self:
         """Load an index written by :meth:`save` (or the CLI); the embeddings must match it.
@@ -248,14 +254,17 @@ class ConceptGraphRetriever(BaseRetriever):
         ``vectors_in_store=True``: a read-only replica that reads its vectors from
         ``vector_store`` (a ``MilvusVectorStore`` or ``QdrantStore``) and holds none;
         with ``scores_in_store=True`` the store scores the rows a query needs instead
-        of returning them (see ``ConceptGraphIndex.load``).
+        of returning them; with ``writer=True`` the index's one writer, which holds no
+        vector either: ``add_documents``, ``delete`` and ``save`` read and write the
+        store (see ``ConceptGraphIndex.load``).
         """
         embedder = to_core_embedder(embeddings, model_id=model_id)
         backend = None if vector_store is None else to_backend(vector_store)
         return cls(index=ConceptGraphIndex.load(str(persist_dir), embedder, verify=verify,
                                                 vector_store=backend,
                                                 vectors_in_store=vectors_in_store,
-                                                scores_in_store=scores_in_store), **kwargs)
+                                                scores_in_store=scores_in_store,
+                                                writer=writer), **kwargs)
 
     def save(self, persist_dir: str | Path) -> None:
         """Write the index as versioned JSON + .npy (atomic; never pickle)."""

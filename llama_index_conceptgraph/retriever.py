@@ -135,13 +135,17 @@ class ConceptGraphRetriever(BaseRetriever):
         config: ConceptGraphConfig | None = None,
         show_progress: bool = False,
         vector_store: BasePydanticVectorStore | VectorStoreBackend | None = None,
+        vectors_in_store: bool = False,
         **kwargs: Any,
     ) -> ConceptGraphRetriever:
         """Build the concept graph over ``nodes``, or over ``documents`` split by
         ``transformations`` (default ``Settings.transformations``). ``vector_store``:
         a LlamaIndex vector store of the index's own that holds its sentence vectors
         and finds each query's candidates
-        (:class:`~llama_index_conceptgraph.LlamaIndexVectorStore`)."""
+        (:class:`~llama_index_conceptgraph.LlamaIndexVectorStore`).
+        ``vectors_in_store=True`` (a ``MilvusVectorStore`` or ``QdrantStore``): the
+        vectors stay in the store only, and updates read back the rows they need
+        (see ``ConceptGraphIndex``)."""
         if (nodes is None) == (documents is None):
             raise ValueError("pass exactly one of nodes= or documents=")
         if documents is not None:
@@ -156,7 +160,8 @@ class ConceptGraphRetriever(BaseRetriever):
         embed_model = resolve_embed_model(embed_model)
         index = ConceptGraphIndex(to_core_embedder(embed_model), config,
                                   vector_store=None if vector_store is None
-                                  else to_backend(vector_store))
+                                  else to_backend(vector_store),
+                                  vectors_in_store=vectors_in_store)
         add_records(index, records, show_progress=show_progress)
         return cls(index, embed_model, **kwargs)
 
@@ -227,6 +232,7 @@ class ConceptGraphRetriever(BaseRetriever):
         vector_store: BasePydanticVectorStore | VectorStoreBackend | None = None,
         vectors_in_store: bool = False,
         scores_in_store: bool = False,
+        writer: bool = False,
         **kwargs: Any
     ) -> ConceptGraphRetriever:
         """Load a persisted retriever; ``embed_model`` must be the model it was built with.
@@ -238,7 +244,9 @@ class ConceptGraphRetriever(BaseRetriever):
         ``vectors_in_store=True``: a read-only replica that reads its vectors from
         ``vector_store`` (a ``MilvusVectorStore`` or ``QdrantStore``) and holds none;
         with ``scores_in_store=True`` the store scores the rows a query needs instead
-        of returning them (see ``ConceptGraphIndex.load``).
+        of returning them; with ``writer=True`` the index's one writer, which holds no
+        vector either: inserts, deletes and ``persist`` read and write the store (see
+        ``ConceptGraphIndex.load``).
         """
         embed_model = resolve_embed_model(embed_model)
         dim = read_manifest(persist_dir).get("embedding_dim")
@@ -247,7 +255,7 @@ class ConceptGraphRetriever(BaseRetriever):
                                        vector_store=None if vector_store is None
                                        else to_backend(vector_store),
                                        vectors_in_store=vectors_in_store,
-                                       scores_in_store=scores_in_store)
+                                       scores_in_store=scores_in_store, writer=writer)
         settings: dict[str, Any] = {}
         sidecar = Path(persist_dir) / SIDECAR
         if sidecar.is_file():

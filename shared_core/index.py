@@ -81,6 +81,7 @@ from .state.derived import (
 )
 from .state.ingest import prepare_chunks, prepare_shard
 from .state.refresh import refresh_graph
+from .state.rows import RowsToAttach
 from .state.saved import SavedGraph, restore_graph, saved_parts
 from .state.spill import DEFAULT_SPILL, VectorSpill
 from .text.hygiene import check_query, invalid_character
@@ -275,11 +276,17 @@ class ConceptGraphIndex:
     builds and updates put arrays of vectors too large for the heap: by default,
     past 256 MB, memory-mapped files in the system's temporary folder, which the
     kernel caches while memory is free. ``None`` keeps every vector on the heap.
+
+    ``vectors_in_store=True`` (with a ``vector_store`` that returns its rows: Milvus,
+    Qdrant) keeps no sentence vector here once an add is published: the store holds
+    them, and updates read back the rows they need by key (see :meth:`load`'s
+    ``writer``). Needs the default ``chunk_similarity="max"``.
     """
 
     def __init__(self, embedder: Embedder, config: ConceptGraphConfig | None = None, *,
                  vector_store: VectorStoreBackend | None = None,
-                 vector_spill: VectorSpill | None = DEFAULT_SPILL) -> None:
+                 vector_spill: VectorSpill | None = DEFAULT_SPILL,
+                 vectors_in_store: bool = False) -> None:
         if not isinstance(embedder, Embedder):
             raise TypeError(
                 f"embedder must implement the Embedder protocol (model_id, dim, embed), "
@@ -299,7 +306,8 @@ class ConceptGraphIndex:
         self._write_lock = threading.Lock()
         # an index whose vectors are its store's and that writes (load(..., writer=True)):
         # the rows its updates dropped, deleted from the store by its next save
-        self._writes_store_rows = False
+        self._writes_store_rows = _vectors_in_store_checked(vectors_in_store, vector_store,
+                                                            config)
         self._pending_deletes: list[str] = []
         corpus = empty_corpus(embedder.dim, direct_units=config.chunk_similarity == "direct")
         self.vector_store_repair: Reconciled | None = None
@@ -348,9 +356,13 @@ class ConceptGraphIndex:
         written = rows_written_ahead(store, [*parts, *moved])
         try:
             merged = merge_many([corpus, *parts], self._spill) if parts else corpus
-            after_corpus = _store_rows_attached(merged, store)
-            after = (state.updated(after_corpus, self._spill) if parts
-                     else IndexState(state.config, after_corpus, state.graph, store))
+            if not parts:
+                after = IndexState(state.config, _store_rows_attached(merged, store),
+                                   state.graph, store)
+            elif isinstance(merged.sentence_vectors, RowsToAttach):  # read back by key
+                after = state.updated(_store_rows_attached(merged, store), self._spill)
+            else:  # this index held no chunk: the graph from the rows at hand, then let go
+                after = _rows_left_in_store(state.updated(merged, self._spill))
         except BaseException:
             store.delete(written)
             raise
@@ -523,11 +535,14 @@ class ConceptGraphIndex:
         vector_store: VectorStoreBackend | None = None,
         executor: Executor | None = None,
         vector_spill: VectorSpill | None = DEFAULT_SPILL,
+        vectors_in_store: bool = False,
     ) -> ConceptGraphIndex:
         """An index over ``texts`` (a list, or any iterable: see :meth:`add`); its vectors
-        also go to ``vector_store`` when given, and large arrays of them to
-        ``vector_spill`` (see the class docstring)."""
-        index = cls(embedder, config, vector_store=vector_store, vector_spill=vector_spill)
+        also go to ``vector_store`` when given (and only there with
+        ``vectors_in_store=True``), and large arrays of them to ``vector_spill`` (see
+        the class docstring)."""
+        index = cls(embedder, config, vector_store=vector_store, vector_spill=vector_spill,
+                    vectors_in_store=vectors_in_store)
         index.add(texts, ids=ids, metadatas=metadatas, show_progress=show_progress,
                   batch_size=batch_size, executor=executor)
         return index
@@ -1153,6 +1168,35 @@ def _store_rows_attached(corpus: CorpusState, store: VectorStoreBackend | None) 
     return replaced(corpus, sentence_vectors=EngineRows(
         cast(VectorRowsBackend, store), corpus.ids, corpus.texts, corpus.metadata,
         corpus.sentence_offsets, corpus.dim))
+
+
+def _vectors_in_store_checked(vectors_in_store: object, store: VectorStoreBackend | None,
+                              config: ConceptGraphConfig | None) -> bool:
+    """``vectors_in_store`` for a new index, checked against its store and config."""
+    if not isinstance(vectors_in_store, bool):
+        raise TypeError(f"vectors_in_store must be a bool, got {type(vectors_in_store).__name__}")
+    if not vectors_in_store:
+        return False
+    if store is None:
+        raise ValueError("vectors_in_store=True keeps the vectors in vector_store: give one")
+    if not returns_vectors(store):
+        raise TypeError(f"{type(store).__name__} does not return the vectors it holds "
+                        "(vectors_of): MilvusVectorStore and QdrantStore do")
+    if config is not None and config.chunk_similarity != "max":
+        raise ValueError("vectors_in_store=True needs chunk_similarity='max' (the default): "
+                         "a unit is then as similar as its best sentence, whose row the "
+                         "store holds")
+    return True
+
+
+def _rows_left_in_store(state: IndexState) -> IndexState:
+    """``state`` reading its sentence rows from its store by key (which holds them) and
+    no longer from the arrays it was derived from: its store search too."""
+    corpus = _store_rows_attached(state.corpus, state.vector_store)
+    graph = state.graph
+    if isinstance(graph.ann, EngineVectorIndex):
+        graph = replace(graph, ann=replace(graph.ann, rows=StoredRows.of(corpus, None)))
+    return replace(state, corpus=corpus, graph=graph)
 
 
 def _with_store_surplus(state: IndexState, surplus: int) -> IndexState:

@@ -22,6 +22,7 @@ from qdrant_client.models import Distance, PointStruct, SparseVectorParams, Vect
 from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings, LangChainVectorStore
 from shared_core import ConceptGraphConfig, HashingEmbedder
 from shared_core.search.external import KEY_FIELD, chunk_digest, key_uuid, parse_key, row_key
+from shared_core.store import index_folder
 
 from .conftest import CORPUS
 
@@ -370,4 +371,31 @@ def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
                                                     scores_in_store=True)
     assert [[i for i, _ in q] for q in answers(scored)] == [[i for i, _ in q]
                                                             for q in answers(retriever)]
+    # the writer that holds no vector: a delete reads its rows from the engine, and the
+    # save holds no vector file
+    writer = ConceptGraphRetriever.from_persist_dir(tmp_path / "idx", embeddings,
+                                                    vector_store=store, vectors_in_store=True,
+                                                    writer=True)
+    assert writer.index.vectors_in_store and not writer.index.is_replica
+
+    def collection(name: str) -> MilvusVectorStore | QdrantStore:
+        """Another collection of the same engine."""
+        if isinstance(store, MilvusVectorStore):
+            return MilvusVectorStore(store.uri, name, client=store.client, term_postings=True)
+        return QdrantStore(store.client, name, term_postings=True)
+
+    held = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
+                                                vector_store=collection("held"))
+    gone = writer.index.chunk_ids[0]
+    writer.delete([gone])
+    held.delete([gone])
+    assert answers(writer) == answers(held)
+    writer.save(tmp_path / "idx")
+    assert not (index_folder(tmp_path / "idx") / "sentence_embeddings.npy").exists()
+    # and one built that way from the start, in a collection of its own
+    built = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
+                                                 vector_store=collection("built"),
+                                                 vectors_in_store=True)
+    assert built.index.vectors_in_store
+    assert answers(built) == answers(in_process(documents, embeddings))
     store.close()

@@ -18,6 +18,7 @@ from qdrant_client.models import PointStruct
 from llama_index_conceptgraph import ConceptGraphRetriever, CoreEmbedding, LlamaIndexVectorStore
 from shared_core import ConceptGraphConfig, CorruptIndexError
 from shared_core.search.external import KEY_FIELD, chunk_digest, key_uuid, parse_key, row_key
+from shared_core.store import index_folder
 
 from .conftest import CORPUS
 
@@ -192,4 +193,33 @@ def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
                                                     scores_in_store=True)
     assert [[i for i, _ in q] for q in answers(scored)] == [[i for i, _ in q]
                                                             for q in answers(retriever)]
+    # the writer that holds no vector: a delete reads its rows from the engine, and the
+    # save holds no vector file
+    writer = ConceptGraphRetriever.from_persist_dir(str(tmp_path / "idx"), embed_model,
+                                                    vector_store=store, vectors_in_store=True,
+                                                    writer=True)
+    assert writer.index.vectors_in_store and not writer.index.is_replica
+
+    def collection(name: str) -> MilvusVectorStore | QdrantStore:
+        """Another collection of the same engine."""
+        if isinstance(store, MilvusVectorStore):
+            return MilvusVectorStore(store.uri, name, client=store.client, term_postings=True)
+        return QdrantStore(store.client, name, term_postings=True)
+
+    held = ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
+                                               config=config, vector_store=collection("held"))
+    gone = NODES[0].node_id
+    writer.delete_nodes([gone])
+    held.delete_nodes([gone])
+    assert answers(writer) == answers(held)
+    writer.persist(str(tmp_path / "idx"))
+    assert not (index_folder(tmp_path / "idx") / "sentence_embeddings.npy").exists()
+    # and one built that way from the start, in a collection of its own
+    built = ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
+                                                config=config, vector_store=collection("built"),
+                                                vectors_in_store=True)
+    assert built.index.vectors_in_store
+    assert answers(built) == answers(ConceptGraphRetriever.from_defaults(
+        nodes=NODES, embed_model=embed_model,
+        config=ConceptGraphConfig(candidates=1, walk_hops=0, vector_index="hnsw")))
     store.close()

@@ -30,6 +30,7 @@ from tests.shared_core.search.test_external import (
     TEXTS,
     build,
     built_keys,
+    built_metadata,
     chunk_digest,
     contexts,
     engine,
@@ -227,4 +228,55 @@ def test_writer_is_for_an_index_whose_vectors_are_in_its_store(tmp_path: Path) -
     with pytest.raises(ValueError, match=r"changing theta_co derives the graph again"):
         writer.reconfigured(theta_co=1)
     assert not writer.reconfigured(top_k=3).is_replica  # search knobs: still the writer
+    store.close()
+
+
+@loopback
+@pytest.mark.parametrize("kind", ENGINES)
+def test_an_index_built_with_vectors_in_store_keeps_none_of_them(
+        tmp_path: Path, kind: str) -> None:
+    store = engine(kind, tmp_path)
+    index = ConceptGraphIndex.from_texts(
+        TEXTS, ids=[f"t{i}" for i in range(len(TEXTS))], embedder=HashingEmbedder(DIM),
+        metadatas=[built_metadata(i) for i in range(len(TEXTS))], vector_store=store,
+        vectors_in_store=True)
+    held = build(vector_index="hnsw")
+    rows = index.state.corpus.sentence_vectors
+    assert isinstance(rows, EngineRows) and cast_ann(index).rows.vectors is rows
+    assert index.vectors_in_store and not index.is_replica
+    assert contexts(index) == contexts(held) and graph_of(index) == graph_of(held)
+    assert set(store.list_keys()) == built_keys()
+    index.delete(["t0"])
+    held.delete(["t0"])
+    assert contexts(index) == contexts(held) and graph_of(index) == graph_of(held)
+    index.save(str(tmp_path / "idx"))
+    assert set(store.list_keys()) == built_keys(range(1, len(TEXTS)))
+    assert not (index_folder(tmp_path / "idx") / "sentence_embeddings.npy").exists()
+    store.close()
+
+
+@loopback
+def test_vectors_in_store_needs_a_store_that_returns_its_rows(tmp_path: Path) -> None:
+    from shared_core import ConceptGraphConfig
+    from tests.shared_core.search.test_external import StoreWithout
+
+    store = engine("qdrant", tmp_path)
+    embedder = HashingEmbedder(DIM)
+    with pytest.raises(ValueError, match=r"vectors_in_store=True keeps the vectors in "
+                                         "vector_store: give one"):
+        ConceptGraphIndex(embedder, vectors_in_store=True)
+    with pytest.raises(TypeError, match=r"vectors_in_store must be a bool, got int"):
+        ConceptGraphIndex(embedder, vector_store=store, vectors_in_store=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"needs chunk_similarity='max'"):
+        ConceptGraphIndex(embedder, ConceptGraphConfig(chunk_similarity="direct"),
+                          vector_store=store, vectors_in_store=True)
+
+    class KeysOnly(StoreWithout):
+        """A store that keeps rows and finds them, but never gives a vector back."""
+
+        hidden = "vectors_of"
+
+    with pytest.raises(TypeError, match=r"KeysOnly does not return the vectors it holds"):
+        ConceptGraphIndex(embedder, vector_store=KeysOnly(store),  # type: ignore[arg-type]
+                          vectors_in_store=True)
     store.close()
