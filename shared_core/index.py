@@ -356,9 +356,9 @@ class ConceptGraphIndex:
         written = rows_written_ahead(store, [*parts, *moved])
         try:
             merged = merge_many([corpus, *parts], self._spill) if parts else corpus
-            if not parts:
-                after = IndexState(state.config, _store_rows_attached(merged, store),
-                                   state.graph, store)
+            if not parts:  # metadata alone: the same graph, its rows under their new keys
+                after = _rows_left_in_store(IndexState(state.config, merged, state.graph,
+                                                       store))
             elif isinstance(merged.sentence_vectors, RowsToAttach):  # read back by key
                 after = state.updated(_store_rows_attached(merged, store), self._spill)
             else:  # this index held no chunk: the graph from the rows at hand, then let go
@@ -1190,8 +1190,9 @@ def _vectors_in_store_checked(vectors_in_store: object, store: VectorStoreBacken
 
 
 def _rows_left_in_store(state: IndexState) -> IndexState:
-    """``state`` reading its sentence rows from its store by key (which holds them) and
-    no longer from the arrays it was derived from: its store search too."""
+    """``state`` reading its sentence rows from its store by key (which holds them under
+    its chunks' keys), not from the arrays or keys it was derived with: its store search
+    too."""
     corpus = _store_rows_attached(state.corpus, state.vector_store)
     graph = state.graph
     if isinstance(graph.ann, EngineVectorIndex):

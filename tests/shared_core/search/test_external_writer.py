@@ -86,6 +86,9 @@ def test_a_writer_without_vectors_updates_and_saves_as_one_that_holds_them(
     assert isinstance(ann, EngineVectorIndex) and ann.surplus == 6
     writer.save(str(tmp_path / "idx"))
     assert set(store.list_keys()) == built_keys([0, 4]) | new_keys | t2_now
+    # every row a query reads now comes from the store, under the keys it holds now
+    writer.state.corpus.sentence_vectors.cached_rows = 0  # type: ignore[union-attr]
+    cast_ann(writer).rows.vectors.cached_rows = 0  # type: ignore[union-attr]
     assert cast_ann(writer).surplus == 0 and contexts(writer) == contexts(held)
     assert sorted(stored_metadata(store, "t2"), key=str) == [
         {"chunk_id": "t2", "n": 20, "part": 0}, {"chunk_id": "t2", "n": 20, "part": 1}]
