@@ -149,11 +149,13 @@ def folder_size(path: Path) -> int:
 
 
 class TimedStore:
-    """A vector store with the seconds its searches took (the engine's share of a query)."""
+    """A vector store with the seconds its searches took (the engine's share of a query),
+    and the rows read back from it."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
         self.search_seconds = 0.0
+        self.rows_read = 0
 
     def upsert(self, keys: Any, vectors: Any, texts: Any, metadatas: Any) -> None:
         self.store.upsert(keys, vectors, texts, metadatas)
@@ -206,6 +208,7 @@ class TimedStore:
     # are the engine's share of its queries too
     def vectors_of(self, keys: Any) -> np.ndarray:
         rows: np.ndarray = self._timed(lambda asked, _: self.store.vectors_of(asked), keys, 0)
+        self.rows_read += len(rows)
         return rows
 
     # a store that scores its rows (``VectorScoresBackend``): a replica with
@@ -651,7 +654,8 @@ def writer_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries,
     its queries' context against the loaded index's once the chunks are back to the
     saved ones (the deleted rows still in the store until the save), and its save,
     which holds no vector file (written beside ``path``: the loaded index's save is
-    left as it is). Anonymous memory after the load and after the updates."""
+    left as it is). The rows the updates read back from the store, and anonymous memory
+    after the load and after the updates."""
     from shared_core import ConceptGraphIndex
 
     start = time.perf_counter()
@@ -659,7 +663,9 @@ def writer_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries,
                                     vectors_in_store=True, writer=True)
     load = time.perf_counter() - start
     heap_loaded = HeapSampler.anonymous_mb()
+    read_before = store.rows_read
     add, delete = timed_updates(writer, texts, ids)
+    rows_read = store.rows_read - read_before
     heap_updated = HeapSampler.anonymous_mb()
     _, contexts = query_latencies(writer, asked)
     saved = path.parent / "writer"
@@ -669,6 +675,7 @@ def writer_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries,
     return {"writer_load_s": round(load, 2),
             "writer_add_1pct_s": round(add, 2),
             "writer_delete_1pct_s": round(delete, 2),
+            "writer_update_rows_read": rows_read,
             "writer_context_vs_loaded": round(context_recall(contexts, loaded_contexts), 4),
             "writer_save_s": round(save, 2),
             "writer_disk_mb": round(folder_size(saved) / 2**20, 1),
