@@ -654,8 +654,9 @@ def writer_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries,
     its queries' context against the loaded index's once the chunks are back to the
     saved ones (the deleted rows still in the store until the save), and its save,
     which holds no vector file (written beside ``path``: the loaded index's save is
-    left as it is). The rows the updates read back from the store, and anonymous memory
-    after the load and after the updates."""
+    left as it is). The rows the updates read back from the store, and the process's
+    anonymous memory after the load and after the updates (the loaded index that holds
+    its vectors is still alive beside it: not the writer's own)."""
     from shared_core import ConceptGraphIndex
 
     start = time.perf_counter()
