@@ -1041,8 +1041,8 @@ class ConceptGraphIndex:
         walks = _walk_hops(cfg, state.graph) > 0 and cfg.walk_nodes == "sentences"
         save_corpus(path, state.corpus, cfg, self._embedder.model_id, None,
                     saved_parts(state.graph, walk=walks), store_generation=generation)
-        if state.store_generation is not None:  # the store holds exactly these rows
-            return
+        if state.store_generation is not None and not self._pending_deletes:
+            return  # the store holds exactly these rows
         store.write_marker("")
         if self._pending_deletes:
             store.delete(sorted(set(self._pending_deletes)))
