@@ -1010,21 +1010,25 @@ class ConceptGraphIndex:
 
         At every instant the path holds a complete index, the old one or the new.
         """
+        self._check_writable("save")
+        if not self._writes_store_rows:
+            state = self._state
+            self._write_save(path, state, state.store_generation)
+            return
+        with self._write_lock:
+            self._save_in_store(path)
+
+    def _write_save(self, path: str, state: IndexState, generation: str | None) -> None:
+        """Write ``state`` under ``path``, naming the store ``generation`` that holds its rows."""
         from .store import save_corpus
 
-        self._check_writable("save")
-        if self._writes_store_rows:
-            with self._write_lock:
-                self._save_in_store(path)
-            return
-        state = self._state
         graph = state.graph
         ann = (VectorSearch(graph.ann, graph.ann_rows) if isinstance(graph.ann, HnswSegments)
                and graph.ann_rows is not None else None)
         cfg = state.config
         walks = _walk_hops(cfg, graph) > 0 and cfg.walk_nodes == "sentences"
         save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann,
-                    saved_parts(graph, walk=walks), store_generation=state.store_generation)
+                    saved_parts(graph, walk=walks), store_generation=generation)
 
     def _save_in_store(self, path: str) -> None:
         """Save an index whose rows are its store's: the save holds no vector and names
@@ -1032,15 +1036,10 @@ class ConceptGraphIndex:
         and the store takes that generation. A process killed at any point leaves the
         store holding every row of the latest save, and maybe more, which the next
         ``load(..., writer=True)`` deletes."""
-        from .store import save_corpus
-
         state = self._state
         store = cast(VectorStoreBackend, state.vector_store)
         generation = state.store_generation or secrets.token_hex(16)
-        cfg = state.config
-        walks = _walk_hops(cfg, state.graph) > 0 and cfg.walk_nodes == "sentences"
-        save_corpus(path, state.corpus, cfg, self._embedder.model_id, None,
-                    saved_parts(state.graph, walk=walks), store_generation=generation)
+        self._write_save(path, state, generation)
         if state.store_generation is not None and not self._pending_deletes:
             return  # the store holds exactly these rows
         store.write_marker("")
