@@ -23,6 +23,7 @@ from langchain_conceptgraph import ConceptGraphRetriever, CoreEmbeddings, LangCh
 from shared_core import ConceptGraphConfig, HashingEmbedder
 from shared_core.search.external import KEY_FIELD, chunk_digest, key_uuid, parse_key, row_key
 from shared_core.store import index_folder
+from tests.shared_core.search.test_external import reopened
 
 from .conftest import CORPUS
 
@@ -378,14 +379,8 @@ def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
                                                     writer=True)
     assert writer.index.vectors_in_store and not writer.index.is_replica
 
-    def collection(name: str) -> MilvusVectorStore | QdrantStore:
-        """Another collection of the same engine."""
-        if isinstance(store, MilvusVectorStore):
-            return MilvusVectorStore(store.uri, name, client=store.client, term_postings=True)
-        return QdrantStore(store.client, name, term_postings=True)
-
     held = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
-                                                vector_store=collection("held"))
+                                                vector_store=reopened(store, "held", terms=True))
     gone = writer.index.chunk_ids[0]
     writer.delete([gone])
     held.delete([gone])
@@ -394,7 +389,7 @@ def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
     assert not (index_folder(tmp_path / "idx") / "sentence_embeddings.npy").exists()
     # and one built that way from the start, in a collection of its own
     built = ConceptGraphRetriever.from_documents(documents, embeddings, config=CONFIG,
-                                                 vector_store=collection("built"),
+                                                 vector_store=reopened(store, "built", terms=True),
                                                  vectors_in_store=True)
     assert built.index.vectors_in_store
     assert answers(built) == answers(in_process(documents, embeddings))

@@ -19,6 +19,7 @@ from llama_index_conceptgraph import ConceptGraphRetriever, CoreEmbedding, Llama
 from shared_core import ConceptGraphConfig, CorruptIndexError
 from shared_core.search.external import KEY_FIELD, chunk_digest, key_uuid, parse_key, row_key
 from shared_core.store import index_folder
+from tests.shared_core.search.test_external import reopened
 
 from .conftest import CORPUS
 
@@ -200,14 +201,9 @@ def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
                                                     writer=True)
     assert writer.index.vectors_in_store and not writer.index.is_replica
 
-    def collection(name: str) -> MilvusVectorStore | QdrantStore:
-        """Another collection of the same engine."""
-        if isinstance(store, MilvusVectorStore):
-            return MilvusVectorStore(store.uri, name, client=store.client, term_postings=True)
-        return QdrantStore(store.client, name, term_postings=True)
-
     held = ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
-                                               config=config, vector_store=collection("held"))
+                                               config=config,
+                                               vector_store=reopened(store, "held", terms=True))
     gone = NODES[0].node_id
     writer.delete_nodes([gone])
     held.delete_nodes([gone])
@@ -216,7 +212,8 @@ def test_an_engine_store_with_term_postings_plugs_into_the_retriever(
     assert not (index_folder(tmp_path / "idx") / "sentence_embeddings.npy").exists()
     # and one built that way from the start, in a collection of its own
     built = ConceptGraphRetriever.from_defaults(nodes=NODES, embed_model=embed_model,
-                                                config=config, vector_store=collection("built"),
+                                                config=config,
+                                                vector_store=reopened(store, "built", terms=True),
                                                 vectors_in_store=True)
     assert built.index.vectors_in_store
     assert answers(built) == answers(ConceptGraphRetriever.from_defaults(
