@@ -690,6 +690,19 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def killed_once_it_says(line: bytes, code: str, *args: str) -> None:
+    """Run ``code`` in a child Python with ``args``; once it prints ``line``, kill it with
+    SIGKILL, with its session (Milvus Lite's server goes with it)."""
+    root = Path(__file__).parents[3]
+    child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
+                             cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                             start_new_session=True)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == line
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
 @loopback
 @pytest.mark.parametrize("kind", ENGINES)
 @pytest.mark.parametrize(("step", "written", "deleted"), [
@@ -700,15 +713,7 @@ CHILD = textwrap.dedent("""
 ])
 def test_a_process_killed_between_the_store_write_and_the_save_is_repaired(
         tmp_path: Path, step: str, written: int, deleted: int, kind: str) -> None:
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD.replace("{step}", step), str(tmp_path), kind],
-        stdout=subprocess.PIPE, cwd=Path(__file__).parents[3],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])},
-        start_new_session=True)
-    assert child.stdout is not None
-    assert child.stdout.readline().strip() == b"written"
-    os.killpg(child.pid, signal.SIGKILL)  # the child and Milvus Lite's server with it
-    child.wait()
+    killed_once_it_says(b"written", CHILD.replace("{step}", step), str(tmp_path), kind)
     store = engine(kind, tmp_path)  # Qdrant's local mode: its folder unlocked by the kill
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
                                     vector_store=store)

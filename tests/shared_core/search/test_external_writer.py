@@ -9,10 +9,6 @@ on a few rows both find the truly closest), on the engines of ``test_external``.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 import threading
 from pathlib import Path
@@ -34,6 +30,7 @@ from tests.shared_core.search.test_external import (
     chunk_digest,
     contexts,
     engine,
+    killed_once_it_says,
     loopback,
     row_key,
     stored_metadata,
@@ -133,15 +130,7 @@ CHILD = textwrap.dedent("""
 @pytest.mark.parametrize("kind", ENGINES)
 def test_a_writer_without_vectors_killed_before_its_save_reopens_the_last_save(
         tmp_path: Path, kind: str) -> None:
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path), kind], stdout=subprocess.PIPE,
-        cwd=Path(__file__).parents[3],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])},
-        start_new_session=True)
-    assert child.stdout is not None
-    assert child.stdout.readline().strip() == b"updated"
-    os.killpg(child.pid, signal.SIGKILL)  # the child and Milvus Lite's server with it
-    child.wait()
+    killed_once_it_says(b"updated", CHILD, str(tmp_path), kind)
     store = engine(kind, tmp_path)
     writer = writer_of(tmp_path / "idx", store)
     repair = writer.vector_store_repair
