@@ -316,8 +316,10 @@ class CandidateSimilarity:
     deleted since the index was built): the identity (``None``) when units are
     indexed by their own vectors, a sentence's unit when a unit's similarity is
     its best sentence's (rows are asked for ``ROWS_PER_UNIT_SEARCHED`` per unit
-    wanted, as one unit's sentences often crowd the top rows). Ranks beyond the
-    units found are estimated from ``RANK_SAMPLE`` units spread over the corpus.
+    wanted, as one unit's sentences often crowd the top rows, and for more while
+    the rows found hold fewer units than wanted: dead rows and crowding sentences
+    take places in the answer). Ranks beyond the units found are estimated from
+    ``RANK_SAMPLE`` units spread over the corpus.
     """
 
     index: VectorIndex
@@ -331,13 +333,27 @@ class CandidateSimilarity:
 
     def top(self, k: int | None) -> tuple[np.ndarray, np.ndarray]:
         want = self.n_units if k is None else min(k, self.n_units)
-        rows_wanted = want if self.row_unit is None else want * ROWS_PER_UNIT_SEARCHED
-        rows, _ = self.index.search(self.query, min(rows_wanted, len(self.index)))
-        units = np.unique(rows if self.row_unit is None else self.row_unit[rows])
-        units = units[units >= 0]
+        units = self._units_found(want)
         scores = self.scorer(units)
         order = rank_by_score(scores)[:want]  # ties go to the lower unit
         return units[order], scores[order]
+
+    def _units_found(self, want: int) -> np.ndarray:
+        """The units of the index's best rows, at least ``want`` of them where it holds
+        that many live rows' units: rows are asked for again, in proportion to the
+        units missing, while dead rows (chunks deleted since it was built) or one
+        unit's many sentences leave the answer short. Indexes at scale find twice the
+        units wanted in their first answer, so they search once."""
+        total = len(self.index)
+        ask = min(total, want if self.row_unit is None else want * ROWS_PER_UNIT_SEARCHED)
+        while True:
+            rows, _ = self.index.search(self.query, ask)
+            units = np.unique(rows if self.row_unit is None else self.row_unit[rows])
+            units = units[units >= 0]
+            if len(units) >= want or ask >= total or len(rows) < ask:
+                return units
+            missing = want - len(units)  # rows for them, at the rate rows held units
+            ask = min(total, ask + -(-missing * ask // max(len(units), 1)))
 
     def score(self, units: np.ndarray) -> np.ndarray:
         return self.scorer(units)

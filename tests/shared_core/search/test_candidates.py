@@ -149,6 +149,28 @@ def test_sentence_rows_give_each_unit_its_best_sentence() -> None:
     assert units.tolist() == [0]
 
 
+
+def test_dead_rows_and_one_unit_s_sentences_do_not_shorten_the_top() -> None:
+    # rows 0-2 belong to deleted chunks (-1) and are the query's closest; unit 0's four
+    # sentences come next, then unit 1's and unit 2's one each. Two rows a unit wanted
+    # (6 for 3 units) hold unit 0 alone, so the index is asked again, for the missing
+    # units at that rate (6 + 12 rows: all 9), and every unit is found
+    cosines = np.array([1.0, 0.99, 0.98, 0.97, 0.96, 0.95, 0.94, 0.5, 0.1])
+    sentences = np.stack([cosines, np.sqrt(1 - cosines ** 2)], axis=1).astype(np.float32)
+    row_unit = np.array([-1, -1, -1, 0, 0, 0, 0, 1, 2])
+
+    def best_sentence(units: np.ndarray) -> np.ndarray:
+        return np.array([cosines[row_unit == u].max() for u in units], np.float32)
+
+    view = CandidateSimilarity(ExactVectorIndex(sentences), row_unit, best_sentence,
+                               np.array([1.0, 0.0], np.float32), 3)
+    units, sims = view.top(3)
+    assert units.tolist() == [0, 1, 2] and sims.tolist() == pytest.approx([0.97, 0.5, 0.1])
+    # one unit wanted: two rows are both dead, four rows reach unit 0
+    units, sims = view.top(1)
+    assert units.tolist() == [0] and sims.tolist() == pytest.approx([0.97])
+
+
 # ------------------------------------------------------------- fused over a pool
 def random_problem(seed: int, n_units: int = 400, n_concepts: int = 60) -> dict[str, object]:
     rng = np.random.default_rng(seed)
