@@ -353,7 +353,10 @@ class ConceptGraphIndex:
             moved.append(replaced(take(corpus, at), sentence_vectors=rows))
         old_keys = set(StoredRows.of(before, None).keys_of(rewritten))
         store = cast(VectorStoreBackend, state.vector_store)
-        written = rows_written_ahead(store, [*parts, *moved])
+        # rows the store holds for the latest save though updates dropped them: a chunk
+        # added back as it was writes the same keys, which must then stay
+        held = set(self._pending_deletes)
+        written = rows_written_ahead(store, [*parts, *moved], held)
         try:
             merged = merge_many([corpus, *parts], self._spill) if parts else corpus
             if not parts:  # metadata alone: the same graph, its rows under their new keys
@@ -364,15 +367,19 @@ class ConceptGraphIndex:
             else:  # this index held no chunk: the graph from the rows at hand, then let go
                 after = _rows_left_in_store(state.updated(merged, self._spill))
         except BaseException:
-            store.delete(written)
+            store.delete([key for key in written if key not in held])
             raise
-        self._publish_in_store(after, sorted(old_keys - set(written)))
+        self._publish_in_store(after, sorted(old_keys - set(written)), written)
 
-    def _publish_in_store(self, after: IndexState, stale: list[str]) -> None:
+    def _publish_in_store(self, after: IndexState, stale: list[str],
+                          written: Iterable[str] = ()) -> None:
         """Publish an update of an index whose rows are its store's. The rows it dropped
-        stay in the store until the next save: until then the latest save's rows are all
-        there, so a process killed before it saves reopens that save (see :meth:`save`),
-        and readers still on an older state find their rows."""
+        (``stale``) stay in the store until the next save: until then the latest save's
+        rows are all there, so a process killed before it saves reopens that save (see
+        :meth:`save`), and readers still on an older state find their rows. The rows it
+        wrote (``written``) are live again, if an earlier update had dropped them."""
+        live = set(written)
+        self._pending_deletes = [key for key in self._pending_deletes if key not in live]
         self._pending_deletes.extend(stale)
         self._state = _with_store_surplus(replace(after, store_generation=None),
                                           len(set(self._pending_deletes)))

@@ -33,7 +33,7 @@ import re
 import secrets
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
@@ -833,11 +833,14 @@ def _new_generation(store: VectorStoreBackend) -> str:
     return generation
 
 
-def rows_written_ahead(store: VectorStoreBackend, corpora: Sequence[CorpusState]) -> list[str]:
+def rows_written_ahead(store: VectorStoreBackend, corpora: Sequence[CorpusState],
+                       held: Collection[str] = ()) -> list[str]:
     """Upsert every sentence row of these states' chunks, whose rows this process holds
     (an update's new chunks, before the index that holds no vector reads them back by
     key). Clears the store's generation first: the store now holds rows no save lists.
-    On an error, every row written is deleted again before it raises. Returns the keys."""
+    On an error, every row written is deleted again before it raises, except those in
+    ``held``: rows the store held already (a deleted chunk added back as it was, whose
+    rows the latest save still lists). Returns the keys."""
     store.write_marker("")
     written: list[str] = []
     try:
@@ -847,7 +850,7 @@ def rows_written_ahead(store: VectorStoreBackend, corpora: Sequence[CorpusState]
             written.extend(rows.keys_of(chunks))
             rows.write(store, chunks)
     except BaseException:
-        store.delete(written)
+        store.delete([key for key in written if key not in held])
         raise
     if written:
         store.flush()

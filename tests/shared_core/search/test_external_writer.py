@@ -9,12 +9,18 @@ on a few rows both find the truly closest), on the engines of ``test_external``.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import textwrap
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from shared_core import ConceptGraphIndex, HashingEmbedder
 from shared_core.search.external import EngineRows, EngineVectorIndex, MissingRowsError
@@ -138,6 +144,55 @@ def test_a_writer_without_vectors_killed_before_its_save_reopens_the_last_save(
     assert (repair.written, repair.deleted) == (0, 1)  # t9's one row: no save lists it
     assert set(store.list_keys()) == built_keys()
     assert contexts(writer) == contexts(build(vector_index="hnsw"))
+    store.close()
+
+
+class ReadsFail(QdrantStore):
+    """A Qdrant collection whose reads by key fail once ``failing`` is set, as a store
+    that goes away in the middle of an update."""
+
+    failing = False
+
+    def vectors_of(self, keys: Sequence[str]) -> np.ndarray:
+        if self.failing:
+            raise ConnectionError("the vector store went away")
+        return super().vectors_of(keys)
+
+
+def test_a_deleted_chunk_added_back_keeps_its_rows_through_the_save(tmp_path: Path) -> None:
+    """Its rows (the same keys) were to be deleted at the save; written again, they stay."""
+    store = engine("qdrant", tmp_path)
+    build(store).save(str(tmp_path / "idx"))
+    writer = writer_of(tmp_path / "idx", store)
+    writer.delete(["t1", "t2"])
+    writer.add([TEXTS[1]], ids=["t1"], metadatas=[built_metadata(1)])
+    assert cast_ann(writer).surplus == 2  # t2's two rows, no longer t1's
+    writer.save(str(tmp_path / "idx"))
+    assert set(store.list_keys()) == built_keys([0, 1, 3, 4])
+    reopened = writer_of(tmp_path / "idx", store)
+    reopened.state.corpus.sentence_vectors.cached_rows = 0  # type: ignore[union-attr]
+    assert contexts(reopened) == contexts(writer)
+    store.close()
+
+
+def test_an_update_that_fails_leaves_the_rows_of_the_last_save(tmp_path: Path) -> None:
+    """The update's rows are deleted again, but not the rows of a chunk it was adding
+    back as it was: the last save, which a crash would reopen, lists them."""
+    store = ReadsFail(str(tmp_path / "qdrant"), "cg")
+    build(store).save(str(tmp_path / "idx"))
+    writer = writer_of(tmp_path / "idx", store)
+    writer.delete(["t1"])
+    answers = contexts(writer)
+    store.failing = True
+    with pytest.raises(ConnectionError, match="went away"):
+        writer.add([TEXTS[1], ADDED[0]], ids=["t1", "t9"], metadatas=[built_metadata(1), {}])
+    store.failing = False
+    assert "t1" not in writer and "t9" not in writer and contexts(writer) == answers
+    assert set(store.list_keys()) == built_keys()  # t9's row gone, t1's still there
+    reopened = writer_of(tmp_path / "idx", store)  # as after a crash: the last save
+    assert not reopened.vector_store_repair.deleted  # type: ignore[union-attr]
+    writer.save(str(tmp_path / "idx"))
+    assert set(store.list_keys()) == built_keys([0, 2, 3, 4])
     store.close()
 
 
@@ -272,3 +327,93 @@ def test_vectors_in_store_needs_a_store_that_returns_its_rows(tmp_path: Path) ->
         ConceptGraphIndex(embedder, vector_store=KeysOnly(store),  # type: ignore[arg-type]
                           vectors_in_store=True)
     store.close()
+
+
+# ------------------------------------------------------------------ any run of changes
+# Every chunk a run may hold: the build's five, and two more. An id always names the
+# same text, so an add is new, an upsert of metadata, or a deleted chunk added back.
+POOL = {**{f"t{i}": text for i, text in enumerate(TEXTS)}, "t9": ADDED[0], "t10": ADDED[1]}
+
+
+class WriterRuns(RuleBasedStateMachine):
+    """Adds, deletes, upserts, saves and crashes (the writer dropped without a save,
+    then its save reopened) on the writer that holds no vector, and the same on an
+    index that holds its vectors. After each step both answer alike; the store holds
+    every row of the writer's chunks and of its latest save; after a save or a reopen
+    it holds those rows and no other."""
+
+    kind = "qdrant"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folder = Path(tempfile.mkdtemp(prefix="writer-runs-"))
+        self.store = engine(self.kind, self.folder)
+        build(self.store).save(str(self.folder / "idx"))
+        self.writer = writer_of(self.folder / "idx", self.store)
+        self.held = build(vector_index="hnsw")
+        self.held.save(str(self.folder / "held"))
+        self.saved_keys = self.keys_of(self.held)
+
+    @staticmethod
+    def keys_of(index: ConceptGraphIndex) -> set[str]:
+        return set(index.state.stored_rows().keys_of(range(len(index))))
+
+    @rule(ids=st.lists(st.sampled_from(sorted(POOL)), min_size=1, max_size=3, unique=True),
+          metadata=st.sampled_from(["none", "built", "other"]))
+    def add(self, ids: list[str], metadata: str) -> None:
+        texts = [POOL[i] for i in ids]
+        metadatas = (None if metadata == "none" else
+                     [built_metadata(int(i[1:])) if metadata == "built" else {"n": 20}
+                      for i in ids])
+        self.writer.add(texts, ids=ids, metadatas=metadatas)
+        self.held.add(texts, ids=ids, metadatas=metadatas)
+
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        held = self.held.chunk_ids
+        if len(held) < 2:  # keep a chunk to retrieve
+            return
+        doomed = data.draw(st.lists(st.sampled_from(held), min_size=1,
+                                    max_size=len(held) - 1, unique=True))
+        self.writer.delete(doomed)
+        self.held.delete(doomed)
+
+    @rule()
+    def save(self) -> None:
+        self.writer.save(str(self.folder / "idx"))
+        self.held.save(str(self.folder / "held"))
+        self.saved_keys = self.keys_of(self.held)
+        assert set(self.store.list_keys()) == self.saved_keys
+
+    @rule()
+    def crash(self) -> None:
+        """The writer is gone before its save: its save is reopened, and the store
+        loses the rows no save lists."""
+        self.writer = writer_of(self.folder / "idx", self.store)
+        self.held = ConceptGraphIndex.load(str(self.folder / "held"), HashingEmbedder(DIM))
+        assert set(self.store.list_keys()) == self.saved_keys
+
+    @invariant()
+    def both_answer_alike(self) -> None:
+        assert self.writer.chunk_ids == self.held.chunk_ids
+        assert contexts(self.writer) == contexts(self.held)
+        assert graph_of(self.writer) == graph_of(self.held)
+        assert set(self.store.list_keys()) >= self.keys_of(self.held) | self.saved_keys
+
+    def teardown(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+TestWriterRunsOnQdrant = WriterRuns.TestCase
+TestWriterRunsOnQdrant.settings = settings(max_examples=25, stateful_step_count=8,
+                                           deadline=None)
+
+
+class WriterRunsOnMilvusLite(WriterRuns):
+    kind = "milvus"
+
+
+TestWriterRunsOnMilvusLite = WriterRunsOnMilvusLite.TestCase
+TestWriterRunsOnMilvusLite.settings = settings(max_examples=10, stateful_step_count=8,
+                                               deadline=None)
