@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from benchmarks.faults import FailOnCall, check_loaded, readers_and_writer
 from shared_core.config import ConceptGraphConfig
@@ -387,3 +390,75 @@ def test_metadata_must_be_json_without_nan() -> None:
     with pytest.raises(ValueError, match=r"ids\[0\] contains"):
         index.add(["Some text."], ids=["id\x00"])
     assert len(index) == 0
+
+
+# ------------------------------------------------------------------ 7. any run of changes
+class IndexRuns(RuleBasedStateMachine):
+    """Adds (new chunks, metadata upserts, deleted chunks back), deletes, and saves
+    each followed by a load, in any order, on an index of any config, over HNSW or the
+    exact search: after every step it is the index built at once from the chunks it
+    holds. The updates leave deleted rows in HNSW segments and add segments, and a
+    load maps the saved ones; none of that may show."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folder = Path(tempfile.mkdtemp(prefix="index-runs-"))
+        self.held: dict[str, tuple[str, dict[str, Any] | None]] = {}
+
+    @initialize(name=st.sampled_from(sorted(CONFIGS)), search=st.sampled_from(["hnsw", "exact"]),
+                first=st.lists(st.sampled_from(range(len(POOL))), min_size=1, max_size=6,
+                               unique=True))
+    def build(self, name: str, search: str, first: list[int]) -> None:
+        self.config = dataclasses.replace(CONFIGS[name], vector_index=search)
+        texts = [POOL[i] for i in first]
+        self.index = ConceptGraphIndex.from_texts(texts, ids=ids_for(texts),
+                                                  embedder=HashingEmbedder(DIM),
+                                                  config=self.config)
+        self.held = {cid: (text, None) for cid, text in zip(ids_for(texts), texts, strict=True)}
+
+    @rule(chosen=st.lists(st.sampled_from(range(len(POOL))), min_size=1, max_size=3,
+                          unique=True),
+          tag=st.sampled_from([None, 1, 2]))
+    def add(self, chosen: list[int], tag: int | None) -> None:
+        texts = [POOL[i] for i in chosen]
+        ids = ids_for(texts)
+        self.index.add(texts, ids=ids, metadatas=None if tag is None else [{"tag": tag}] * len(ids))
+        for cid, text in zip(ids, texts, strict=True):
+            kept = self.held.get(cid, (text, None))[1]
+            self.held[cid] = (text, kept if tag is None else {"tag": tag})
+
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        if len(self.held) < 2:
+            return
+        doomed = data.draw(st.lists(st.sampled_from(sorted(self.held)), min_size=1,
+                                    max_size=len(self.held) - 1, unique=True))
+        self.index.delete(doomed)
+        for cid in doomed:
+            del self.held[cid]
+
+    @rule()
+    def save_and_load(self) -> None:
+        self.index.save(str(self.folder / "idx"))
+        self.index = ConceptGraphIndex.load(str(self.folder / "idx"), HashingEmbedder(DIM))
+
+    @invariant()
+    def it_is_the_index_built_at_once(self) -> None:
+        if not self.held:  # before the build
+            return
+        ids = sorted(self.held)
+        at_once = ConceptGraphIndex.from_texts(
+            [self.held[i][0] for i in ids], ids=ids, embedder=HashingEmbedder(DIM),
+            metadatas=[self.held[i][1] or {} for i in ids], config=self.config)
+        assert_same_index(self.index, at_once)
+        for query in QUERIES:  # past the small budget too: every chunk the ranking places
+            assert [(c.id, c.score) for c in self.index.retrieve(query, budget=10**6).chunks] \
+                == [(c.id, c.score) for c in at_once.retrieve(query, budget=10**6).chunks]
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+TestIndexRuns = IndexRuns.TestCase
+TestIndexRuns.settings = settings(max_examples=40, stateful_step_count=8, deadline=None,
+                                  suppress_health_check=[HealthCheck.too_slow])

@@ -349,10 +349,14 @@ class WriterRuns(RuleBasedStateMachine):
         self.folder = Path(tempfile.mkdtemp(prefix="writer-runs-"))
         self.store = engine(self.kind, self.folder)
         build(self.store).save(str(self.folder / "idx"))
-        self.writer = writer_of(self.folder / "idx", self.store)
+        self.writer = self.opened()
         self.held = build(vector_index="hnsw")
         self.held.save(str(self.folder / "held"))
         self.saved_keys = self.keys_of(self.held)
+
+    def opened(self) -> ConceptGraphIndex:
+        """The index under test, from its save."""
+        return writer_of(self.folder / "idx", self.store)
 
     @staticmethod
     def keys_of(index: ConceptGraphIndex) -> set[str]:
@@ -389,7 +393,7 @@ class WriterRuns(RuleBasedStateMachine):
     def crash(self) -> None:
         """The writer is gone before its save: its save is reopened, and the store
         loses the rows no save lists."""
-        self.writer = writer_of(self.folder / "idx", self.store)
+        self.writer = self.opened()
         self.held = ConceptGraphIndex.load(str(self.folder / "held"), HashingEmbedder(DIM))
         assert set(self.store.list_keys()) == self.saved_keys
 
@@ -398,7 +402,11 @@ class WriterRuns(RuleBasedStateMachine):
         assert self.writer.chunk_ids == self.held.chunk_ids
         assert contexts(self.writer) == contexts(self.held)
         assert graph_of(self.writer) == graph_of(self.held)
-        assert set(self.store.list_keys()) >= self.keys_of(self.held) | self.saved_keys
+        assert set(self.store.list_keys()) >= self.keys_of(self.held) | self.kept_keys()
+
+    def kept_keys(self) -> set[str]:
+        """Rows the store keeps besides the index's own: a writer's, those of its save."""
+        return self.saved_keys
 
     def teardown(self) -> None:
         self.store.close()
@@ -417,3 +425,24 @@ class WriterRunsOnMilvusLite(WriterRuns):
 TestWriterRunsOnMilvusLite = WriterRunsOnMilvusLite.TestCase
 TestWriterRunsOnMilvusLite.settings = settings(max_examples=10, stateful_step_count=8,
                                                deadline=None)
+
+
+class MirroredRuns(WriterRuns):
+    """The same runs on an index that holds its vectors and keeps its store's rows as
+    its own: after every step the store holds its chunks' rows and no other."""
+
+    def opened(self) -> ConceptGraphIndex:
+        return ConceptGraphIndex.load(str(self.folder / "idx"), HashingEmbedder(DIM),
+                                      vector_store=self.store)
+
+    def kept_keys(self) -> set[str]:
+        return set()  # a reopened save writes back the rows the store no longer holds
+
+    @invariant()
+    def the_store_holds_the_index_s_rows(self) -> None:
+        assert set(self.store.list_keys()) == self.keys_of(self.writer)
+
+
+TestMirroredRunsOnQdrant = MirroredRuns.TestCase
+TestMirroredRunsOnQdrant.settings = settings(max_examples=20, stateful_step_count=8,
+                                             deadline=None)
