@@ -21,6 +21,7 @@ from benchmarks.faults import FailOnCall, check_loaded, readers_and_writer
 from shared_core.config import ConceptGraphConfig
 from shared_core.embeddings import EMBED_BATCH, HashingEmbedder
 from shared_core.index import ConceptGraphIndex, content_id
+from shared_core.state.spill import VectorSpill
 from shared_core.text import count_tokens, split_sentences
 from tests.shared_core.fakes import RecordingEmbedder
 from tests.shared_core.test_index import CORPUS
@@ -407,13 +408,16 @@ class IndexRuns(RuleBasedStateMachine):
 
     @initialize(name=st.sampled_from(sorted(CONFIGS)), search=st.sampled_from(["hnsw", "exact"]),
                 first=st.lists(st.sampled_from(range(len(POOL))), min_size=1, max_size=6,
-                               unique=True))
-    def build(self, name: str, search: str, first: list[int]) -> None:
+                               unique=True),
+                spilled=st.booleans())
+    def build(self, name: str, search: str, first: list[int], spilled: bool) -> None:
         self.config = dataclasses.replace(CONFIGS[name], vector_index=search)
+        # spilled: every array and text a build or an update makes goes to a spill file
+        self.spill = VectorSpill(min_bytes=0) if spilled else None
         texts = [POOL[i] for i in first]
         self.index = ConceptGraphIndex.from_texts(texts, ids=ids_for(texts),
                                                   embedder=HashingEmbedder(DIM),
-                                                  config=self.config)
+                                                  config=self.config, vector_spill=self.spill)
         self.held = {cid: (text, None) for cid, text in zip(ids_for(texts), texts, strict=True)}
 
     @rule(chosen=st.lists(st.sampled_from(range(len(POOL))), min_size=1, max_size=3,
@@ -440,7 +444,8 @@ class IndexRuns(RuleBasedStateMachine):
     @rule()
     def save_and_load(self) -> None:
         self.index.save(str(self.folder / "idx"))
-        self.index = ConceptGraphIndex.load(str(self.folder / "idx"), HashingEmbedder(DIM))
+        self.index = ConceptGraphIndex.load(str(self.folder / "idx"), HashingEmbedder(DIM),
+                                            vector_spill=self.spill)
 
     @invariant()
     def it_is_the_index_built_at_once(self) -> None:
