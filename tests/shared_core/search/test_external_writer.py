@@ -388,6 +388,9 @@ class WriterRuns(RuleBasedStateMachine):
         self.held.save(str(self.folder / "held"))
         self.saved_keys = self.keys_of(self.held)
         assert set(self.store.list_keys()) == self.saved_keys
+        replica = ConceptGraphIndex.load(str(self.folder / "idx"), HashingEmbedder(DIM),
+                                         vector_store=self.store, vectors_in_store=True)
+        assert contexts(replica) == contexts(self.held)  # it reads every row from the store
 
     @rule()
     def crash(self) -> None:
