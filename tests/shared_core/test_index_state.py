@@ -441,6 +441,19 @@ class IndexRuns(RuleBasedStateMachine):
         for cid in doomed:
             del self.held[cid]
 
+    @rule(changes=st.fixed_dictionaries({}, optional={
+        "theta_co": st.sampled_from([1, 2]), "concepts_per_chunk": st.sampled_from([2, 3]),
+        "concept_links": st.sampled_from(["contains", "extracted"]),
+        "pagerank_weighted": st.booleans(), "vector_index": st.sampled_from(["hnsw", "exact"]),
+        "top_k": st.sampled_from([2, 3]), "walk_hops": st.sampled_from(["auto", 0, 2])}))
+    def reconfigure(self, changes: dict[str, Any]) -> None:
+        """Graph knobs derive the graph again from the chunks it holds; search knobs
+        share it. (Not ``candidates`` below the units held: HNSW's quantiser is trained
+        per segment, so an updated index's few candidates may be other near-ties than
+        a build's, within the approximation the scale benchmark measures.)"""
+        self.index = self.index.reconfigured(**changes)
+        self.config = dataclasses.replace(self.config, **changes)
+
     @rule()
     def save_and_load(self) -> None:
         self.index.save(str(self.folder / "idx"))
