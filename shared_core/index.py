@@ -308,7 +308,7 @@ class ConceptGraphIndex:
         # the rows its updates dropped, deleted from the store by its next save
         self._writes_store_rows = _vectors_in_store_checked(vectors_in_store, vector_store,
                                                             config)
-        self._pending_deletes: list[str] = []
+        self._pending_deletes: set[str] = set()
         corpus = empty_corpus(embedder.dim, direct_units=config.chunk_similarity == "direct")
         self.vector_store_repair: Reconciled | None = None
         if vector_store is None:
@@ -355,7 +355,7 @@ class ConceptGraphIndex:
         store = cast(VectorStoreBackend, state.vector_store)
         # rows the store holds for the latest save though updates dropped them: a chunk
         # added back as it was writes the same keys, which must then stay
-        held = set(self._pending_deletes)
+        held = frozenset(self._pending_deletes)
         written = rows_written_ahead(store, [*parts, *moved], held)
         try:
             merged = merge_many([corpus, *parts], self._spill) if parts else corpus
@@ -378,11 +378,10 @@ class ConceptGraphIndex:
         rows are all there, so a process killed before it saves reopens that save (see
         :meth:`save`), and readers still on an older state find their rows. The rows it
         wrote (``written``) are live again, if an earlier update had dropped them."""
-        live = set(written)
-        self._pending_deletes = [key for key in self._pending_deletes if key not in live]
-        self._pending_deletes.extend(stale)
+        self._pending_deletes.difference_update(written)
+        self._pending_deletes.update(stale)
         self._state = _with_store_surplus(replace(after, store_generation=None),
-                                          len(set(self._pending_deletes)))
+                                          len(self._pending_deletes))
         give_back_free_heap()
 
     @classmethod
@@ -511,7 +510,7 @@ class ConceptGraphIndex:
                 "sentence vector, which this index reads from the vector store row by row; "
                 "reconfigure an index that holds its vectors, save, and load that save here")
         index._writes_store_rows = self._writes_store_rows
-        index._pending_deletes = list(self._pending_deletes)
+        index._pending_deletes = set(self._pending_deletes)
         store = state.vector_store
         if graph_changed == ["vector_index"] and store is None:  # the graph is the same
             graph = with_vector_search(state.graph, corpus, config, self._spill)
@@ -1051,10 +1050,10 @@ class ConceptGraphIndex:
             return  # the store holds exactly these rows
         store.write_marker("")
         if self._pending_deletes:
-            store.delete(sorted(set(self._pending_deletes)))
+            store.delete(sorted(self._pending_deletes))
         store.flush()
         store.write_marker(generation)
-        self._pending_deletes = []
+        self._pending_deletes = set()
         self._state = _with_store_surplus(replace(state, store_generation=generation), 0)
 
     @classmethod
