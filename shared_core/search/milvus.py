@@ -21,7 +21,9 @@ well as the nearest vectors (:class:`~shared_core.search.external.TermPostingsBa
 from __future__ import annotations
 
 import functools
+import os
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -49,6 +51,40 @@ SPARSE_SINCE = (2, 4)  # the first Milvus release with sparse vector fields
 # what a string literal in a Milvus filter escapes: the other characters go in as they
 # are (Milvus Lite refuses \u escapes, and a raw carriage return ends a literal)
 _ESCAPED = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+# a Milvus Lite database's path -> the stores of this process that opened a client on it.
+# Milvus Lite 3 serves each database from a thread that outlives its clients until the
+# process exits, holding the database's files and lock: the last store to close stops it.
+_LITE_CLIENTS: dict[str, int] = {}
+_LITE_GUARD = threading.Lock()
+
+
+def _lite_path(uri: str) -> str | None:
+    """The database a URI names if Milvus Lite serves it (pymilvus's rule: a ``.db`` path)."""
+    return os.path.abspath(uri) if uri.endswith(".db") else None
+
+
+def _lite_opened(path: str) -> None:
+    with _LITE_GUARD:
+        _LITE_CLIENTS[path] = _LITE_CLIENTS.get(path, 0) + 1
+
+
+def _lite_closed(path: str) -> None:
+    """One store's client on ``path`` is closed; the last one stops the database's server,
+    so that its files are released (another process can open it, a folder be removed)."""
+    with _LITE_GUARD:
+        left = _LITE_CLIENTS.pop(path) - 1
+        if left:
+            _LITE_CLIENTS[path] = left
+            return
+    try:
+        from milvus_lite.server_manager import server_manager_instance
+    except ImportError:  # pragma: no cover - Milvus Lite 2 stops its server with the client
+        return
+    release = getattr(server_manager_instance, "release_server", None)
+    if release is not None:
+        release(path)
 
 
 def _quoted(key: str) -> str:
@@ -113,11 +149,24 @@ class MilvusVectorStore:
         self.uri = uri
         self.collection = collection
         self.index_type = index_type
-        self.client = client if client is not None else _client_class()(uri=uri, token=token)
-        self._terms = bool(term_postings)
-        self._dim: int | None = self._existing_dim(term_postings)
-        if self._terms and self._dim is None:
-            self._check_sparse_vectors()
+        # the Milvus Lite database this store serves from its own client, stopped at close
+        self._lite: str | None = None
+        if client is None:
+            self.client = _client_class()(uri=uri, token=token)
+            self._lite = _lite_path(uri)
+            if self._lite is not None:
+                _lite_opened(self._lite)
+        else:
+            self.client = client
+        try:
+            self._terms = bool(term_postings)
+            self._dim: int | None = self._existing_dim(term_postings)
+            if self._terms and self._dim is None:
+                self._check_sparse_vectors()
+        except BaseException:
+            if client is None:  # a refused store leaves no client or server behind
+                self.close()
+            raise
 
     @property
     def keeps_terms(self) -> bool:
@@ -357,5 +406,10 @@ class MilvusVectorStore:
         return [[(hit["key"], hit["distance"]) for hit in hits] for hits in found]
 
     def close(self) -> None:
-        """Release the client (Milvus Lite stops its local server)."""
+        """Release the client. For Milvus Lite, the last store of this process on the
+        file also stops the file's server, which frees its files and lock; a client
+        passed in as ``client`` is closed, and its Milvus Lite server is left to its owner."""
         self.client.close()
+        lite, self._lite = self._lite, None
+        if lite is not None:
+            _lite_closed(lite)

@@ -9,11 +9,12 @@ it by writing lines to its stdin.
 from __future__ import annotations
 
 import os
-import select
+import selectors
 import subprocess
 import sys
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT = 20.0  # seconds for any one step: generous, since a step takes well under one
@@ -29,6 +30,15 @@ store.close()
 print("released", flush=True)
 sys.stdin.readline()
 """
+
+
+def readable(stream: IO[str], timeout: float) -> bool:
+    """Whether ``stream`` has something to read within ``timeout`` seconds. A selector,
+    not ``select.select``, which refuses descriptors past 1,023 and so fails once a
+    long test session holds that many files."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        return bool(selector.select(timeout))
 
 
 class Child:
@@ -47,7 +57,7 @@ class Child:
     def expect(self, line: str, timeout: float = TIMEOUT) -> None:
         """Wait for the child to print ``line`` (its next line), or fail with its stderr."""
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        ready = readable(self.proc.stdout, timeout)
         got = self.proc.stdout.readline().strip() if ready else "(nothing: timed out)"
         if got != line:
             self.proc.kill()

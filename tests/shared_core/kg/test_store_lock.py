@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import re
-import select
 import signal
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from shared_core.kg import (
     KGStoreLocked,
     extract_kg,
 )
-from tests.shared_core.kg.processes import HOLD, Child
+from tests.shared_core.kg.processes import HOLD, Child, readable
 from tests.shared_core.kg.support import asked_chunks, by_chunk, chunks, runner
 from tests.shared_core.llm.scripted import ScriptedChat
 
@@ -187,7 +186,7 @@ def test_a_reader_beside_an_appending_writer_sees_only_complete_records(
         done = False
         last_size = 0
         while not done:
-            done = bool(select.select([writer.proc.stdout], [], [], 0)[0])
+            done = readable(writer.proc.stdout, 0)
             store = KGStore(tmp_path)  # raises on any unreadable complete line
             ids = [r.chunk_id for r in store.records()]
             assert ids == [f"c{i}" for i in range(1, len(ids) + 1)]

@@ -51,6 +51,7 @@ from tests.shared_core.search.milvus_server import database_client, milvus_serve
 from tests.shared_core.test_store import TEXTS
 
 DIM = 64
+ROOT = Path(__file__).resolve().parents[3]
 IDS = [f"t{i}" for i in range(len(TEXTS))]
 QUERIES = ["Who wrote the first compiler?", "analytical engine", "punched cards and looms"]
 # Milvus Lite's server talks to its client over loopback
@@ -506,6 +507,40 @@ def test_milvus_lite_is_flushed_after_each_update_and_a_server_never(
     store.close()
 
 
+LIST_KEYS = """
+import json, sys
+from shared_core.search.milvus import MilvusVectorStore
+store = MilvusVectorStore(sys.argv[1], "cg")
+print(json.dumps(sorted(store.list_keys())))
+store.close()
+"""
+
+
+def keys_from_another_process(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", LIST_KEYS, str(path)], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@loopback
+def test_closing_the_last_milvus_lite_store_on_a_file_frees_it_for_another_process(
+        tmp_path: Path) -> None:
+    """Milvus Lite 3 serves a file from a thread of this process, holding the file's
+    lock, until the process exits; closing a client does not stop it. The last store
+    of the process closed on the file stops it, and another process then opens it."""
+    first = engine("milvus", tmp_path)
+    build(first)
+    second = engine("milvus", tmp_path)  # the same file and collection
+    first.close()
+    assert set(second.list_keys()) == built_keys()  # still served for the open store
+    held = keys_from_another_process(tmp_path / "vectors.db")
+    assert held.returncode != 0 and "Open local milvus failed" in held.stderr
+    second.close()
+    freed = keys_from_another_process(tmp_path / "vectors.db")
+    assert freed.returncode == 0, freed.stderr
+    assert set(json.loads(freed.stdout)) == built_keys()
+
+
 @loopback
 @pytest.mark.parametrize("kind", TERM_ENGINES)
 def test_term_postings_must_match_the_collection(tmp_path: Path, kind: str) -> None:
@@ -693,9 +728,8 @@ CHILD = textwrap.dedent("""
 def killed_once_it_says(line: bytes, code: str, *args: str) -> None:
     """Run ``code`` in a child Python with ``args``; once it prints ``line``, kill it with
     SIGKILL, with its session (Milvus Lite's server goes with it)."""
-    root = Path(__file__).parents[3]
     child = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
-                             cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                              start_new_session=True)
     assert child.stdout is not None
     assert child.stdout.readline().strip() == line
