@@ -41,6 +41,7 @@ import json
 import os
 import platform
 import random
+import re
 import resource
 import shlex
 import subprocess
@@ -75,11 +76,56 @@ def sentence_pool(data: Path, limit: int = 400_000) -> list[str]:
     return pool[:limit]
 
 
-def passages(pool: list[str], n: int, seed: int) -> tuple[list[str], list[str]]:
-    """``n`` passages of 3–6 pool sentences each, with unique ids."""
+def passages(pool: list[str], n: int, seed: int,
+             fresh_names: float = 0.0) -> tuple[list[str], list[str]]:
+    """``n`` passages of 3–6 pool sentences each, with unique ids.
+
+    Recombined sentences bring no new words, so the vocabulary stops growing (about
+    65 K concepts from 100 K passages on). ``fresh_names`` (a mean per passage) puts
+    names no other passage has in place of capitalised words, as a real corpus keeps
+    meeting new names: each passage renames a Poisson-drawn number of its distinct
+    capitalised words (not a sentence's first), at every occurrence, drawn by their
+    own generator so that the sentences are those of ``fresh_names=0``.
+    """
     rng = random.Random(seed)
     texts = [" ".join(rng.choices(pool, k=rng.randint(3, 6))) for _ in range(n)]
+    if fresh_names:
+        texts = renamed(texts, fresh_names, np.random.default_rng(seed))
     return [f"s{seed}-{i:08d}" for i in range(n)], texts
+
+
+CAPITALISED = re.compile(r"(?<=[^.!?]\s)[A-Z][a-z]{2,}\b")
+
+
+FRESH_LETTERS = 6  # 26 ** 6 = 308 M names
+
+
+def fresh_name(i: int) -> str:
+    """The ``i``-th made-up name (Qxaaaaaa, Qxaaaaab, ...): letters only, like no word."""
+    if not 0 <= i < 26 ** FRESH_LETTERS:
+        raise ValueError(f"fresh name {i} is past the {26 ** FRESH_LETTERS:,} there are")
+    letters = ""
+    for _ in range(FRESH_LETTERS):
+        i, digit = divmod(i, 26)
+        letters = chr(97 + digit) + letters
+    return "Qx" + letters
+
+
+def renamed(texts: list[str], mean: float, rng: np.random.Generator) -> list[str]:
+    """``texts`` with a Poisson(``mean``) number of capitalised words each renamed to a
+    name of its own (fewer where a text has fewer such words)."""
+    counts = rng.poisson(mean, size=len(texts))
+    out, named = [], 0
+    for text, count in zip(texts, counts.tolist(), strict=True):
+        words = sorted(set(CAPITALISED.findall(text)))
+        if count and words:
+            chosen = rng.choice(len(words), size=min(count, len(words)), replace=False)
+            names = {words[w]: fresh_name(named + k) for k, w in enumerate(sorted(chosen))}
+            named += len(names)
+            text = re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b",
+                          lambda m, names=names: names[m.group(1)], text)
+        out.append(text)
+    return out
 
 
 class HeapSampler:
@@ -327,20 +373,23 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str,
                 drop_collections(store)
 
 
-def save_built(n: int, data: Path, folder: Path) -> dict[str, Any]:
-    """Build the size-``n`` corpus as :func:`measure_size` does and save it to
-    ``folder/idx<n>``: the index the saved-index benchmarks load."""
+def save_built(n: int, data: Path, folder: Path, fresh_names: float = 0.0) -> dict[str, Any]:
+    """Build the size-``n`` corpus as :func:`measure_size` does (with ``fresh_names``, see
+    :func:`passages`) and save it to ``folder/idx<n>``: the index the saved-index
+    benchmarks load."""
     from shared_core import ConceptGraphIndex, HashingEmbedder
     from shared_core.state.spill import DEFAULT_SPILL
 
-    ids, texts = passages(sentence_pool(data), n, seed=1)
+    ids, texts = passages(sentence_pool(data), n, seed=1, fresh_names=fresh_names)
     start = time.perf_counter()
     index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=HashingEmbedder(384),
                                          vector_spill=DEFAULT_SPILL)
     build = time.perf_counter() - start
     path = folder / f"idx{n}"
     index.save(str(path))
-    return {"passages": n, "path": str(path), "build_s": round(build, 1),
+    stats = index.stats()
+    return {"passages": n, "fresh_names": fresh_names, "concepts": int(stats["concepts"]),
+            "edges": int(stats["edges"]), "path": str(path), "build_s": round(build, 1),
             "disk_mb": round(folder_size(path) / 1e6, 1)}
 
 
@@ -837,6 +886,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--save", type=Path, metavar="DIR",
                         help="only build each size and save it to DIR/idx<size>; measures "
                              "nothing")
+    parser.add_argument("--fresh-names", type=float, default=0.0, metavar="MEAN",
+                        help="with --save: new names per passage, for a growing vocabulary "
+                             "(see passages())")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, nargs="+", metavar="REPORT",
@@ -850,9 +902,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.plot:
         plot_costs(rows_by_size(args.plot), args.plot_out)
         return
+    if args.fresh_names and not args.save:
+        parser.error("--fresh-names is for --save: measure its saves with benchmarks.query_cost")
+    if args.fresh_names < 0:
+        parser.error("--fresh-names is a mean count per passage: 0 or more")
     if args.save:
         for n in args.sizes:
-            print(json.dumps(save_built(n, args.data, args.save)), flush=True)
+            print(json.dumps(save_built(n, args.data, args.save, args.fresh_names)), flush=True)
         return
     if args.one:
         engine = Engine(args.backend, args.milvus_index, args.milvus_uri, args.engine_pid,

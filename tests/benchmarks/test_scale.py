@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks.scale import folder_size, passages
@@ -24,6 +25,51 @@ def test_passages_recombine_pool_sentences_with_unique_ids() -> None:
     assert passages(POOL, 50, seed=1) == (ids, texts)
     other_ids, other_texts = passages(POOL, 50, seed=2)
     assert not set(other_ids) & set(ids) and other_texts != texts
+
+
+NAMED = ["Ada met Babbage in London. Babbage wrote to Ada.", "Lovelace said so.",
+         "The engine was built in London by Babbage."]
+
+
+def test_fresh_names_replace_capitalised_words_at_every_occurrence() -> None:
+    from benchmarks.scale import fresh_name, renamed
+
+    assert [fresh_name(i) for i in (0, 1, 26, 26 ** 6 - 1)] == [
+        "Qxaaaaaa", "Qxaaaaab", "Qxaaaaba", "Qxzzzzzz"]
+    with pytest.raises(ValueError, match="past the 308,915,776"):
+        fresh_name(26 ** 6)
+    # a mean far above the words a text has: every capitalised word found outside a
+    # sentence's opening is renamed, at every occurrence (Ada's opening one too), each to
+    # a name of its own, numbered across the texts in the order of the words' spelling
+    out = renamed(NAMED, 50.0, np.random.default_rng(0))
+    assert out == ["Qxaaaaaa met Qxaaaaab in Qxaaaaac. Qxaaaaab wrote to Qxaaaaaa.",
+                   "Lovelace said so.",  # its one capitalised word opens the sentence
+                   "The engine was built in Qxaaaaae by Qxaaaaad."]
+    assert renamed(NAMED, 0.0, np.random.default_rng(0)) == NAMED
+
+
+def test_fresh_names_keep_the_recombined_sentences_and_add_concepts() -> None:
+    from shared_core import ConceptGraphIndex, HashingEmbedder
+
+    pool = ["Ada Lovelace met Charles Babbage in London.", "Babbage designed the Engine.",
+            "The Engine used Jacquard cards.", "Menabrea wrote about it in Turin."]
+    ids, plain = passages(pool, 40, seed=3)
+    renamed_ids, named = passages(pool, 40, seed=3, fresh_names=1.0)
+    assert renamed_ids == ids and named != plain
+    fresh = re.compile(r"Qx[a-z]{6}")
+    # put the old words back and the texts are the plain ones: nothing else changed
+    for text, original in zip(named, plain, strict=True):
+        assert len(text.split()) == len(original.split())
+        assert [w for w in text.split() if not fresh.search(w)] == [
+            o for w, o in zip(text.split(), original.split(), strict=True)
+            if not fresh.search(w)]
+
+    def concepts(texts: list[str]) -> int:
+        index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=HashingEmbedder(16))
+        return int(index.stats()["concepts"])
+
+    names = {m for text in named for m in fresh.findall(text)}
+    assert names and concepts(named) > concepts(plain)
 
 
 def test_rows_from_several_reports_one_per_size_and_plotted(tmp_path: Path) -> None:
@@ -165,3 +211,14 @@ def test_no_exact_refuses_the_sweeps_that_compare_with_exact(
             main(["--sizes", "10", "--no-exact", *sweep])
         assert stopped.value.code == 2
         assert "drop --no-exact" in capsys.readouterr().err
+
+
+def test_fresh_names_are_for_saves_and_never_negative(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.scale import main
+
+    with pytest.raises(SystemExit):
+        main(["--sizes", "10", "--fresh-names", "1"])
+    assert "--fresh-names is for --save" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--sizes", "10", "--fresh-names", "-1", "--save", "/nonexistent"])
+    assert "0 or more" in capsys.readouterr().err

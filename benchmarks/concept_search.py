@@ -1,0 +1,223 @@
+"""How well a query's direct concepts can be found without scanning every concept vector.
+
+    python -m benchmarks.concept_search --save SAVE --queries 200 \
+        --out benchmarks/results/concept_search_100k.json
+    python -m benchmarks.concept_search --dataset musique --embedder minilm \
+        --out benchmarks/results/concept_search_musique.json
+
+Every query multiplies its vector by every concept vector to pick its ``top_k`` direct
+concepts (``index._search``; ``search.fused.concept_weights``). A real corpus's
+vocabulary keeps growing (``benchmarks.vocabulary``), so that scan is the part of a query
+that grows with it. This measures, against the exact scan, the recall of the direct
+concepts and the time of two ways to find them:
+
+- an inverted-file index: spherical k-means over the concepts a unit links, each
+  concept in its nearest centroid's list (stored contiguously), a query scanning the
+  lists of its ``nprobe`` nearest centroids exactly;
+- faiss HNSW (flat vectors, inner product) at several search beams.
+
+The queries are the scale benchmark's (``--save``: pool sentences) or a dev set's
+questions (``--dataset``, over an index built from its passages). Nothing here changes
+how the index ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .scale import DATA, scale_questions, sentence_pool
+
+SEED = 0
+KMEANS_ITERATIONS = 10
+
+
+def spherical_kmeans(vectors: np.ndarray, lists: int, iterations: int = KMEANS_ITERATIONS,
+                     seed: int = SEED) -> np.ndarray:
+    """``lists`` unit centroids of unit ``vectors``: each step assigns every vector to its
+    most similar centroid and renormalises the lists' sums; an empty list keeps its centroid."""
+    rng = np.random.default_rng(seed)
+    centroids = vectors[rng.choice(len(vectors), size=lists, replace=False)].copy()
+    for _ in range(iterations):
+        nearest = assigned(vectors, centroids)
+        sums = np.zeros_like(centroids, dtype=np.float64)
+        np.add.at(sums, nearest, vectors)
+        norms = np.linalg.norm(sums, axis=1)
+        filled = norms > 0
+        centroids[filled] = (sums[filled] / norms[filled, None]).astype(np.float32)
+    return centroids
+
+
+def assigned(vectors: np.ndarray, centroids: np.ndarray, block: int = 16_384) -> np.ndarray:
+    """Each vector's most similar centroid, a block of vectors at a time."""
+    out = np.empty(len(vectors), dtype=np.int64)
+    for start in range(0, len(vectors), block):
+        out[start:start + block] = np.argmax(vectors[start:start + block] @ centroids.T, axis=1)
+    return out
+
+
+class InvertedLists:
+    """Concept vectors grouped by nearest centroid, each list's rows contiguous."""
+
+    def __init__(self, vectors: np.ndarray, ids: np.ndarray, centroids: np.ndarray) -> None:
+        nearest = assigned(vectors, centroids)
+        order = np.argsort(nearest, kind="stable")
+        self.centroids = centroids
+        self.rows = np.ascontiguousarray(vectors[order])
+        self.ids = ids[order]
+        self.bounds = np.searchsorted(nearest[order], np.arange(len(centroids) + 1))
+
+    def search(self, query: np.ndarray, k: int, nprobe: int) -> tuple[np.ndarray, int]:
+        """The ``k`` best concept ids among the ``nprobe`` nearest lists, best first, and
+        how many concepts were scored."""
+        probed = np.argpartition(-(self.centroids @ query), min(nprobe, len(self.centroids)) - 1
+                                 )[:nprobe]
+        spans = [(int(self.bounds[c]), int(self.bounds[c + 1])) for c in probed]
+        rows = np.concatenate([np.arange(a, b) for a, b in spans])
+        scores = np.concatenate([self.rows[a:b] @ query for a, b in spans])
+        best = np.lexsort((self.ids[rows], -scores))[:k]
+        return self.ids[rows[best]], len(rows)
+
+
+def exact_direct(vectors: np.ndarray, usable: np.ndarray, query: np.ndarray, k: int
+                 ) -> np.ndarray:
+    """The direct concepts as the index picks them: the ``k`` most similar usable ones."""
+    from shared_core.search.vector_index import top_k_indices
+
+    similarity = vectors @ query
+    return usable[top_k_indices(similarity[usable], k)]
+
+
+def timed(run: Callable[[np.ndarray], np.ndarray], queries: np.ndarray
+          ) -> tuple[list[np.ndarray], float]:
+    """Each query's answer, and the median milliseconds of one."""
+    answers, seconds = [], []
+    for query in queries:
+        start = time.perf_counter()
+        answers.append(run(query))
+        seconds.append(time.perf_counter() - start)
+    return answers, round(float(np.median(seconds)) * 1000, 3)
+
+
+def recall(found: Sequence[np.ndarray], exact: Sequence[np.ndarray]) -> float:
+    """The share of the exact direct concepts found, over all queries."""
+    hits = sum(len(np.intersect1d(f, e)) for f, e in zip(found, exact, strict=True))
+    return round(hits / max(1, sum(len(e) for e in exact)), 4)
+
+
+def measure(vectors: np.ndarray, usable: np.ndarray, queries: np.ndarray, k: int,
+            lists: Sequence[int], nprobes: Sequence[int], beams: Sequence[int],
+            hnsw_m: int = 32) -> dict[str, Any]:
+    """Recall of the exact direct concepts and median ms per query, for every method."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    exact, exact_ms = timed(lambda q: exact_direct(vectors, usable, q, k), queries)
+    report: dict[str, Any] = {"concepts": len(vectors), "usable": len(usable),
+                              "queries": len(queries), "top_k": k,
+                              "exact": {"ms": exact_ms}, "ivf": [], "hnsw": []}
+    candidates = vectors[usable]
+    for count in lists:
+        start = time.perf_counter()
+        inverted = InvertedLists(candidates, usable,
+                                 spherical_kmeans(candidates, min(count, len(candidates))))
+        build_s = round(time.perf_counter() - start, 2)
+        for nprobe in nprobes:
+            scanned: list[int] = []
+
+            def probe(q: np.ndarray, nprobe: int = nprobe, inverted: InvertedLists = inverted,
+                      scanned: list[int] = scanned) -> np.ndarray:
+                ids, n = inverted.search(q, k, nprobe)
+                scanned.append(n)
+                return ids
+
+            found, ms = timed(probe, queries)
+            report["ivf"].append({"lists": count, "nprobe": nprobe, "build_s": build_s,
+                                  "recall": recall(found, exact), "ms": ms,
+                                  "scanned_share": round(float(np.mean(scanned))
+                                                         / len(candidates), 4)})
+    if beams:
+        import faiss
+
+        start = time.perf_counter()
+        hnsw = faiss.IndexHNSWFlat(vectors.shape[1], hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        hnsw.add(candidates)
+        build_s = round(time.perf_counter() - start, 2)
+        for beam in beams:
+            hnsw.hnsw.efSearch = max(beam, k)
+
+            def graph(q: np.ndarray) -> np.ndarray:
+                _, rows = hnsw.search(q[None, :], k)
+                return np.asarray(usable[rows[0][rows[0] >= 0]])
+
+            found, ms = timed(graph, queries)
+            report["hnsw"].append({"m": hnsw_m, "ef": beam, "build_s": build_s,
+                                   "recall": recall(found, exact), "ms": ms})
+    return report
+
+
+def dataset_index(name: str, data: Path, embedder: Any) -> tuple[Any, np.ndarray]:
+    """An index over a dev set's passages with the default config, and its questions'
+    unit vectors."""
+    from shared_core import ConceptGraphIndex
+
+    from .data import load_dataset, passage_text
+
+    dataset = load_dataset(data / name)
+    index = ConceptGraphIndex.from_texts([passage_text(p) for p in dataset.passages],
+                                         ids=[p.id for p in dataset.passages],
+                                         embedder=embedder)
+    return index, embedder.embed([q.question for q in dataset.questions])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from shared_core.embeddings.cache import embedder_for_model_id, resolve_embedder
+
+    from .run import CACHE_PATH
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--save", type=Path, help="a saved index, asked the scale questions")
+    source.add_argument("--dataset", help="a dev set under --data, asked its questions")
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--embedder", default="minilm",
+                        help="minilm or hashing (--dataset; a save uses its own)")
+    parser.add_argument("--cache", type=Path, default=CACHE_PATH, help="SQLite embedding cache")
+    parser.add_argument("--queries", type=int, default=200, help="scale questions (--save)")
+    parser.add_argument("--lists", type=int, nargs="*", default=[256, 1024])
+    parser.add_argument("--nprobe", type=int, nargs="*", default=[8, 16, 32, 64])
+    parser.add_argument("--ef", type=int, nargs="*", default=[32, 64, 128, 256])
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if args.save is not None:
+        from shared_core import ConceptGraphIndex
+        from shared_core.store import read_manifest
+
+        # the save's own embedder, as the CLI loads one
+        model = read_manifest(str(args.save))["embedding_model"]
+        embedder = embedder_for_model_id(model, args.cache)
+        index = ConceptGraphIndex.load(str(args.save), embedder)
+        queries = scale_questions(sentence_pool(args.data), args.queries, embedder).vectors
+    else:
+        embedder = resolve_embedder(args.embedder, args.cache)
+        index, queries = dataset_index(args.dataset, args.data, embedder)
+    queries = np.asarray(queries, dtype=np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    graph = index.state.graph
+    report = {"command": "python -m benchmarks.concept_search " + " ".join(
+                  sys.argv[1:] if argv is None else argv),
+              "embedder": embedder.model_id,
+              **measure(np.asarray(graph.vectors), np.asarray(graph.unit_linked_concepts),
+                        queries, index.config.top_k, args.lists, args.nprobe, args.ef)}
+    print(json.dumps(report, indent=2))
+    if args.out is not None:
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

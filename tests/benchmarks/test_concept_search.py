@@ -1,0 +1,79 @@
+"""The concept-search benchmark: inverted lists and HNSW against the exact direct concepts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.concept_search import InvertedLists, main, measure, recall, spherical_kmeans
+from tests.benchmarks.dev_sets import write_dev_set
+from tests.shared_core.test_store import TEXTS
+
+
+def unit(*xs: float) -> np.ndarray:
+    v = np.asarray(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+# two tight groups of 2-d concepts, around x and around y; ids are not positions
+VECTORS = np.stack([unit(1, 0.1), unit(0.1, 1), unit(1, 0.2), unit(0.2, 1), unit(1, 0)])
+IDS = np.array([10, 11, 12, 13, 14])
+
+
+def test_inverted_lists_group_concepts_by_nearest_centroid_and_scan_only_probed_lists() -> None:
+    lists = InvertedLists(VECTORS, IDS, np.stack([unit(1, 0), unit(0, 1)]))
+    assert lists.bounds.tolist() == [0, 3, 5]  # 10, 12, 14 near x; 11, 13 near y
+    assert lists.ids.tolist() == [10, 12, 14, 11, 13]
+    # a query near y scans y's list only: its two concepts, the closer first
+    ids, scanned = lists.search(unit(0.15, 1), k=3, nprobe=1)
+    assert ids.tolist() == [13, 11] and scanned == 2
+    # every list probed: the exact order over all five
+    ids, scanned = lists.search(unit(1, 0.15), k=5, nprobe=2)
+    assert scanned == 5
+    assert ids.tolist() == IDS[np.argsort(-(VECTORS @ unit(1, 0.15)))].tolist()
+
+
+def test_spherical_kmeans_finds_the_two_groups() -> None:
+    centroids = spherical_kmeans(VECTORS, 2)
+    assert np.allclose(np.linalg.norm(centroids, axis=1), 1.0, atol=1e-6)
+    groups = {tuple(sorted(IDS[np.argmax(VECTORS @ centroids.T, axis=1) == c].tolist()))
+              for c in range(2)}
+    assert groups == {(10, 12, 14), (11, 13)}
+
+
+def test_recall_is_the_share_of_exact_concepts_found() -> None:
+    assert recall([np.array([1, 2, 3]), np.array([7])], [np.array([1, 2, 4]), np.array([7, 8])]
+                  ) == pytest.approx(3 / 5)
+
+
+def test_probing_every_list_or_a_beam_past_every_concept_finds_the_exact_ones() -> None:
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((300, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    usable = np.flatnonzero(np.arange(300) % 3 != 0)  # a third link no unit
+    queries = rng.standard_normal((20, 16)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    report = measure(vectors, usable, queries, k=10, lists=[8], nprobes=[2, 8], beams=[400])
+    few, every = report["ivf"]
+    assert every["recall"] == 1.0 and every["scanned_share"] == 1.0
+    assert few["scanned_share"] < 1.0 and few["recall"] <= 1.0
+    assert report["hnsw"][0]["recall"] == 1.0
+    assert (report["concepts"], report["usable"], report["top_k"]) == (300, 200, 10)
+
+
+def test_a_dev_set_is_indexed_and_asked_its_questions(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    write_dev_set(data / "tiny", [{"id": f"p{i}", "title": "", "text": t}
+                                  for i, t in enumerate(TEXTS)],
+                  [{"id": "q1", "question": "Who designed the analytical engine?",
+                    "answers": ["Babbage"]}])
+    out = tmp_path / "search.json"
+    main(["--dataset", "tiny", "--data", str(data), "--embedder", "hashing",
+          "--cache", str(tmp_path / "cache.sqlite"), "--lists", "2", "--nprobe", "2",
+          "--ef", "64", "--out", str(out)])
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["queries"] == 1 and report["embedder"].startswith("hashing")
+    assert report["ivf"][0]["recall"] == 1.0 and report["hnsw"][0]["recall"] == 1.0
