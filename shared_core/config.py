@@ -22,6 +22,7 @@ SelectBy = Literal["chunks", "tokens"]
 VectorIndexKind = Literal["auto", "exact", "hnsw"]
 WalkNodes = Literal["sentences", "units"]
 WalkSeeds = Literal["direct", "exact"]
+ConceptSearch = Literal["exact", "hnsw"]
 
 # The knobs by what they act on, so that what a change costs can be read off its group:
 # build knobs shape the stored chunks (a change needs a rebuild), graph knobs the concept
@@ -36,7 +37,8 @@ KNOB_GROUPS: dict[str, tuple[str, ...]] = {
     # time and "mean" precomputes unit vectors with the graph
     "query": ("top_k", "hops", "budget", "ranking", "chunk_similarity", "overflow",
               "exact_match_seeds", "lexical", "rrf_k", "expansion_decay", "min_score",
-              "candidates", "walk_hops", "walk_nodes", "walk_seeds", "walk_postings"),
+              "candidates", "walk_hops", "walk_nodes", "walk_seeds", "walk_postings",
+              "concept_search"),
     "fusion": ("lam",),
 }
 
@@ -132,6 +134,13 @@ class ConceptGraphConfig:
     while its masses stay the full walk's. The default (3 % of a million passages)
     binds from about a hundred thousand; ``None`` reads every posting. The exact
     path always reads every posting (the reference).
+
+    ``concept_search`` is how the fused ranking finds its ``top_k`` direct concepts:
+    ``"exact"`` (the default) scores every concept vector, ``"hnsw"`` asks an HNSW
+    graph over them (the ``ann`` extra) and scores its candidates exactly
+    (``shared_core.search.concepts``). The scan grows with the vocabulary, which real
+    text keeps growing; the graph is built by a state's first query and not saved,
+    so it suits indexes queried far more than updated.
     """
 
     theta_sem: float = 0.65
@@ -171,6 +180,7 @@ class ConceptGraphConfig:
     walk_seeds: WalkSeeds = "direct"
     # posting entries a walk step reads on the candidate path (RESULTS.md)
     walk_postings: int | None = 30_000
+    concept_search: ConceptSearch = "exact"
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -201,6 +211,10 @@ class ConceptGraphConfig:
         _check_choice("walk_seeds", self.walk_seeds, ("direct", "exact"))
         if self.walk_postings is not None:
             _check_int("walk_postings", self.walk_postings, 1)
+        _check_choice("concept_search", self.concept_search, ("exact", "hnsw"))
+        if self.concept_search == "hnsw" and self.ranking != "fused":
+            raise ValueError("concept_search='hnsw' finds the fused ranking's direct concepts; "
+                             "ranking='paper' scans them all: use concept_search='exact'")
         _check_range("expansion_decay", self.expansion_decay, 0.0, 1.0)
         if self.min_score is not None:
             _check_range("min_score", self.min_score, -1.0, 1.0)

@@ -40,6 +40,7 @@ from .search.candidates import (
     UnitSimilarity,
     UnitView,
 )
+from .search.concepts import searched_weighting
 from .search.external import (
     EngineRows,
     EngineVectorIndex,
@@ -1402,9 +1403,16 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     if not len(corpus):
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
-        concept_similarity = graph.vectors @ q
+        weighting: tuple[np.ndarray, np.ndarray] | None = None
+        if cfg.concept_search == "hnsw":
+            concept_similarity, weighting = searched_weighting(
+                graph.concept_hnsw, graph.vectors, graph.adjacency, q, top_k=cfg.top_k,
+                hops=hops, decay=cfg.expansion_decay, exact=exact)
+        else:
+            concept_similarity = graph.vectors @ q
         term_ids = _term_ids(corpus, analyzer, query) if cfg.lexical else None
-        found = _found_by_engine(graph, cfg, concept_similarity, hops, exact, term_ids)
+        found = _found_by_engine(graph, cfg, concept_similarity, hops, exact, term_ids,
+                                 weighting)
         lexical = (None if term_ids is None else graph.unit_bm25.view(term_ids) if found is None
                    else found.lexical)
         similarity: np.ndarray | UnitSimilarity = (
@@ -1436,7 +1444,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
             walk_seeds=query_concepts if walks_from_terms else None,
             walk_hops=walk_hops,
             walk_postings=None if graph.ann is None else cfg.walk_postings,  # candidates only
-            weighting=None if found is None else found.weighting,
+            weighting=weighting if found is None else found.weighting,
             evidence_found=None if found is None else found.evidence,
         )
     else:
@@ -1568,7 +1576,9 @@ class _EngineFound:
 
 def _found_by_engine(graph: DerivedGraph, cfg: ConceptGraphConfig,
                      concept_similarity: np.ndarray, hops: int, exact: np.ndarray | None,
-                     term_ids: list[int] | None) -> _EngineFound | None:
+                     term_ids: list[int] | None,
+                     weighting: tuple[np.ndarray, np.ndarray] | None = None
+                     ) -> _EngineFound | None:
     """Where the vector engine keeps term postings, the units it finds, in one request,
     for the query's concepts (their terms weighted by the concepts' values) and (with
     ``term_ids``) its words (weighted by idf); the views then score them exactly here.
@@ -1582,9 +1592,10 @@ def _found_by_engine(graph: DerivedGraph, cfg: ConceptGraphConfig,
     engine = graph.ann
     if not isinstance(engine, EngineVectorIndex) or not engine.keeps_terms:
         return None
-    weighting = concept_weights(concept_similarity, graph.adjacency, top_k=cfg.top_k,
-                                hops=hops, decay=cfg.expansion_decay, exact=exact,
-                                usable=graph.unit_linked_concepts)
+    if weighting is None:  # else made from the concept graph's candidates already
+        weighting = concept_weights(concept_similarity, graph.adjacency, top_k=cfg.top_k,
+                                    hops=hops, decay=cfg.expansion_decay, exact=exact,
+                                    usable=graph.unit_linked_concepts)
     concept_value = weighting[0] * graph.unit_idf
     used = np.flatnonzero(concept_value > 0)
     queries = [dict(zip(graph.concept_terms[used].tolist(), concept_value[used].tolist(),

@@ -75,15 +75,30 @@ def concept_weights(
     n = len(concept_similarity)
     pool = np.arange(n) if usable is None else np.asarray(usable, dtype=np.int64)
     direct = pool[top_k_indices(concept_similarity[pool], top_k)]
+    hop_of = reached_hops(adjacency, direct, hops, exact)
+    return weights_by_hop(concept_similarity, hop_of, decay, exact), hop_of
+
+
+def reached_hops(adjacency: sp.csr_matrix, direct: np.ndarray, hops: int,
+                 exact: np.ndarray | None = None) -> np.ndarray:
+    """Each concept's hop from the direct concepts and the ``exact`` seeds (-1: unreached)."""
     if exact is not None and len(exact):
         direct = np.union1d(direct, exact)
-    hop_of = bfs_hops(adjacency, direct, hops) if n else np.zeros(0, dtype=np.int64)
+    if not adjacency.shape[0]:
+        return np.zeros(0, dtype=np.int64)
+    return bfs_hops(adjacency, direct, hops)
+
+
+def weights_by_hop(concept_similarity: np.ndarray, hop_of: np.ndarray, decay: float,
+                   exact: np.ndarray | None = None) -> np.ndarray:
+    """The evidence weight of every concept: max(0, cos) * decay ** hop where reached, 1 for
+    the ``exact`` seeds, 0 elsewhere. Only the reached concepts' similarities are read."""
     used = hop_of >= 0
-    weights = np.zeros(n, dtype=np.float64)
+    weights = np.zeros(len(hop_of), dtype=np.float64)
     weights[used] = np.maximum(concept_similarity[used], 0.0) * decay ** hop_of[used]
     if exact is not None and len(exact):
         weights[exact] = 1.0
-    return weights, hop_of
+    return weights
 
 
 def fused_search(

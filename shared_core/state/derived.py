@@ -32,6 +32,7 @@ from ..graph.entries import column_subset
 from ..graph.pagerank import pagerank
 from ..search.bm25 import BM25Scorer
 from ..search.candidates import GatheredUnits
+from ..search.concepts import ConceptHnsw
 from ..search.external import EngineVectorIndex, StoredRows, VectorStoreBackend
 from ..search.fused import inverse_document_frequency
 from ..search.vector_index import VectorIndex
@@ -118,6 +119,13 @@ class DerivedGraph:
             return self.edge_list
         assert self.pairs is not None, "a graph holds its pairs or its edges"
         return edges_of(self.pairs, self.concept_chunk_counts.astype(np.float64))
+
+    @cached_property
+    def concept_hnsw(self) -> ConceptHnsw:
+        """HNSW over the vectors of the concepts that link a unit, for
+        ``concept_search="hnsw"``: built by the first query that asks for it, kept with
+        this state and not saved (``search.concepts``)."""
+        return ConceptHnsw.build(self.vectors, self.unit_linked_concepts)
 
     @cached_property
     def mean_unit_tokens(self) -> float | None:

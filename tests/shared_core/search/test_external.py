@@ -320,7 +320,8 @@ def test_term_postings_follow_adds_and_deletes(tmp_path: Path, kind: str) -> Non
 @loopback
 @pytest.mark.parametrize("kind", TERM_ENGINES)
 @pytest.mark.parametrize("lexical", [False, True])
-@pytest.mark.parametrize("knobs", [{}, {"chunk_similarity": "direct", "unit_tokens": 12}])
+@pytest.mark.parametrize("knobs", [{}, {"chunk_similarity": "direct", "unit_tokens": 12},
+                                   {"concept_search": "hnsw"}])
 def test_units_found_through_the_engine_rank_as_the_in_process_index(
         tmp_path: Path, knobs: dict[str, object], lexical: bool, kind: str) -> None:
     # one candidate per view and no walk: the pool is the nearest unit, the unit of most
