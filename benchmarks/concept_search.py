@@ -17,8 +17,9 @@ concepts and the time of two ways to find them:
 - faiss HNSW (flat vectors, inner product) at several search beams.
 
 The queries are the scale benchmark's (``--save``: pool sentences) or a dev set's
-questions (``--dataset``, over an index built from its passages). Nothing here changes
-how the index ranks.
+questions (``--dataset``, over an index built from its passages). It also asks the
+index itself with ``concept_search="hnsw"`` and reports the share of the exact scan's
+context it keeps (``context_kept_by_concept_hnsw``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from .scale import DATA, scale_questions, sentence_pool
+from .scale import (
+    DATA,
+    Queries,
+    context_recall,
+    query_latencies,
+    scale_questions,
+    sentence_pool,
+)
 
 SEED = 0
 KMEANS_ITERATIONS = 10
@@ -161,9 +169,8 @@ def measure(vectors: np.ndarray, usable: np.ndarray, queries: np.ndarray, k: int
     return report
 
 
-def dataset_index(name: str, data: Path, embedder: Any) -> tuple[Any, np.ndarray]:
-    """An index over a dev set's passages with the default config, and its questions'
-    unit vectors."""
+def dataset_index(name: str, data: Path, embedder: Any) -> tuple[Any, Queries]:
+    """An index over a dev set's passages with the default config, and its questions."""
     from shared_core import ConceptGraphIndex
 
     from .data import load_dataset, passage_text
@@ -172,7 +179,16 @@ def dataset_index(name: str, data: Path, embedder: Any) -> tuple[Any, np.ndarray
     index = ConceptGraphIndex.from_texts([passage_text(p) for p in dataset.passages],
                                          ids=[p.id for p in dataset.passages],
                                          embedder=embedder)
-    return index, embedder.embed([q.question for q in dataset.questions])
+    texts = [q.question for q in dataset.questions]
+    return index, Queries(texts, embedder.embed(texts))
+
+
+def context_kept(index: Any, asked: Queries) -> float:
+    """The share of each exact-scan context's tokens that ``concept_search="hnsw"`` keeps
+    (the whole ranking, each question asked with its text)."""
+    _, scanned = query_latencies(index.reconfigured(concept_search="exact"), asked)
+    _, searched = query_latencies(index.reconfigured(concept_search="hnsw"), asked)
+    return round(context_recall(searched, scanned), 4)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -202,18 +218,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         model = read_manifest(str(args.save))["embedding_model"]
         embedder = embedder_for_model_id(model, args.cache)
         index = ConceptGraphIndex.load(str(args.save), embedder)
-        queries = scale_questions(sentence_pool(args.data), args.queries, embedder).vectors
+        asked = scale_questions(sentence_pool(args.data), args.queries, embedder)
     else:
         embedder = resolve_embedder(args.embedder, args.cache)
-        index, queries = dataset_index(args.dataset, args.data, embedder)
-    queries = np.asarray(queries, dtype=np.float32)
+        index, asked = dataset_index(args.dataset, args.data, embedder)
+    queries = np.asarray(asked.vectors, dtype=np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     graph = index.state.graph
     report = {"command": "python -m benchmarks.concept_search " + " ".join(
                   sys.argv[1:] if argv is None else argv),
               "embedder": embedder.model_id,
               **measure(np.asarray(graph.vectors), np.asarray(graph.unit_linked_concepts),
-                        queries, index.config.top_k, args.lists, args.nprobe, args.ef)}
+                        queries, index.config.top_k, args.lists, args.nprobe, args.ef),
+              "context_kept_by_concept_hnsw": context_kept(index, asked)}
     print(json.dumps(report, indent=2))
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -34,15 +34,17 @@ from benchmarks.scale import (
 )
 
 
-def parse_sweep(spec: str) -> tuple[str, list[int | None]]:
-    """``walk_postings=none,50000`` -> ("walk_postings", [None, 50000])."""
+def parse_sweep(spec: str) -> tuple[str, list[int | str | None]]:
+    """``walk_postings=none,50000`` -> ("walk_postings", [None, 50000]); a value that is
+    not a number stays a word (``concept_search=hnsw``)."""
     knob, sep, raw = spec.partition("=")
     if not sep or not knob or not raw:
         raise argparse.ArgumentTypeError(f"bad sweep {spec!r}; use knob=value,value")
-    return knob, [None if v.lower() == "none" else int(v) for v in raw.split(",")]
+    return knob, [None if v.lower() == "none" else int(v) if v.lstrip("-").isdigit() else v
+                  for v in raw.split(",")]
 
 
-def loaded_with(path: Path, dim: int, settled: dict[str, int | None]) -> tuple[Any, float]:
+def loaded_with(path: Path, dim: int, settled: dict[str, int | str | None]) -> tuple[Any, float]:
     """A saved index (hashing embedder of ``dim``) with ``settled`` knobs replacing its saved
     ones, and the seconds that took."""
     from shared_core import ConceptGraphIndex, HashingEmbedder
@@ -54,8 +56,8 @@ def loaded_with(path: Path, dim: int, settled: dict[str, int | None]) -> tuple[A
     return index, time.perf_counter() - start
 
 
-def measure_index(path: Path, asked: Queries, sweeps: list[tuple[str, list[int | None]]],
-                  exact: bool, dim: int, settled: dict[str, int | None]) -> dict[str, Any]:
+def measure_index(path: Path, asked: Queries, sweeps: list[tuple[str, list[int | str | None]]],
+                  exact: bool, dim: int, settled: dict[str, int | str | None]) -> dict[str, Any]:
     index, load = loaded_with(path, dim, settled)
     row: dict[str, Any] = {"index": str(path), "units": len(index.state.graph.unit_tokens),
                            "load_s": round(load, 2),

@@ -77,3 +77,5 @@ def test_a_dev_set_is_indexed_and_asked_its_questions(tmp_path: Path) -> None:
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["queries"] == 1 and report["embedder"].startswith("hashing")
     assert report["ivf"][0]["recall"] == 1.0 and report["hnsw"][0]["recall"] == 1.0
+    # the graph proposes every concept of so small an index: the context is the scan's
+    assert report["context_kept_by_concept_hnsw"] == 1.0
