@@ -41,14 +41,14 @@ def ann_available() -> bool:
     return importlib.util.find_spec("faiss") is not None
 
 
-def _faiss() -> Any:
+def _faiss(wanted_by: str = "vector_index='hnsw'") -> Any:
     # spinning OpenMP threads steal the other core from everything else on a small machine
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import faiss
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "vector_index='hnsw' needs the faiss-cpu package: pip install 'conceptgraph[ann]'"
+            f"{wanted_by} needs the faiss-cpu package: pip install 'conceptgraph[ann]'"
         ) from exc
     return faiss
 

@@ -47,7 +47,7 @@ class ConceptHnsw:
 
     @classmethod
     def build(cls, vectors: Rows, usable: np.ndarray) -> ConceptHnsw:
-        faiss = _faiss()
+        faiss = _faiss("concept_search='hnsw'")
         usable = np.asarray(usable, dtype=np.int64)
         rows = np.ascontiguousarray(np.asarray(vectors[usable], dtype=np.float32))
         index = faiss.IndexHNSWFlat(rows.shape[1], LINKS_PER_NODE, faiss.METRIC_INNER_PRODUCT)
