@@ -19,30 +19,32 @@ are queried far more than updated; it is not saved.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
-from .ann import EF_CONSTRUCTION, LINKS_PER_NODE, _faiss
+from .ann import EF_CONSTRUCTION, LINKS_PER_NODE, HnswVectorIndex, _faiss
 from .fused import reached_hops, weights_by_hop
 from .vector_index import row_scores, top_k_indices
 
 if TYPE_CHECKING:  # the state package imports the search package
     from ..state.rows import Rows
 
-# the search beam: 99.1 % of MuSiQue's direct concepts (top_k 25, MiniLM), 0.45 ms
-CONCEPT_EF_SEARCH = 128
 # candidates asked per direct concept: concepts tied at the last direct place then
-# reach the exact scores, which break ties to the lower position as the scan does
+# reach the exact scores, which break ties to the lower position as the scan does.
+# The beam is the unit index's (``ann.EF_SEARCH``, 128): 99.1 % of MuSiQue's direct
+# concepts (top_k 25, MiniLM) in 0.4 ms
 CANDIDATES_PER_DIRECT = 2
 
 
 @dataclass(frozen=True, eq=False)
 class ConceptHnsw:
-    """HNSW over the vectors of the concepts ``usable`` (those that link a unit)."""
+    """HNSW over the vectors of the concepts ``usable`` (those that link a unit); it is
+    searched as the units' HNSW is, with a beam per call, so concurrent queries never
+    share one."""
 
-    index: Any
+    graph: HnswVectorIndex
     usable: np.ndarray
 
     @classmethod
@@ -54,17 +56,12 @@ class ConceptHnsw:
         index.hnsw.efConstruction = EF_CONSTRUCTION
         if len(rows):
             index.add(rows)
-        return cls(index, usable)
+        return cls(HnswVectorIndex(index), usable)
 
     def candidates(self, query: np.ndarray, k: int) -> np.ndarray:
         """Concept positions the graph proposes for the ``k`` most similar (up to ``k``)."""
-        if not len(self.usable) or k <= 0:
-            return np.zeros(0, dtype=np.int64)
-        self.index.hnsw.efSearch = max(CONCEPT_EF_SEARCH, k)
-        _, rows = self.index.search(np.asarray(query, dtype=np.float32)[None, :],
-                                    min(k, len(self.usable)))
-        found = rows[0]
-        return self.usable[found[found >= 0]]
+        rows, _ = self.graph.search(query, k)
+        return self.usable[rows]
 
 
 def searched_weighting(graph_index: ConceptHnsw, vectors: Rows, adjacency: sp.csr_matrix,
