@@ -139,8 +139,9 @@ class ConceptGraphConfig:
     ``"exact"`` (the default) scores every concept vector, ``"hnsw"`` asks an HNSW
     graph over them (the ``ann`` extra) and scores its candidates exactly
     (``shared_core.search.concepts``). The scan grows with the vocabulary, which real
-    text keeps growing; the graph is built by a state's first query and not saved,
-    so it suits indexes queried far more than updated.
+    text keeps growing. With ``"hnsw"`` the graph is built with the index, kept
+    through updates (a concept that moved little keeps its row; new and moved ones are
+    scanned beside the graph until they are a tenth of it) and saved with the index.
     """
 
     theta_sem: float = 0.65

@@ -78,6 +78,7 @@ from .state.derived import (
     chunk_term_counts,
     derive_graph,
     segment_means,
+    with_concept_search,
     with_vector_search,
 )
 from .state.ingest import prepare_chunks, prepare_shard
@@ -232,7 +233,7 @@ class IndexState:
         where a newly built approximate index is mapped from."""
         graph = (derive_graph(corpus, config, ann, vector_store, spill) if saved is None
                  else restore_graph(corpus, config, saved, ann, verify, vector_store, spill))
-        return cls(config, corpus, graph, vector_store)
+        return cls(config, corpus, with_concept_search(graph, config), vector_store)
 
     def stored_rows(self) -> StoredRows:
         """The vector rows an outside store holds for this state (see ``search.external``)."""
@@ -245,9 +246,9 @@ class IndexState:
         full derivation (``shared_core.state.refresh``), at a fraction of its cost.
         ``spill``: where a new or grown approximate index is mapped from.
         """
-        return IndexState(self.config, corpus,
-                          refresh_graph(self.corpus, self.graph, corpus, self.config,
-                                        vector_store=self.vector_store, spill=spill),
+        graph = refresh_graph(self.corpus, self.graph, corpus, self.config,
+                              vector_store=self.vector_store, spill=spill)
+        return IndexState(self.config, corpus, with_concept_search(graph, self.config),
                           self.vector_store)
 
 

@@ -117,6 +117,7 @@ from .paging import sequential_reads
 from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswSegments, HnswVectorIndex, segment_file
+from .search.concepts import ConceptHnsw
 from .search.external import NO_METADATA, EngineRows, VectorRowsBackend
 from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_terms
 from .state.derived import GraphMatrices, VectorSearch
@@ -197,6 +198,11 @@ _V2_VECTOR_DTYPE = np.float32  # what versions 1 and 2 stored embeddings as
 # (confirmed against the texts as retrieval returns them; ``verify`` recounts all),
 # checksummed but recounted in version 1, absent in version 2
 TOKEN_ARRAYS = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
+# the concept HNSW (``concept_search="hnsw"``; ``search.concepts.ConceptHnsw``): the
+# graph, each row's concept now and how far it has moved, the concepts scanned beside it
+CONCEPT_ANN_FILE = "concept_ann.faiss"
+CONCEPT_ANN_ARRAYS = {"concept_ann_rows": np.int64, "concept_ann_drift": np.float64,
+                      "concept_ann_beside": np.int64}
 # version 5: the texts as one UTF-8 byte run and each text's end in it (chunks.json then
 # holds ids and metadata); parsing them as JSON had been a quarter of a million-passage load
 TEXT_ARRAYS = {"chunk_texts": (np.uint8, 1), "chunk_text_ends": (np.int64, 1)}
@@ -333,6 +339,9 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
             _fsync_path(folder / segment_file(position))
         with _new_file(folder / ANN_ROWS_FILE, file_mode) as fh:
             np.save(fh, np.ascontiguousarray(ann.rows, dtype=np.int64), allow_pickle=False)
+    concept_ann = None if graph is None else graph.concept_index
+    if concept_ann is not None:
+        _save_concept_ann(folder, concept_ann, file_mode)
     for file in sorted(folder.iterdir()):
         digests[file.name] = _file_digest(file)
     manifest = {
@@ -350,6 +359,9 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     if ann is not None:
         manifest["ann"] = {"file": ANN_FILE, "rows": len(ann.rows), "row_map": ANN_ROWS_FILE,
                            "segments": ann_segments}
+    if concept_ann is not None:
+        manifest["concept_ann"] = {"file": CONCEPT_ANN_FILE, "rows": len(concept_ann.row_concept),
+                                   "beside": len(concept_ann.beside)}
     if graph is not None:
         manifest["graph"] = {"concepts": len(graph.rank),
                              "pairs" if graph.strong else "edges": len(graph.source)}
@@ -361,6 +373,19 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     if vectors_in_store:
         manifest[VECTORS_IN_STORE] = True
     _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
+
+
+def _save_concept_ann(folder: Path, index: ConceptHnsw, file_mode: int) -> None:
+    """Write the concept HNSW's graph (faiss's format) and its row map, drifts and the
+    concepts beside it (``.npy``)."""
+    index.graph.save(folder / CONCEPT_ANN_FILE)
+    os.chmod(folder / CONCEPT_ANN_FILE, file_mode)
+    _fsync_path(folder / CONCEPT_ANN_FILE)
+    for name, array in zip(CONCEPT_ANN_ARRAYS, (index.row_concept, index.row_drift,
+                                                 index.beside), strict=True):
+        with _new_file(folder / f"{name}.npy", file_mode) as fh:
+            np.save(fh, np.ascontiguousarray(array, dtype=CONCEPT_ANN_ARRAYS[name]),
+                    allow_pickle=False)
 
 
 def _matrix_arrays(matrices: GraphMatrices | None,
@@ -752,12 +777,47 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
             for name in sorted(stored & set(shapes))}
     matrices = (_read_matrices(folder, manifest, files, corpus, concepts, digests)
                 if "concept_terms" in read else None)
+    concept_index = _read_concept_ann(folder, manifest, dim, concepts, digests)
     return SavedGraph(source, target, count, rank, strong=strong,
+                      concept_index=concept_index,
                       concept_terms=read.get("concept_terms"),
                       vectors=read.get("concept_vectors"), sums=read.get("concept_sums"),
                       summed=read.get("summed_concepts"),
                       edge=read.get("graph_pair_edge"), margin=read.get("graph_pair_margin"),
                       matrices=matrices)
+
+
+def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts: int,
+                      digests: _FileDigests) -> ConceptHnsw | None:
+    """The saved concept HNSW, mapped, shapes and positions checked (what it holds is
+    checked against the concepts on restore: ``ConceptHnsw.check_holds``)."""
+    entry = manifest.get("concept_ann")
+    if entry is None:
+        return None
+    rows = entry.get("rows") if isinstance(entry, dict) else None
+    beside = entry.get("beside") if isinstance(entry, dict) else None
+    if entry != {"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside} \
+            or not _is_count(rows) or not _is_count(beside):
+        raise CorruptIndexError(f"{folder}/manifest.json: 'concept_ann' must be {{'file': "
+                                f"'{CONCEPT_ANN_FILE}', 'rows': <count>, 'beside': <count>}}, "
+                                f"got {entry!r}")
+    rows, beside = int(entry["rows"]), int(entry["beside"])
+    digests.check([CONCEPT_ANN_FILE, *(f"{name}.npy" for name in CONCEPT_ANN_ARRAYS)])
+    row_concept, row_drift, beside_concepts = (
+        _read_npy(folder / f"{name}.npy", dtype, (size,))
+        for (name, dtype), size in zip(CONCEPT_ANN_ARRAYS.items(), (rows, rows, beside),
+                                       strict=True))
+    for name, positions in (("concept_ann_rows", row_concept),
+                            ("concept_ann_beside", beside_concepts)):
+        if len(positions) and (positions.min() < -1 or positions.max() >= concepts):
+            raise CorruptIndexError(f"{folder}/{name}.npy must hold positions of the "
+                                    f"{concepts} concepts")
+    try:
+        graph = HnswVectorIndex.load(folder / CONCEPT_ANN_FILE, rows, dim,
+                                     wanted_by="concept_search='hnsw'")
+    except ValueError as exc:
+        raise CorruptIndexError(str(exc)) from exc
+    return ConceptHnsw(graph, row_concept, row_drift, beside_concepts)
 
 
 def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any],

@@ -64,9 +64,10 @@ class HnswVectorIndex:
     source: int | None = None
 
     @classmethod
-    def build(cls, vectors: np.ndarray) -> HnswVectorIndex:
+    def build(cls, vectors: np.ndarray, wanted_by: str = "vector_index='hnsw'"
+              ) -> HnswVectorIndex:
         """Index every row of ``vectors`` (unit rows) under its position."""
-        faiss = _faiss()
+        faiss = _faiss(wanted_by)
         rows = np.ascontiguousarray(vectors, dtype=np.float32)
         index = faiss.IndexHNSWSQ(rows.shape[1], faiss.ScalarQuantizer.QT_8bit,
                                   LINKS_PER_NODE, faiss.METRIC_INNER_PRODUCT)
@@ -146,12 +147,13 @@ class HnswVectorIndex:
         _faiss().write_index(self.index, str(path))
 
     @classmethod
-    def load(cls, path: Path, rows: int, dim: int) -> HnswVectorIndex:
+    def load(cls, path: Path, rows: int, dim: int,
+             wanted_by: str = "vector_index='hnsw'") -> HnswVectorIndex:
         """Map a saved index read-only; it must be an HNSW-SQ index of ``rows`` x ``dim``.
 
         A mapped index is never added to: a changed corpus derives a new one.
         """
-        faiss = _faiss()
+        faiss = _faiss(wanted_by)
         try:
             # the quantised codes are mapped, the graph (~256 bytes a row) is read
             index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)

@@ -109,6 +109,10 @@ class DerivedGraph:
     # graph loaded from a save made before they were: its first refresh sums what it needs)
     concept_sums: np.ndarray | None = None
     summed_concepts: np.ndarray | None = None
+    # HNSW over the concept vectors (``concept_search="hnsw"``), as a derivation with that
+    # setting builds it, an update keeps it, or a save holds it; None: built by the first
+    # query that asks for it (:attr:`concept_hnsw`)
+    concept_index: ConceptHnsw | None = None
 
     @cached_property
     def edges(self) -> ConceptEdges:
@@ -123,9 +127,16 @@ class DerivedGraph:
     @cached_property
     def concept_hnsw(self) -> ConceptHnsw:
         """HNSW over the vectors of the concepts that link a unit, for
-        ``concept_search="hnsw"``: built by the first query that asks for it, kept with
-        this state and not saved (``search.concepts``)."""
+        ``concept_search="hnsw"``: ``concept_index``, or built by the first query that
+        asks for it and kept with this state (``search.concepts``)."""
+        if self.concept_index is not None:
+            return self.concept_index
         return ConceptHnsw.build(self.vectors, self.unit_linked_concepts)
+
+    def held_concept_index(self) -> ConceptHnsw | None:
+        """The concept HNSW this graph holds or a query has built, else None."""
+        held = self.__dict__.get("concept_hnsw", self.concept_index)
+        return held if isinstance(held, ConceptHnsw) else None
 
     @cached_property
     def mean_unit_tokens(self) -> float | None:
@@ -429,6 +440,15 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
         concept_sums=sums,
         summed_concepts=summed,
     )
+
+
+def with_concept_search(graph: DerivedGraph, config: ConceptGraphConfig) -> DerivedGraph:
+    """``graph`` holding its concept HNSW, built here if ``config.concept_search`` asks
+    for one and it holds none: a state's queries then never wait for it."""
+    if config.concept_search != "hnsw" or graph.held_concept_index() is not None:
+        return graph
+    return replace(graph, concept_index=ConceptHnsw.build(graph.vectors,
+                                                          graph.unit_linked_concepts))
 
 
 def sentence_units(unit_offsets: np.ndarray) -> np.ndarray:

@@ -48,6 +48,7 @@ from ..graph.edges import (
     vectors_of_sums,
 )
 from ..graph.entries import column_entry_counts
+from ..search.concepts import ConceptHnsw
 from ..search.external import VectorStoreBackend
 from ..text.sentences import concatenated_ranges
 from .corpus import VECTOR_DTYPE, CorpusState
@@ -152,10 +153,24 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
                                links_csc, graph.concept_chunk_counts, vectors, drift, config,
                                spill)
     adj = edge_adjacency(pairs, chunk_counts(links_csc), spill)
-    return assemble_graph(after, config, found, vectors, counts, adj, pairs, unit_vectors,
-                          search, links_csc=links_csc, spill=spill,
-                          sums=None if kept is None else kept.rows,
-                          summed=None if kept is None else kept.concepts)
+    refreshed = assemble_graph(after, config, found, vectors, counts, adj, pairs, unit_vectors,
+                               search, links_csc=links_csc, spill=spill,
+                               sums=None if kept is None else kept.rows,
+                               summed=None if kept is None else kept.concepts)
+    return _with_kept_concept_index(graph, refreshed, concepts, drift)
+
+
+def _with_kept_concept_index(graph: DerivedGraph, refreshed: DerivedGraph,
+                             concepts: ConceptChanges, drift: np.ndarray) -> DerivedGraph:
+    """``refreshed`` holding ``graph``'s concept HNSW carried through the update, or one
+    built again where too much of it went stale (none where ``graph`` held none)."""
+    previous = graph.held_concept_index()
+    if previous is None:
+        return refreshed
+    usable = refreshed.unit_linked_concepts
+    index = (previous.refreshed(concepts.new_of_old, drift, usable)
+             or ConceptHnsw.build(refreshed.vectors, usable))
+    return replace(refreshed, concept_index=index)
 
 
 @dataclass(frozen=True, eq=False)

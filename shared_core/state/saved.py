@@ -49,7 +49,7 @@ pairs, so its first refresh derives the graph whole.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 import numpy as np
@@ -71,6 +71,7 @@ from ..graph.edges import (
     vectors_of_sums,
 )
 from ..graph.pagerank import pagerank_residual
+from ..search.concepts import ConceptHnsw
 from ..search.external import VectorStoreBackend
 from ..search.walk import WalkGraph
 from .corpus import CorpusState
@@ -124,6 +125,7 @@ class SavedGraph:
     matrices: GraphMatrices | None = None
     sums: np.ndarray | None = None  # fixed-point sums of the concepts ``summed`` (None: none)
     summed: np.ndarray | None = None  # sorted; None with sums: every concept (older saves)
+    concept_index: ConceptHnsw | None = None  # the concept HNSW, where the save holds one
 
 
 def saved_parts(graph: DerivedGraph, walk: bool = False) -> SavedGraph:
@@ -135,12 +137,13 @@ def saved_parts(graph: DerivedGraph, walk: bool = False) -> SavedGraph:
         return SavedGraph(edges.source, edges.target, edges.cooccurrence, graph.rank,
                           strong=False, concept_terms=graph.concept_terms,
                           vectors=graph.vectors, matrices=matrices, sums=graph.concept_sums,
-                          summed=graph.summed_concepts)
+                          summed=graph.summed_concepts, concept_index=graph.held_concept_index())
     pairs = graph.pairs
     return SavedGraph(pairs.source, pairs.target, pairs.count, graph.rank,
                       concept_terms=graph.concept_terms, vectors=graph.vectors,
                       edge=pairs.edge, margin=pairs.margin, matrices=matrices,
-                      sums=graph.concept_sums, summed=graph.summed_concepts)
+                      sums=graph.concept_sums, summed=graph.summed_concepts,
+                      concept_index=graph.held_concept_index())
 
 
 def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedGraph,
@@ -229,10 +232,14 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
                          f"{'pairs' if saved.strong else 'edges'}")
     unit_vectors = unit_vectors_of(corpus, config)
     search = vector_search_index(config, corpus, unit_vectors, ann, vector_store, spill)
-    return assemble_graph(corpus, config, found, vectors, counts, adj, pairs, unit_vectors,
-                          search, rank=rank, links_csc=links_csc,
-                          saved=matrices if found.chunk_terms is None else None,
-                          edge_list=edge_list, spill=spill, sums=sums, summed=summed)
+    graph = assemble_graph(corpus, config, found, vectors, counts, adj, pairs, unit_vectors,
+                           search, rank=rank, links_csc=links_csc,
+                           saved=matrices if found.chunk_terms is None else None,
+                           edge_list=edge_list, spill=spill, sums=sums, summed=summed)
+    if saved.concept_index is None:
+        return graph
+    saved.concept_index.check_holds(graph.unit_linked_concepts, corpus.dim)
+    return replace(graph, concept_index=saved.concept_index)
 
 
 def _check_sentence_counts(corpus: CorpusState, config: ConceptGraphConfig,

@@ -409,9 +409,14 @@ class IndexRuns(RuleBasedStateMachine):
     @initialize(name=st.sampled_from(sorted(CONFIGS)), search=st.sampled_from(["hnsw", "exact"]),
                 first=st.lists(st.sampled_from(range(len(POOL))), min_size=1, max_size=6,
                                unique=True),
-                spilled=st.booleans())
-    def build(self, name: str, search: str, first: list[int], spilled: bool) -> None:
-        self.config = dataclasses.replace(CONFIGS[name], vector_index=search)
+                spilled=st.booleans(), concepts=st.sampled_from(["exact", "hnsw"]))
+    def build(self, name: str, search: str, first: list[int], spilled: bool,
+              concepts: str) -> None:
+        # concepts: the fused ranking's direct concepts scanned, or proposed by an HNSW
+        # graph that updates keep (over so few concepts it proposes every one)
+        self.config = dataclasses.replace(
+            CONFIGS[name], vector_index=search,
+            concept_search=concepts if CONFIGS[name].ranking == "fused" else "exact")
         # spilled: every array and text a build or an update makes goes to a spill file
         self.spill = VectorSpill(min_bytes=0) if spilled else None
         texts = [POOL[i] for i in first]
@@ -445,12 +450,15 @@ class IndexRuns(RuleBasedStateMachine):
         "theta_co": st.sampled_from([1, 2]), "concepts_per_chunk": st.sampled_from([2, 3]),
         "concept_links": st.sampled_from(["contains", "extracted"]),
         "pagerank_weighted": st.booleans(), "vector_index": st.sampled_from(["hnsw", "exact"]),
-        "top_k": st.sampled_from([2, 3]), "walk_hops": st.sampled_from(["auto", 0, 2])}))
+        "top_k": st.sampled_from([2, 3]), "walk_hops": st.sampled_from(["auto", 0, 2]),
+        "concept_search": st.sampled_from(["exact", "hnsw"])}))
     def reconfigure(self, changes: dict[str, Any]) -> None:
         """Graph knobs derive the graph again from the chunks it holds; search knobs
         share it. (Not ``candidates`` below the units held: HNSW's quantiser is trained
         per segment, so an updated index's few candidates may be other near-ties than
         a build's, within the approximation the scale benchmark measures.)"""
+        if self.config.ranking == "paper":  # which scans every concept
+            changes.pop("concept_search", None)
         self.index = self.index.reconfigured(**changes)
         self.config = dataclasses.replace(self.config, **changes)
 
@@ -469,6 +477,12 @@ class IndexRuns(RuleBasedStateMachine):
             [self.held[i][0] for i in ids], ids=ids, embedder=HashingEmbedder(DIM),
             metadatas=[self.held[i][1] or {} for i in ids], config=self.config)
         assert_same_index(self.index, at_once)
+        graph = self.index.state.graph
+        held = graph.held_concept_index()
+        if self.config.concept_search == "hnsw":  # held from the build or the first query
+            assert held is not None
+        if held is not None:  # kept through updates and loads: every usable concept once
+            held.check_holds(graph.unit_linked_concepts, DIM)
         for query in QUERIES:  # past the small budget too: every chunk the ranking places
             assert [(c.id, c.score) for c in self.index.retrieve(query, budget=10**6).chunks] \
                 == [(c.id, c.score) for c in at_once.retrieve(query, budget=10**6).chunks]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from benchmarks.faults import rehash
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.search.concepts import ConceptHnsw, searched_weighting
 from shared_core.search.fused import concept_weights
+from shared_core.store import CorruptIndexError, index_folder, read_manifest
 from tests.shared_core.test_store import TEXTS
 
 
@@ -91,3 +95,128 @@ def test_the_graph_finds_the_fused_rankings_concepts_only() -> None:
         ConceptGraphConfig(concept_search="hnsw", ranking="paper")
     with pytest.raises(ValueError, match="concept_search"):
         ConceptGraphConfig(concept_search="ivf")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ kept through updates
+def test_an_update_keeps_the_rows_that_moved_little_and_puts_the_rest_beside() -> None:
+    """Worked by hand. Five concepts, all indexed. The update removes concept 1 and adds
+    one at the end; old 2 moved 0.25 (past MAX_ROW_DRIFT = 0.2), old 3 0.12; old 4 no
+    longer links a unit."""
+    vectors = np.stack([unit(1, 0), unit(0, 1), unit(1, 1), unit(-1, 1), unit(1, -1)])
+    graph = ConceptHnsw.build(vectors, np.arange(5))
+    new_of_old = np.array([0, -1, 1, 2, 3])
+    drift = np.array([0.0, 0.25, 0.12, 0.0, np.inf])  # by new position
+    usable = np.array([0, 1, 2, 4])
+    kept = graph.refreshed(new_of_old, drift, usable, max_stale_share=2.0)
+    assert kept is not None and kept.graph is graph.graph  # the graph itself is shared
+    assert kept.row_concept.tolist() == [0, -1, -1, 2, -1]
+    assert kept.row_drift.tolist() == [0.0, 0.0, 0.0, 0.12, 0.0]
+    assert kept.beside.tolist() == [1, 4]  # moved too far, and new
+    # stale: two of the four concepts held are beside it, three of its five rows dropped
+    assert kept.stale_share() == pytest.approx(3 / 5)
+    assert graph.refreshed(new_of_old, drift, usable) is None  # past MAX_STALE_SHARE: rebuild
+    kept.check_holds(usable, 2)
+    # a second move of 0.12 adds up to 0.24: the row of (new) concept 2 is dropped too
+    again = kept.refreshed(np.arange(5), np.array([0.0, 0.0, 0.12, 0.0, 0.0]), usable,
+                           max_stale_share=2.0)
+    assert again is not None
+    assert again.row_concept.tolist() == [0, -1, -1, -1, -1]
+    assert again.beside.tolist() == [1, 2, 4]
+
+
+def test_concepts_beside_the_graph_are_scanned_so_a_new_best_concept_is_found() -> None:
+    vectors = np.stack([unit(0, 1), unit(-1, 1), unit(1, 0.1)])
+    graph = ConceptHnsw.build(vectors[:2], np.arange(2))
+    # concept 2 is new: nearest the query, and only beside the graph
+    kept = graph.refreshed(np.arange(2), np.array([0.0, 0.0, np.inf]), np.arange(3),
+                           max_stale_share=1.0)
+    assert kept is not None and kept.beside.tolist() == [2]
+    query = unit(1, 0)
+    assert kept.candidates(vectors, query, 1).tolist() == [0, 2]  # the graph's best, and 2
+    _, (weights, hop_of) = searched_weighting(kept, vectors, sp.csr_matrix((3, 3)), query,
+                                              top_k=1, hops=0, decay=0.5)
+    assert hop_of.tolist() == [-1, -1, 0]
+    assert weights[2] == pytest.approx(float(vectors[2] @ query), abs=1e-6)
+
+
+def test_a_held_graph_must_hold_every_usable_concept_once() -> None:
+    vectors = np.stack([unit(1, 0), unit(0, 1), unit(1, 1)])
+    graph = ConceptHnsw.build(vectors, np.array([0, 2]))
+    graph.check_holds(np.array([0, 2]), 2)
+    with pytest.raises(ValueError, match="each concept that links a unit once"):
+        graph.check_holds(np.array([0, 1, 2]), 2)
+    with pytest.raises(ValueError, match="2 dimensions"):
+        graph.check_holds(np.array([0, 2]), 3)
+    twice = ConceptHnsw(graph.graph, np.array([0, 0]), np.zeros(2), np.array([2]))
+    with pytest.raises(ValueError, match="once"):
+        twice.check_holds(np.array([0, 2]), 2)
+
+
+def _hnsw_index(texts: list[str]) -> ConceptGraphIndex:
+    return ConceptGraphIndex.from_texts(texts, ids=[f"t{i}" for i in range(len(texts))],
+                                        embedder=HashingEmbedder(64),
+                                        config=ConceptGraphConfig(concept_search="hnsw"))
+
+
+def test_an_index_asked_for_the_graph_builds_it_keeps_it_through_updates_and_saves_it(
+        tmp_path: Path) -> None:
+    index = _hnsw_index(TEXTS[:3])
+    built = index.state.graph.concept_index
+    assert built is not None and built.live_rows == len(index.state.graph.unit_linked_concepts)
+    index.add(TEXTS[3:], ids=["t3", "t4"])
+    index.delete(["t0"])
+    graph = index.state.graph
+    held = graph.concept_index
+    assert held is not None
+    held.check_holds(graph.unit_linked_concepts, 64)
+    at_once = ConceptGraphIndex.from_texts(TEXTS[1:], ids=[f"t{i}" for i in range(1, 5)],
+                                           embedder=HashingEmbedder(64),
+                                           config=ConceptGraphConfig(concept_search="hnsw"))
+    for query in ["Who wrote the first compiler?", "analytical engine", "looms and cards"]:
+        assert [(c.id, c.score) for c in index.retrieve(query).chunks] == [
+            (c.id, c.score) for c in at_once.retrieve(query).chunks]
+    index.save(str(tmp_path / "idx"))
+    manifest = read_manifest(tmp_path / "idx")
+    assert manifest["concept_ann"] == {"file": "concept_ann.faiss",
+                                       "rows": len(held.row_concept), "beside": len(held.beside)}
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
+    restored = loaded.state.graph.concept_index
+    assert restored is not None and restored.graph.source is not None  # mapped from the save
+    assert restored.row_concept.tolist() == held.row_concept.tolist()
+    assert restored.row_drift.tolist() == held.row_drift.tolist()
+    assert restored.beside.tolist() == held.beside.tolist()
+    for query in ["Who wrote the first compiler?", "analytical engine"]:
+        assert [(c.id, c.score) for c in loaded.retrieve(query).chunks] == [
+            (c.id, c.score) for c in index.retrieve(query).chunks]
+
+
+def test_a_saved_graph_that_holds_other_concepts_is_refused(tmp_path: Path) -> None:
+    _hnsw_index(TEXTS).save(str(tmp_path / "idx"))
+    folder = index_folder(tmp_path / "idx")
+    rows = np.load(folder / "concept_ann_rows.npy")
+    rows[1] = rows[0]  # one concept twice, another not at all
+    (folder / "concept_ann_rows.npy").unlink()
+    np.save(folder / "concept_ann_rows.npy", rows, allow_pickle=False)
+    rehash(folder, "concept_ann_rows.npy")  # past the checksum, as an attacker would
+    with pytest.raises(CorruptIndexError, match="each concept that links a unit once"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
+    rows[1] = 10**6
+    (folder / "concept_ann_rows.npy").unlink()
+    np.save(folder / "concept_ann_rows.npy", rows, allow_pickle=False)
+    rehash(folder, "concept_ann_rows.npy")
+    with pytest.raises(CorruptIndexError, match="positions of the"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
+
+
+def test_a_save_without_the_graph_builds_it_on_load_when_asked(tmp_path: Path) -> None:
+    index = ConceptGraphIndex.from_texts(TEXTS, ids=[f"t{i}" for i in range(len(TEXTS))],
+                                         embedder=HashingEmbedder(64))
+    index.save(str(tmp_path / "idx"))
+    assert "concept_ann" not in read_manifest(tmp_path / "idx")
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
+    assert loaded.state.graph.concept_index is None
+    searched = loaded.reconfigured(concept_search="hnsw")
+    searched.retrieve("analytical engine")  # the first query builds it
+    assert searched.state.graph.held_concept_index() is not None
+    searched.save(str(tmp_path / "idx"))  # and a save keeps it
+    assert "concept_ann" in read_manifest(tmp_path / "idx")
