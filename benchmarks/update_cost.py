@@ -49,6 +49,19 @@ def segment_sizes(index: Any) -> list[int] | None:
     return ann.sizes() if hasattr(ann, "sizes") else None
 
 
+def concept_graph(index: Any, before: Any = None) -> dict[str, Any] | None:
+    """What the concept HNSW (``concept_search="hnsw"``) holds, and whether the last update
+    built it again (``before``: the one held before it); None where none is held."""
+    held = index.state.graph.held_concept_index()
+    if held is None:
+        return None
+    out = {"rows": len(held.row_concept), "live_rows": held.live_rows,
+           "beside": len(held.beside), "stale_share": round(held.stale_share(), 4)}
+    if before is not None:
+        out["rebuilt"] = held.graph is not before.graph
+    return out
+
+
 def timed(heap: HeapSampler, update: Any) -> dict[str, Any]:
     """Seconds, heap peak (and where the main thread was then) and heap after one update."""
     heap.phase()
@@ -72,11 +85,16 @@ def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim
                            "segments_loaded": segment_sizes(index)}
     row["query_loaded"], _ = warm_latency(index, asked)
     row["heap_queried_mb"] = round(heap.anonymous_mb())  # what queries keep: the base of an add
+    held = index.state.graph.held_concept_index()
+    row["concept_graph_loaded"] = concept_graph(index)
     row["add"] = timed(heap, partial(index.add, texts, ids=ids))
     row["segments_after_add"] = segment_sizes(index)
+    row["concept_graph_after_add"] = concept_graph(index, held)
+    held = index.state.graph.held_concept_index()
     row["query_after_add"], _ = warm_latency(index, asked)
     row["delete"] = timed(heap, partial(index.delete, ids))
     row["segments_after_delete"] = segment_sizes(index)
+    row["concept_graph_after_delete"] = concept_graph(index, held)
     row["query_after_delete"], _ = warm_latency(index, asked)
     if cycles:
         row["cycles"] = {"add_s": [], "delete_s": []}

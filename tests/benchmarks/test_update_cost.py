@@ -36,3 +36,23 @@ def test_an_add_and_delete_on_a_saved_hnsw_index_are_measured(tmp_path: Path) ->
     # two more adds and deletes of the same passages, each timed
     assert [len(row["cycles"][k]) for k in ("add_s", "delete_s")] == [2, 2]
     assert all(t > 0 for k in ("add_s", "delete_s") for t in row["cycles"][k])
+    assert row["concept_graph_loaded"] is None  # concept_search="exact" holds no graph
+
+
+def test_the_concept_graph_is_reported_through_the_updates(tmp_path: Path) -> None:
+    embedder = HashingEmbedder(DIM)
+    ConceptGraphIndex.from_texts(TEXTS, embedder=embedder).save(str(tmp_path / "idx"))
+    pool = [f"Sentence number {i} names the engine of Babbage." for i in range(30)]
+    asked = Queries(["Who designed the engine?"], embedder.embed(["Who designed the engine?"]))
+    row = measure_index(tmp_path / "idx", pool, asked, share=0.2, dim=DIM,
+                        settled={"concept_search": "hnsw"})
+    # the save holds none: the first query builds it over every concept that links a unit
+    loaded = row["concept_graph_loaded"]
+    assert loaded["beside"] == 0 and loaded["live_rows"] == loaded["rows"] > 0
+    after_add, after_delete = row["concept_graph_after_add"], row["concept_graph_after_delete"]
+    # the added chunk brings four concepts; beside the kept graph they would be 4 of 31,
+    # past MAX_STALE_SHARE (a tenth): the add builds it again, over all 31
+    assert after_add == {"rows": loaded["rows"] + 4, "live_rows": loaded["rows"] + 4,
+                         "beside": 0, "stale_share": 0.0, "rebuilt": True}
+    # the delete takes them away again: 4 of 31 rows dropped, past a tenth too
+    assert after_delete == {**loaded, "rebuilt": True}
