@@ -170,17 +170,23 @@ def measure(vectors: np.ndarray, usable: np.ndarray, queries: np.ndarray, k: int
 
 
 def dataset_index(name: str, data: Path, embedder: Any) -> tuple[Any, Queries]:
-    """An index over a dev set's passages with the default config, and its questions."""
+    """An index over a dev set's passages with the default config, and its questions;
+    ``name`` may join several sets with ``+`` (one index over all their passages, each
+    text once, ids prefixed by the set, asked all their questions)."""
     from shared_core import ConceptGraphIndex
 
     from .data import load_dataset, passage_text
 
-    dataset = load_dataset(data / name)
-    index = ConceptGraphIndex.from_texts([passage_text(p) for p in dataset.passages],
-                                         ids=[p.id for p in dataset.passages],
+    texts: dict[str, str] = {}  # text -> id: a passage two sets share is indexed once
+    questions: list[str] = []
+    for part in name.split("+"):
+        dataset = load_dataset(data / part)
+        for p in dataset.passages:
+            texts.setdefault(passage_text(p), f"{part}:{p.id}")
+        questions += [q.question for q in dataset.questions]
+    index = ConceptGraphIndex.from_texts(list(texts), ids=list(texts.values()),
                                          embedder=embedder)
-    texts = [q.question for q in dataset.questions]
-    return index, Queries(texts, embedder.embed(texts))
+    return index, Queries(questions, embedder.embed(questions))
 
 
 def context_kept(index: Any, asked: Queries) -> float:
@@ -199,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--save", type=Path, help="a saved index, asked the scale questions")
-    source.add_argument("--dataset", help="a dev set under --data, asked its questions")
+    source.add_argument("--dataset", help="a dev set under --data, asked its questions "
+                        "(several joined by +: musique+hotpotqa)")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--embedder", default="minilm",
                         help="minilm or hashing (--dataset; a save uses its own)")

@@ -79,3 +79,21 @@ def test_a_dev_set_is_indexed_and_asked_its_questions(tmp_path: Path) -> None:
     assert report["ivf"][0]["recall"] == 1.0 and report["hnsw"][0]["recall"] == 1.0
     # the graph proposes every concept of so small an index: the context is the scan's
     assert report["context_kept_by_concept_hnsw"] == 1.0
+
+
+def test_dev_sets_joined_by_plus_are_one_index_asked_all_their_questions(tmp_path: Path
+                                                                          ) -> None:
+    from benchmarks.concept_search import dataset_index
+    from shared_core import HashingEmbedder
+
+    data = tmp_path / "data"
+    write_dev_set(data / "one", [{"id": f"p{i}", "title": "", "text": t}
+                                 for i, t in enumerate(TEXTS[:3])],
+                  [{"id": "q1", "question": "Who designed the engine?", "answers": ["B"]}])
+    # its first passage is the other set's third: indexed once, under the first set's id
+    write_dev_set(data / "two", [{"id": f"p{i}", "title": "", "text": t}
+                                 for i, t in enumerate(TEXTS[2:])],
+                  [{"id": "q1", "question": "Who wrote the compiler?", "answers": ["H"]}])
+    index, asked = dataset_index("one+two", data, HashingEmbedder(64))
+    assert index.chunk_ids == ["one:p0", "one:p1", "one:p2", "two:p1", "two:p2"]
+    assert asked.texts == ["Who designed the engine?", "Who wrote the compiler?"]
