@@ -1035,8 +1035,11 @@ class ConceptGraphIndex:
                and graph.ann_rows is not None else None)
         cfg = state.config
         walks = _walk_hops(cfg, graph) > 0 and cfg.walk_nodes == "sentences"
-        save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann,
-                    saved_parts(graph, walk=walks), store_generation=generation)
+        parts = saved_parts(graph, walk=walks)
+        if cfg.concept_search != "hnsw":  # one a query of a reconfigured view built
+            parts = replace(parts, concept_index=None)
+        save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann, parts,
+                    store_generation=generation)
 
     def _save_in_store(self, path: str) -> None:
         """Save an index whose rows are its store's: the save holds no vector and names

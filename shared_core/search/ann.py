@@ -102,12 +102,13 @@ class HnswVectorIndex:
         grown.add(np.ascontiguousarray(vectors, dtype=np.float32))
         return HnswVectorIndex(grown)
 
-    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, query: np.ndarray, k: int, beam: int = EF_SEARCH
+               ) -> tuple[np.ndarray, np.ndarray]:
         k = min(k, len(self))
         if k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         # the beam is a per-call parameter, so concurrent queries never share it
-        params = _faiss().SearchParametersHNSW(efSearch=max(EF_SEARCH, k))
+        params = _faiss().SearchParametersHNSW(efSearch=max(beam, k))
         scores, rows = self.index.search(np.asarray(query, dtype=np.float32)[None, :], k,
                                          params=params)
         found = rows[0] >= 0  # faiss pads with -1 when it finds fewer than k

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from .ann import HnswVectorIndex
+from .ann import EF_SEARCH, HnswVectorIndex
 from .fused import reached_hops, weights_by_hop
 from .vector_index import row_scores, top_k_indices
 
@@ -36,10 +36,14 @@ if TYPE_CHECKING:  # the state package imports the search package
     from ..state.rows import Rows
 
 # candidates asked per direct concept: concepts tied at the last direct place then
-# reach the exact scores, which break ties to the lower position as the scan does.
-# The beam is the unit index's (``ann.EF_SEARCH``, 128): 99.1 % of MuSiQue's direct
-# concepts (top_k 25, MiniLM) in 0.4 ms
+# reach the exact scores, which break ties to the lower position as the scan does
 CANDIDATES_PER_DIRECT = 2
+# the search beam, twice the unit index's (``ann.EF_SEARCH``): over MuSiQue's and
+# HotpotQA's 43.7 K concepts (MiniLM, 1,000 questions) the index kept 99.61 % of the
+# scan's context at 256 against 98.88 % at 128, for 0.9 ms more a query (12.6 against
+# 11.7 ms; the scan's 15.1); over the 100 K scale save's hashing vectors 0.85 against
+# 0.80, for 0.2 ms (benchmarks/results/NOTES.md, thirty-seventh round)
+BEAM = 2 * EF_SEARCH
 
 
 # A concept keeps its row in the graph while its vector has moved at most this far
@@ -109,7 +113,7 @@ class ConceptHnsw:
         (asked for as many more as it holds dropped rows) and the best ``k`` beside it."""
         rows = len(self.row_concept)
         ask = min(rows, -(-k * rows // max(self.live_rows, 1)))
-        found, _ = self.graph.search(query, ask)
+        found, _ = self.graph.search(query, ask, BEAM)
         proposed = self.row_concept[found]
         proposed = proposed[proposed >= 0]
         if len(self.beside):
