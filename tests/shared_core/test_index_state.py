@@ -45,6 +45,8 @@ CONFIGS = {
     "mean_extracted": ConceptGraphConfig(**SMALL, chunk_similarity="mean",
                                          concept_links="extracted"),
     "bigrams_exact": ConceptGraphConfig(**SMALL, ngram_max=2, exact_match_seeds=True),
+    # the direct concepts proposed by an HNSW graph that updates keep and saves hold
+    "concept_graph": ConceptGraphConfig(**SMALL, concept_search="hnsw"),
 }
 
 
@@ -136,7 +138,7 @@ def test_a_failed_delete_or_bad_add_changes_nothing() -> None:
 
 
 # ------------------------------------------------------------------ 3. readers during writes
-@pytest.mark.parametrize("name", ["default", "direct_units"])
+@pytest.mark.parametrize("name", ["default", "direct_units", "concept_graph"])
 def test_four_readers_and_a_writer(name: str) -> None:
     index = ConceptGraphIndex.from_texts(POOL[:6], ids=ids_for(POOL[:6]),
                                          embedder=HashingEmbedder(DIM), config=CONFIGS[name])
