@@ -162,6 +162,10 @@ class _NotApplicable(Exception):
     """This mutation has no meaning for this file (e.g. NaN in an integer array)."""
 
 
+def _not_applicable(file: Path) -> None:
+    raise _NotApplicable
+
+
 def _bytes_mutation(kind: str) -> Mutation | None:
     if kind == "empty":
         return lambda file: file.write_bytes(b"")
@@ -186,7 +190,9 @@ def tamper_cases(folder: Path) -> Iterator[tuple[str, str, Mutation]]:
     for file in sorted(folder.iterdir()):
         for kind in MUTATIONS:
             mutation = _bytes_mutation(kind)
-            if mutation is None:
+            if mutation is None and file.suffix == ".faiss":  # faiss's binary format
+                mutation = _not_applicable
+            elif mutation is None:
                 mutation = (_npy_mutation(kind) if file.suffix == ".npy"
                             else _json_mutation(file.name, kind))
             yield file.name, kind, mutation

@@ -57,7 +57,8 @@ def results(index: ConceptGraphIndex) -> list[object]:
 @pytest.mark.parametrize("config", [
     ConceptGraphConfig(**SMALL),
     ConceptGraphConfig(**SMALL, unit_tokens=12, chunk_similarity="direct"),
-], ids=["default", "units_direct"])
+    ConceptGraphConfig(**SMALL, concept_search="hnsw", vector_index="hnsw"),
+], ids=["default", "units_direct", "hnsw_graphs"])
 def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
         config: ConceptGraphConfig, tmp_path: Path) -> None:
     saved = tmp_path / "idx"
@@ -79,6 +80,13 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
     assert "must be unique" in errors[("terms.json", "duplicate entries")]
     assert "must be unique" in errors[("chunks.json", "duplicate entries")]
     assert "non-finite" in errors[("sentence_embeddings.npy", "NaN values")]
+    if config.concept_search == "hnsw":  # the HNSW graphs' files
+        assert "links a unit once" in errors[("concept_ann_rows.npy", "duplicate entries")]
+        assert "positions of the" in errors[("concept_ann_rows.npy", "negative values")]
+        assert "row drifts" in errors[("concept_ann_drift.npy", "NaN values")]
+        assert "not an HNSW index" in errors[("concept_ann.faiss", "truncated")]
+        assert "not an HNSW index" in errors[("ann.faiss", "truncated")]
+        assert "each of the" in errors[("ann_rows.npy", "duplicate entries")]
     assert "unit length" in errors[("sentence_embeddings.npy", "negative values")]
     # what loads is a sound index (checked inside the matrix), e.g. a duplicated row of
     # term counts is a different but valid corpus. A saved strong pair moved to another
@@ -112,7 +120,11 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
                       ("graph_pair_margin.npy", "duplicate entries"),
                       ("tokens.npy", "duplicate entries"),
                       # another unit for a walk entry: in range, so only verify=True sees it
-                      ("walk_entry_unit.npy", "duplicate entries")} | {
+                      ("walk_entry_unit.npy", "duplicate entries"),
+                      # a concept-graph row's drift bound replaced by another in range: it
+                      # only decides when an update drops the row (the graph proposes,
+                      # every candidate is scored exactly)
+                      ("concept_ann_drift.npy", "duplicate entries")} | {
         (f"{name}_{part}.npy", "duplicate entries")
         for name in DERIVED_MATRICES for part in MATRIX_PARTS}
 
