@@ -83,6 +83,10 @@ def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim
     row: dict[str, Any] = {"index": str(path), "chunks": len(index), "added": len(ids),
                            "load_s": round(load, 2), "heap_loaded_mb": round(heap.anonymous_mb()),
                            "segments_loaded": segment_sizes(index)}
+    graph = index.state.graph
+    if index.config.concept_search == "hnsw" and graph.held_concept_index() is None:
+        # the save holds no concept graph: built here, not inside the first query's time
+        row["concept_graph_build"] = timed(heap, lambda: graph.concept_hnsw)
     row["query_loaded"], _ = warm_latency(index, asked)
     row["heap_queried_mb"] = round(heap.anonymous_mb())  # what queries keep: the base of an add
     held = index.state.graph.held_concept_index()
