@@ -51,10 +51,10 @@ BEAM = 2 * EF_SEARCH
 # with a query then errs by at most this much, and it only proposes candidates, which are
 # scored exactly. An update that moves it further puts it beside the graph (scanned).
 # Measured on MuSiQue with MiniLM through ten updates of 1 % added and 0.5 % deleted
-# (``benchmarks.concept_updates``): at 0.2 the kept graph found as many of the direct
-# concepts as a graph built afresh, or more; at 0.4, 0.3 points fewer; with no bound,
-# 1.4 points fewer after six updates. A 1 % add moves 6 % of MuSiQue's concepts, half
-# of them by more than 0.07.
+# (``benchmarks.concept_updates``, never built again): at 0.2 the kept graph found as
+# many of the direct concepts as a graph built afresh, or more; at 0.4, 0.2 points
+# fewer after ten updates; with no bound, 1.9 points fewer. A 1 % add moves 6 % of
+# MuSiQue's concepts, half of them by more than 0.07.
 MAX_ROW_DRIFT = 0.2
 # Past this share stale (:meth:`ConceptHnsw.stale_share`), an update builds the graph
 # again: the concepts beside it are scanned at every query, so it bounds that scan to a
