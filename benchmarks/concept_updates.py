@@ -42,23 +42,22 @@ from .scale import DATA, Queries, context_recall, query_latencies
 SEED = 0
 
 
-def direct_by(graph_index: Any, vectors: Any, query: np.ndarray, k: int) -> np.ndarray:
-    """The direct concepts as ``concept_search="hnsw"`` picks them from ``graph_index``."""
-    from shared_core.search.concepts import CANDIDATES_PER_DIRECT
-    from shared_core.search.vector_index import row_scores, top_k_indices
+def graph_recall(index: Any, queries: np.ndarray, exact: list[np.ndarray],
+                 held: Any) -> float:
+    """Recall of the ``exact`` direct concepts of each query by the concept graph ``held``."""
+    from shared_core.search.concepts import direct_concepts
 
-    found = graph_index.candidates(vectors, query, CANDIDATES_PER_DIRECT * k)
-    return np.asarray(found[top_k_indices(row_scores(vectors, found, query), k)])
-
-
-def graph_recall(index: Any, queries: np.ndarray, fresh: Any | None = None) -> float:
-    """Recall of the exact direct concepts by the index's concept graph (or ``fresh``)."""
     graph = index.state.graph
-    usable, k = np.asarray(graph.unit_linked_concepts), index.config.top_k
+    return recall([direct_concepts(held, graph.vectors, q, index.config.top_k)[0]
+                   for q in queries], exact)
+
+
+def exact_directs(index: Any, queries: np.ndarray) -> list[np.ndarray]:
+    """Each query's direct concepts as the scan finds them."""
+    graph = index.state.graph
     vectors = np.ascontiguousarray(np.asarray(graph.vectors), dtype=np.float32)
-    held = fresh if fresh is not None else graph.concept_index
-    exact = [exact_direct(vectors, usable, q, k) for q in queries]
-    return recall([direct_by(held, vectors, q, k) for q in queries], exact)
+    usable = np.asarray(graph.unit_linked_concepts)
+    return [exact_direct(vectors, usable, q, index.config.top_k) for q in queries]
 
 
 def timed(update: Any) -> float:
@@ -101,12 +100,14 @@ def run_updates(texts: list[str], ids: list[str], asked: Queries, embedder: Any,
         start = time.perf_counter()
         fresh = ConceptHnsw.build(graph.vectors, graph.unit_linked_concepts)
         build_s = round(time.perf_counter() - start, 3)
+        exact = exact_directs(kept, queries)
         row = {"step": number, "chunks": len(kept), "concepts": len(graph.concepts),
                "usable": len(graph.unit_linked_concepts), "live_rows": held.live_rows,
                "graph_rows": len(held.row_concept), "beside": len(held.beside),
                "stale_share": round(held.stale_share(), 4),
-               "recall_kept": graph_recall(kept, queries),
-               "recall_fresh": graph_recall(kept, queries, fresh), "fresh_build_s": build_s}
+               "recall_kept": graph_recall(kept, queries, exact, held),
+               "recall_fresh": graph_recall(kept, queries, exact, fresh),
+               "fresh_build_s": build_s}
         if number:
             row.update({"rebuilt": rebuilt, "update_s": update_s,
                         "update_s_without_graph": exact_update_s})

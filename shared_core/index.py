@@ -1035,10 +1035,8 @@ class ConceptGraphIndex:
                and graph.ann_rows is not None else None)
         cfg = state.config
         walks = _walk_hops(cfg, graph) > 0 and cfg.walk_nodes == "sentences"
-        parts = saved_parts(graph, walk=walks)
-        if cfg.concept_search != "hnsw":  # one a query of a reconfigured view built
-            parts = replace(parts, concept_index=None)
-        save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann, parts,
+        save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann,
+                    saved_parts(graph, walk=walks, concept_graph=cfg.concept_search == "hnsw"),
                     store_generation=generation)
 
     def _save_in_store(self, path: str) -> None:

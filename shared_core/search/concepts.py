@@ -165,6 +165,16 @@ class ConceptHnsw:
                              "once, by a row or beside the graph, and no other")
 
 
+def direct_concepts(graph_index: ConceptHnsw, vectors: Rows, query: np.ndarray, top_k: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(direct, candidates, their cosines)``: the best ``top_k`` of the graph's
+    ``CANDIDATES_PER_DIRECT * top_k`` candidates, by their exact cosines."""
+    # sorted, so that equal cosines go to the lower position, as in the scan
+    found = graph_index.candidates(vectors, query, CANDIDATES_PER_DIRECT * top_k)
+    scores = row_scores(vectors, found, query)
+    return found[top_k_indices(scores, top_k)], found, scores
+
+
 def searched_weighting(graph_index: ConceptHnsw, vectors: Rows, adjacency: sp.csr_matrix,
                        query: np.ndarray, *, top_k: int, hops: int, decay: float,
                        exact: np.ndarray | None = None
@@ -178,10 +188,8 @@ def searched_weighting(graph_index: ConceptHnsw, vectors: Rows, adjacency: sp.cs
     """
     n = adjacency.shape[0]
     similarity = np.full(n, np.nan, dtype=np.float32)
-    # sorted, so that equal cosines go to the lower position, as in the scan
-    found = graph_index.candidates(vectors, query, CANDIDATES_PER_DIRECT * top_k)
-    similarity[found] = row_scores(vectors, found, query)
-    direct = found[top_k_indices(similarity[found], top_k)]
+    direct, found, scores = direct_concepts(graph_index, vectors, query, top_k)
+    similarity[found] = scores
     hop_of = reached_hops(adjacency, direct, hops, exact)
     reached = np.flatnonzero(hop_of >= 0)
     unscored = reached[np.isnan(similarity[reached])]

@@ -128,22 +128,26 @@ class SavedGraph:
     concept_index: ConceptHnsw | None = None  # the concept HNSW, where the save holds one
 
 
-def saved_parts(graph: DerivedGraph, walk: bool = False) -> SavedGraph:
+def saved_parts(graph: DerivedGraph, walk: bool = False,
+                concept_graph: bool = False) -> SavedGraph:
     """What a save keeps of ``graph``; ``walk``: with the walk's postings (where queries
-    walk the sentences)."""
+    walk the sentences); ``concept_graph``: with the concept HNSW it holds (where the
+    config asks for ``concept_search="hnsw"``: not one that a reconfigured view's query
+    built, which a load would need faiss for and never read)."""
     matrices = GraphMatrices.of(graph, walk)
+    concept_index = graph.held_concept_index() if concept_graph else None
     if graph.pairs is None:
         edges = graph.edges
         return SavedGraph(edges.source, edges.target, edges.cooccurrence, graph.rank,
                           strong=False, concept_terms=graph.concept_terms,
                           vectors=graph.vectors, matrices=matrices, sums=graph.concept_sums,
-                          summed=graph.summed_concepts, concept_index=graph.held_concept_index())
+                          summed=graph.summed_concepts, concept_index=concept_index)
     pairs = graph.pairs
     return SavedGraph(pairs.source, pairs.target, pairs.count, graph.rank,
                       concept_terms=graph.concept_terms, vectors=graph.vectors,
                       edge=pairs.edge, margin=pairs.margin, matrices=matrices,
                       sums=graph.concept_sums, summed=graph.summed_concepts,
-                      concept_index=graph.held_concept_index())
+                      concept_index=concept_index)
 
 
 def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedGraph,
