@@ -6,21 +6,25 @@
 An update moves the vectors of the concepts whose sentences changed and adds and
 removes concepts; the index keeps the concept graph through it
 (``shared_core.search.concepts.ConceptHnsw.refreshed``) rather than building it again,
-until too much of it is stale. This builds an index with ``concept_search="hnsw"`` over
+writing the concepts that wait beside it into segments of their own, until too many of
+its rows are dropped. This builds an index with ``concept_search="hnsw"`` over
 the first ``--start`` share of a dev set's passages (shuffled), then runs ``--steps``
 updates, each adding the next ``--share`` of the passages and deleting half as many of
 the oldest. After each it reports, over the dev set's questions:
 
 - the recall of the exact direct concepts (the ``top_k`` most similar concepts that
   link a unit) by the kept graph, and by a graph built afresh over the same vectors;
-- what the kept graph holds: live rows, concepts beside it, the stale share, and
-  whether the update built it again;
+- what the kept graph holds: live rows, concepts beside it and their share, the dropped
+  rows' share, its segments, and whether the update built it again (a new first
+  segment) or wrote a later segment;
 - the update's seconds, against the same update of an index that holds no concept
   graph (``concept_search="exact"``), and the seconds a fresh build of the graph takes.
 
-``--max-drift`` and ``--max-stale`` run the whole sequence once per pair of values of
-``search.concepts.MAX_ROW_DRIFT`` (how far a concept may move and keep its row) and
-``MAX_STALE_SHARE`` (how stale the graph may grow before an update builds it again).
+``--max-drift``, ``--max-beside`` and ``--max-dead`` run the whole sequence once per
+combination of values of ``search.concepts.MAX_ROW_DRIFT`` (how far a concept may move
+and keep its row), ``MAX_BESIDE`` (how many concepts may wait beside the graph before
+an update writes them into it) and ``MAX_DEAD_SHARE`` (the share of dropped rows past
+which an update builds it again).
 """
 
 from __future__ import annotations
@@ -78,7 +82,8 @@ def run_updates(texts: list[str], ids: list[str], asked: Queries, embedder: Any,
     step = max(1, int(share * len(texts)))
     kept = ConceptGraphIndex.from_texts(texts[:first], ids=ids[:first], embedder=embedder,
                                         config=ConceptGraphConfig(concept_search="hnsw"))
-    scanned = ConceptGraphIndex.from_texts(texts[:first], ids=ids[:first], embedder=embedder)
+    scanned = ConceptGraphIndex.from_texts(texts[:first], ids=ids[:first], embedder=embedder,
+                                           config=ConceptGraphConfig(concept_search="exact"))
     rows: list[dict[str, Any]] = []
     oldest, end = 0, first
     for number in range(steps + 1):
@@ -94,7 +99,9 @@ def run_updates(texts: list[str], ids: list[str], asked: Queries, embedder: Any,
             update_s = timed(lambda: update(kept))
             exact_update_s = timed(lambda: update(scanned))
             end, oldest = added.stop, oldest + len(doomed)
-            rebuilt = kept.state.graph.concept_index.graph is not previous.graph
+            now = kept.state.graph.concept_index.graph
+            rebuilt = now.segments[0] is not previous.graph.segments[0]
+            written = not rebuilt and now is not previous.graph
         graph = kept.state.graph
         held = graph.concept_index
         start = time.perf_counter()
@@ -104,12 +111,13 @@ def run_updates(texts: list[str], ids: list[str], asked: Queries, embedder: Any,
         row = {"step": number, "chunks": len(kept), "concepts": len(graph.concepts),
                "usable": len(graph.unit_linked_concepts), "live_rows": held.live_rows,
                "graph_rows": len(held.row_concept), "beside": len(held.beside),
-               "stale_share": round(held.stale_share(), 4),
+               "beside_share": round(held.beside_share(), 4),
+               "dead_share": round(held.dead_share(), 4), "segments": held.graph.sizes(),
                "recall_kept": graph_recall(kept, queries, exact, held),
                "recall_fresh": graph_recall(kept, queries, exact, fresh),
                "fresh_build_s": build_s}
         if number:
-            row.update({"rebuilt": rebuilt, "update_s": update_s,
+            row.update({"rebuilt": rebuilt, "segment_written": written, "update_s": update_s,
                         "update_s_without_graph": exact_update_s})
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
@@ -135,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--share", type=float, default=0.01, help="share added per update")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--max-drift", type=float, nargs="*", default=[concepts.MAX_ROW_DRIFT])
-    parser.add_argument("--max-stale", type=float, nargs="*",
-                        default=[concepts.MAX_STALE_SHARE])
+    parser.add_argument("--max-beside", type=int, nargs="*", default=[concepts.MAX_BESIDE])
+    parser.add_argument("--max-dead", type=float, nargs="*", default=[concepts.MAX_DEAD_SHARE])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     embedder = resolve_embedder(args.embedder, args.cache)
@@ -151,14 +159,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.argv[1:] if argv is None else argv),
         "embedder": embedder.model_id, "dataset": args.dataset, "passages": len(texts),
         "questions": len(questions), "runs": []}
-    defaults = concepts.MAX_ROW_DRIFT, concepts.MAX_STALE_SHARE
+    defaults = concepts.MAX_ROW_DRIFT, concepts.MAX_BESIDE, concepts.MAX_DEAD_SHARE
     try:
-        for drift, stale in itertools.product(args.max_drift, args.max_stale):
-            concepts.MAX_ROW_DRIFT, concepts.MAX_STALE_SHARE = drift, stale
+        for drift, beside, dead in itertools.product(args.max_drift, args.max_beside,
+                                                     args.max_dead):
+            concepts.MAX_ROW_DRIFT, concepts.MAX_BESIDE = drift, beside
+            concepts.MAX_DEAD_SHARE = dead
             run = run_updates(texts, ids, asked, embedder, args.start, args.share, args.steps)
-            report["runs"].append({"max_row_drift": drift, "max_stale_share": stale, **run})
+            report["runs"].append({"max_row_drift": drift, "max_beside": beside,
+                                   "max_dead_share": dead, **run})
     finally:
-        concepts.MAX_ROW_DRIFT, concepts.MAX_STALE_SHARE = defaults
+        concepts.MAX_ROW_DRIFT, concepts.MAX_BESIDE, concepts.MAX_DEAD_SHARE = defaults
     print(json.dumps(report, indent=2))
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

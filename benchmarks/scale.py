@@ -52,12 +52,15 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from benchmarks.build_speed import TimedEmbedder
 from benchmarks.data import DATA_ROOT, DATASETS
+
+if TYPE_CHECKING:
+    from shared_core.embeddings import Embedder
 
 DATA = DATA_ROOT
 
@@ -373,22 +376,26 @@ def measure_size(n: int, data: Path, queries: int, vector_index: str,
                 drop_collections(store)
 
 
-def save_built(n: int, data: Path, folder: Path, fresh_names: float = 0.0) -> dict[str, Any]:
+def save_built(n: int, data: Path, folder: Path, fresh_names: float = 0.0,
+               embedder: Embedder | None = None) -> dict[str, Any]:
     """Build the size-``n`` corpus as :func:`measure_size` does (with ``fresh_names``, see
     :func:`passages`) and save it to ``folder/idx<n>``: the index the saved-index
-    benchmarks load."""
+    benchmarks load. ``embedder`` is the hashing one unless given (MiniLM, to measure
+    what depends on real vectors: its time is in the build's)."""
     from shared_core import ConceptGraphIndex, HashingEmbedder
     from shared_core.state.spill import DEFAULT_SPILL
 
     ids, texts = passages(sentence_pool(data), n, seed=1, fresh_names=fresh_names)
     start = time.perf_counter()
-    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=HashingEmbedder(384),
+    index = ConceptGraphIndex.from_texts(texts, ids=ids,
+                                         embedder=embedder or HashingEmbedder(384),
                                          vector_spill=DEFAULT_SPILL)
     build = time.perf_counter() - start
     path = folder / f"idx{n}"
     index.save(str(path))
     stats = index.stats()
-    return {"passages": n, "fresh_names": fresh_names, "concepts": int(stats["concepts"]),
+    return {"passages": n, "fresh_names": fresh_names, "embedder": index.embedder.model_id,
+            "concepts": int(stats["concepts"]),
             "edges": int(stats["edges"]), "path": str(path), "build_s": round(build, 1),
             "disk_mb": round(folder_size(path) / 1e6, 1)}
 
@@ -889,6 +896,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--fresh-names", type=float, default=0.0, metavar="MEAN",
                         help="with --save: new names per passage, for a growing vocabulary "
                              "(see passages())")
+    parser.add_argument("--embedder", choices=("hashing", "minilm"), default="hashing",
+                        help="with --save: the saved index's embedder (minilm through the "
+                             "benchmarks' embedding cache)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, nargs="+", metavar="REPORT",
@@ -906,9 +916,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--fresh-names is for --save: measure its saves with benchmarks.query_cost")
     if args.fresh_names < 0:
         parser.error("--fresh-names is a mean count per passage: 0 or more")
+    if args.embedder != "hashing" and not args.save:
+        parser.error("--embedder is for --save; the measured runs use the hashing embedder")
     if args.save:
+        embedder = None
+        if args.embedder == "minilm":
+            from shared_core.embeddings.cache import resolve_embedder
+
+            from .run import CACHE_PATH
+            embedder = resolve_embedder("minilm", CACHE_PATH)
         for n in args.sizes:
-            print(json.dumps(save_built(n, args.data, args.save, args.fresh_names)), flush=True)
+            print(json.dumps(save_built(n, args.data, args.save, args.fresh_names, embedder)),
+                  flush=True)
         return
     if args.one:
         engine = Engine(args.backend, args.milvus_index, args.milvus_uri, args.engine_pid,

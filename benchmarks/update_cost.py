@@ -56,9 +56,10 @@ def concept_graph(index: Any, before: Any = None) -> dict[str, Any] | None:
     if held is None:
         return None
     out = {"rows": len(held.row_concept), "live_rows": held.live_rows,
-           "beside": len(held.beside), "stale_share": round(held.stale_share(), 4)}
-    if before is not None:
-        out["rebuilt"] = held.graph is not before.graph
+           "beside": len(held.beside), "beside_share": round(held.beside_share(), 4),
+           "dead_share": round(held.dead_share(), 4), "segments": held.graph.sizes()}
+    if before is not None:  # built again: its first segment is new
+        out["rebuilt"] = held.graph.segments[0] is not before.graph.segments[0]
     return out
 
 
@@ -83,8 +84,10 @@ def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim
     row: dict[str, Any] = {"index": str(path), "chunks": len(index), "added": len(ids),
                            "load_s": round(load, 2), "heap_loaded_mb": round(heap.anonymous_mb()),
                            "segments_loaded": segment_sizes(index)}
+    from shared_core.state.derived import uses_concept_graph
+
     graph = index.state.graph
-    if index.config.concept_search == "hnsw" and graph.held_concept_index() is None:
+    if uses_concept_graph(index.config, graph) and graph.held_concept_index() is None:
         # the save holds no concept graph: built here, not inside the first query's time
         row["concept_graph_build"] = timed(heap, lambda: graph.concept_hnsw)
     row["query_loaded"], _ = warm_latency(index, asked)

@@ -22,7 +22,7 @@ SelectBy = Literal["chunks", "tokens"]
 VectorIndexKind = Literal["auto", "exact", "hnsw"]
 WalkNodes = Literal["sentences", "units"]
 WalkSeeds = Literal["direct", "exact"]
-ConceptSearch = Literal["exact", "hnsw"]
+ConceptSearch = Literal["auto", "exact", "hnsw"]
 
 # The knobs by what they act on, so that what a change costs can be read off its group:
 # build knobs shape the stored chunks (a change needs a rebuild), graph knobs the concept
@@ -136,12 +136,15 @@ class ConceptGraphConfig:
     path always reads every posting (the reference).
 
     ``concept_search`` is how the fused ranking finds its ``top_k`` direct concepts:
-    ``"exact"`` (the default) scores every concept vector, ``"hnsw"`` asks an HNSW
-    graph over them (the ``ann`` extra) and scores its candidates exactly
+    ``"exact"`` scores every concept vector, ``"hnsw"`` asks an HNSW graph over them
+    (the ``ann`` extra) and scores its candidates exactly
     (``shared_core.search.concepts``). The scan grows with the vocabulary, which real
-    text keeps growing. With ``"hnsw"`` the graph is built with the index, kept
-    through updates (a concept that moved little keeps its row; new and moved ones are
-    scanned beside the graph until they are a tenth of it) and saved with the index.
+    text keeps growing. ``"auto"`` (the default) scans below ``CONCEPT_ANN_MIN``
+    concept vectors and searches the graph from there, a threshold measured in
+    ``benchmarks/RESULTS.md``; the paper's ranking always scans. Where the graph is
+    searched it is built with the index, kept through updates (a concept that moved
+    little keeps its row; new and moved ones are scanned beside the graph until they
+    are a tenth of it) and saved with the index.
     """
 
     theta_sem: float = 0.65
@@ -181,7 +184,7 @@ class ConceptGraphConfig:
     walk_seeds: WalkSeeds = "direct"
     # posting entries a walk step reads on the candidate path (RESULTS.md)
     walk_postings: int | None = 30_000
-    concept_search: ConceptSearch = "exact"
+    concept_search: ConceptSearch = "auto"
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -212,7 +215,7 @@ class ConceptGraphConfig:
         _check_choice("walk_seeds", self.walk_seeds, ("direct", "exact"))
         if self.walk_postings is not None:
             _check_int("walk_postings", self.walk_postings, 1)
-        _check_choice("concept_search", self.concept_search, ("exact", "hnsw"))
+        _check_choice("concept_search", self.concept_search, ("auto", "exact", "hnsw"))
         if self.concept_search == "hnsw" and self.ranking != "fused":
             raise ValueError("concept_search='hnsw' finds the fused ranking's direct concepts; "
                              "ranking='paper' scans them all: use concept_search='exact'")

@@ -78,6 +78,8 @@ from .state.derived import (
     chunk_term_counts,
     derive_graph,
     segment_means,
+    uses_concept_graph,
+    wants_concept_graph,
     with_concept_search,
     with_vector_search,
 )
@@ -855,6 +857,10 @@ class ConceptGraphIndex:
             warnings.append(f"{rows} vectors are scanned in full for every query: install "
                             "the ann extra (pip install 'conceptgraph[ann]') for HNSW "
                             "candidate search")
+        if wants_concept_graph(cfg, graph) and not uses_concept_graph(cfg, graph):
+            warnings.append(f"{n_concepts} concept vectors are scanned in full for every "
+                            "query: install the ann extra (pip install 'conceptgraph[ann]') "
+                            "to find the direct concepts through HNSW")
         return {
             "chunks": len(corpus),
             "tokens": int(corpus.tokens.sum()),
@@ -870,6 +876,7 @@ class ConceptGraphIndex:
                              "hnsw" if isinstance(graph.ann, HnswSegments) else
                              f"store:{type(state.vector_store).__name__}"
                              + ("+terms" if keeps_terms(state.vector_store) else "")),
+            "concept_search": "hnsw" if uses_concept_graph(cfg, graph) else "exact",
             "warnings": warnings,
         }
 
@@ -1036,7 +1043,8 @@ class ConceptGraphIndex:
         cfg = state.config
         walks = _walk_hops(cfg, graph) > 0 and cfg.walk_nodes == "sentences"
         save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann,
-                    saved_parts(graph, walk=walks, concept_graph=cfg.concept_search == "hnsw"),
+                    saved_parts(graph, walk=walks,
+                                concept_graph=uses_concept_graph(cfg, graph)),
                     store_generation=generation)
 
     def _save_in_store(self, path: str) -> None:
@@ -1406,7 +1414,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
         weighting: tuple[np.ndarray, np.ndarray] | None = None
-        if cfg.concept_search == "hnsw":
+        if uses_concept_graph(cfg, graph):
             concept_similarity, weighting = searched_weighting(
                 graph.concept_hnsw, graph.vectors, graph.adjacency, q, top_k=cfg.top_k,
                 hops=hops, decay=cfg.expansion_decay, exact=exact)

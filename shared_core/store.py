@@ -204,7 +204,8 @@ _V2_VECTOR_DTYPE = np.float32  # what versions 1 and 2 stored embeddings as
 TOKEN_ARRAYS = {"tokens": (np.int64, 1), "unit_tokens": (np.int64, 1)}
 # the concept HNSW (``concept_search="hnsw"``; ``search.concepts.ConceptHnsw``): the
 # graph, each row's concept now and how far it has moved, the concepts scanned beside it
-CONCEPT_ANN_FILE = "concept_ann.faiss"
+CONCEPT_ANN_STEM = "concept_ann"  # segments: concept_ann.faiss, concept_ann.1.faiss, ...
+CONCEPT_ANN_FILE = f"{CONCEPT_ANN_STEM}.faiss"
 CONCEPT_ANN_ARRAYS = {"concept_ann_rows": np.int64, "concept_ann_drift": np.float64,
                       "concept_ann_beside": np.int64}
 # version 5: the texts as one UTF-8 byte run and each text's end in it (chunks.json then
@@ -365,7 +366,8 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
                            "segments": ann_segments}
     if concept_ann is not None:
         manifest["concept_ann"] = {"file": CONCEPT_ANN_FILE, "rows": len(concept_ann.row_concept),
-                                   "beside": len(concept_ann.beside)}
+                                   "beside": len(concept_ann.beside),
+                                   "segments": concept_ann.graph.sizes()}
     if graph is not None:
         manifest["graph"] = {"concepts": len(graph.rank),
                              "pairs" if graph.strong else "edges": len(graph.source)}
@@ -382,9 +384,11 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
 def _save_concept_ann(folder: Path, index: ConceptHnsw, file_mode: int) -> None:
     """Write the concept HNSW's graph (faiss's format) and its row map, drifts and the
     concepts beside it (``.npy``)."""
-    index.graph.save(folder / CONCEPT_ANN_FILE)
-    os.chmod(folder / CONCEPT_ANN_FILE, file_mode)
-    _fsync_path(folder / CONCEPT_ANN_FILE)
+    for position, segment in enumerate(index.graph.segments):
+        file = folder / segment_file(position, CONCEPT_ANN_STEM)
+        segment.save(file)
+        os.chmod(file, file_mode)
+        _fsync_path(file)
     for name, array in zip(CONCEPT_ANN_ARRAYS, (index.row_concept, index.row_drift,
                                                  index.beside), strict=True):
         with _new_file(folder / f"{name}.npy", file_mode) as fh:
@@ -800,13 +804,19 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
         return None
     rows = entry.get("rows") if isinstance(entry, dict) else None
     beside = entry.get("beside") if isinstance(entry, dict) else None
-    if entry != {"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside} \
-            or not _is_count(rows) or not _is_count(beside):
+    # saves of the thirty-seventh round's code held one segment and did not list it
+    sizes = entry.get("segments", [rows]) if isinstance(entry, dict) else None
+    if entry not in ({"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside},
+                     {"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside,
+                      "segments": sizes}) \
+            or not _is_count(rows) or not _is_count(beside) or not isinstance(sizes, list) \
+            or not sizes or not all(_is_count(n) for n in sizes) or sum(sizes) != rows:
         raise CorruptIndexError(f"{folder}/manifest.json: 'concept_ann' must be {{'file': "
-                                f"'{CONCEPT_ANN_FILE}', 'rows': <count>, 'beside': <count>}}, "
-                                f"got {entry!r}")
+                                f"'{CONCEPT_ANN_FILE}', 'rows': <count>, 'beside': <count>, "
+                                f"'segments': <counts adding up to rows>}}, got {entry!r}")
     rows, beside = int(entry["rows"]), int(entry["beside"])
-    digests.check([CONCEPT_ANN_FILE, *(f"{name}.npy" for name in CONCEPT_ANN_ARRAYS)])
+    files = [segment_file(i, CONCEPT_ANN_STEM) for i in range(len(sizes))]
+    digests.check([*files, *(f"{name}.npy" for name in CONCEPT_ANN_ARRAYS)])
     row_concept, row_drift, beside_concepts = (
         _read_npy(folder / f"{name}.npy", dtype, (size,))
         for (name, dtype), size in zip(CONCEPT_ANN_ARRAYS.items(), (rows, rows, beside),
@@ -817,11 +827,12 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
             raise CorruptIndexError(f"{folder}/{name}.npy must hold positions of the "
                                     f"{concepts} concepts")
     try:
-        graph = HnswVectorIndex.load(folder / CONCEPT_ANN_FILE, rows, dim,
-                                     wanted_by="concept_search='hnsw'")
+        segments = tuple(HnswVectorIndex.load(folder / file, size, dim,
+                                              wanted_by="concept_search='hnsw'")
+                         for file, size in zip(files, sizes, strict=True))
     except ValueError as exc:
         raise CorruptIndexError(str(exc)) from exc
-    return ConceptHnsw(graph, row_concept, row_drift, beside_concepts)
+    return ConceptHnsw(HnswSegments(segments), row_concept, row_drift, beside_concepts)
 
 
 def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any],

@@ -175,9 +175,10 @@ GROW_SHARE = 1 / 8  # a later segment is grown in place of a new one while this 
 LATER_SEGMENT_K = EF_SEARCH  # rows a later segment is first asked for: one beam's worth
 
 
-def segment_file(segment: int) -> str:
-    """The saved file of one segment: ``ann.faiss`` for the first, ``ann.<i>.faiss`` after."""
-    return FILE_NAME if segment == 0 else f"ann.{segment}.faiss"
+def segment_file(segment: int, stem: str = "ann") -> str:
+    """The saved file of one segment: ``ann.faiss`` for the first, ``ann.<i>.faiss`` after
+    (``stem``: another index's, as the concept graph's ``concept_ann``)."""
+    return f"{stem}.faiss" if segment == 0 else f"{stem}.{segment}.faiss"
 
 
 def segment_plan(sizes: Sequence[int], added: int) -> SegmentPlan:
@@ -227,8 +228,14 @@ class HnswSegments:
     def sizes(self) -> list[int]:
         return [len(segment) for segment in self.segments]
 
-    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The best ``k`` rows of all segments by their quantised scores.
+    @property
+    def dim(self) -> int:
+        return int(self.segments[0].index.d)
+
+    def search(self, query: np.ndarray, k: int, beam: int = EF_SEARCH
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``k`` rows of all segments by their quantised scores, each segment
+        searched with ``beam``.
 
         The first segment's ``k`` best set a floor: a later segment's row enters the
         answer only above it. HNSW's cost is set by its beam, not its size (at a
@@ -237,36 +244,49 @@ class HnswSegments:
         as many again while the last one it returns still beats the floor.
         """
         if len(self.segments) == 1:
-            return self.segments[0].search(query, k)
+            return self.segments[0].search(query, k, beam)
         offsets = np.cumsum([0, *self.sizes()[:-1]])
-        first_rows, first_scores = self.segments[0].search(query, k)
+        first_rows, first_scores = self.segments[0].search(query, k, beam)
         floor = first_scores[k - 1] if len(first_scores) >= k else -np.inf
         found = [(first_rows, first_scores)]
         for segment, offset in zip(self.segments[1:], offsets[1:].tolist(), strict=True):
-            rows, scores = _above(segment, query, k, floor)
+            rows, scores = _above(segment, query, k, floor, beam)
             found.append((rows + offset, scores))
         rows = np.concatenate([r for r, _ in found])
         scores = np.concatenate([s for _, s in found])
         order = np.lexsort((rows, -scores))[:k]  # ties go to the lower row
         return rows[order], scores[order]
 
+    def search_each(self, query: np.ndarray, asks: Sequence[int], beam: int = EF_SEARCH
+                    ) -> np.ndarray:
+        """Each segment's best ``asks[i]`` rows by its own quantised scores, as rows of
+        the whole: for a caller that scores them all exactly, which then never compares
+        two segments' quantisers (each is trained on its own rows)."""
+        offsets = np.cumsum([0, *self.sizes()[:-1]]).tolist()
+        found = [segment.search(query, ask, beam)[0] + offset
+                 for segment, ask, offset in zip(self.segments, asks, offsets, strict=True)
+                 if ask > 0]
+        return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
     def grown(self, vectors: np.ndarray) -> HnswSegments:
         """The last segment copied with ``vectors`` appended; this index is unchanged."""
         return HnswSegments((*self.segments[:-1], self.segments[-1].with_rows(vectors)))
 
-    def with_segment(self, first: int, vectors: np.ndarray) -> HnswSegments:
+    def with_segment(self, first: int, vectors: np.ndarray,
+                     wanted_by: str = "vector_index='hnsw'") -> HnswSegments:
         """The first ``first`` segments, then one new segment of ``vectors``."""
-        return HnswSegments((*self.segments[:first], HnswVectorIndex.build(vectors)))
+        return HnswSegments((*self.segments[:first],
+                             HnswVectorIndex.build(vectors, wanted_by)))
 
 
-def _above(segment: HnswVectorIndex, query: np.ndarray, k: int, floor: float
-           ) -> tuple[np.ndarray, np.ndarray]:
+def _above(segment: HnswVectorIndex, query: np.ndarray, k: int, floor: float,
+           beam: int = EF_SEARCH) -> tuple[np.ndarray, np.ndarray]:
     """A later segment's best rows, up to ``k``: enough that every row it can add to
     an answer whose ``k``-th score is ``floor`` is among them (a row that only ties
     the floor loses to the lower rows of the first segment)."""
     want = min(k, LATER_SEGMENT_K)
     while True:
-        rows, scores = segment.search(query, want)
+        rows, scores = segment.search(query, want, beam)
         if want >= min(k, len(segment)) or len(scores) < want or scores[-1] <= floor:
             return rows, scores
         want = min(k, 2 * want)

@@ -14,9 +14,12 @@ An update moves the vectors of the concepts whose sentences changed, and adds an
 removes concepts. The graph is kept through it rather than built again
 (:meth:`ConceptHnsw.refreshed`): a row stays while its concept has moved little
 (``MAX_ROW_DRIFT``), since it only proposes candidates; new and moved concepts are
-scanned beside it, until they are too many (``MAX_STALE_SHARE``) and the update builds
-it again. It is built with the graph when ``concept_search="hnsw"`` (or by the first
-query that asks for it), and saved with the index.
+scanned beside it until there are more than ``MAX_BESIDE``, and are then written into
+segments after the first, as the units' graph grows (``ann.segment_plan``). Only when
+too many rows are dropped (``MAX_DEAD_SHARE``) does an update build it all again.
+It is built with the graph where it is searched (``concept_search="hnsw"``, or
+``"auto"`` from ``state.derived.CONCEPT_ANN_MIN`` concepts; or by the first query of a
+reconfigured view that asks for it), and saved with the index.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from .ann import EF_SEARCH, HnswVectorIndex
+from .ann import EF_SEARCH, HnswSegments, HnswVectorIndex, segment_plan
 from .fused import reached_hops, weights_by_hop
 from .vector_index import row_scores, top_k_indices
 
@@ -56,10 +59,18 @@ BEAM = 2 * EF_SEARCH
 # fewer after ten updates; with no bound, 1.9 points fewer. A 1 % add moves 6 % of
 # MuSiQue's concepts, half of them by more than 0.07.
 MAX_ROW_DRIFT = 0.2
-# Past this share stale (:meth:`ConceptHnsw.stale_share`), an update builds the graph
-# again: the concepts beside it are scanned at every query, so it bounds that scan to a
-# tenth of the full one.
-MAX_STALE_SHARE = 0.1
+# Past this many concepts beside the graph, an update writes them into it as a segment
+# of their own (or grows or merges the later segments, as the units' graph does:
+# ``ann.segment_plan``). Beside it they are scanned at every query; so many take about
+# as long to scan as a segment takes to search (MiniLM: the scan 0.054 ms per thousand
+# concepts, a search with the beam of 256 0.7-1.1 ms; benchmarks/results/NOTES.md,
+# thirty-eighth round), and a segment is searched by its own quantiser, which fewer
+# rows would train poorly.
+MAX_BESIDE = 16_384
+# Past this share of dropped rows (which a search steps over, asking for as many more),
+# an update builds the graph again (benchmarks/results/NOTES.md, thirty-eighth round).
+MAX_DEAD_SHARE = 0.25
+WANTED_BY = "concept_search='hnsw'"
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,7 +86,7 @@ class ConceptHnsw:
     It is searched with a beam per call, so concurrent queries never share one.
     """
 
-    graph: HnswVectorIndex
+    graph: HnswSegments
     row_concept: np.ndarray
     row_drift: np.ndarray
     beside: np.ndarray
@@ -90,30 +101,39 @@ class ConceptHnsw:
         are scored exactly.
         """
         usable = np.asarray(usable, dtype=np.int64)
-        rows = np.asarray(vectors[usable], dtype=np.float32).reshape(len(usable),
-                                                                     vectors.shape[1])
-        return cls(HnswVectorIndex.build(rows, "concept_search='hnsw'"), usable,
-                   np.zeros(len(usable)), np.zeros(0, dtype=np.int64))
+        graph = HnswSegments((HnswVectorIndex.build(_rows_of(vectors, usable), WANTED_BY),))
+        return cls(graph, usable, np.zeros(len(usable)), np.zeros(0, dtype=np.int64))
 
     @cached_property
     def live_rows(self) -> int:
         return int(np.count_nonzero(self.row_concept >= 0))
 
-    def stale_share(self) -> float:
-        """The larger of two costs of keeping the graph: the concepts beside it (scanned
-        at every query) as a share of the concepts held, and the dropped rows (which a
-        search steps over) as a share of its rows."""
+    @cached_property
+    def segment_asks(self) -> np.ndarray:
+        """Rows asked of each segment per direct concept wanted: its rows over its live
+        ones (a segment steps over its dropped rows; one with none live is not asked)."""
+        ends = np.cumsum(self.graph.sizes())
+        live = np.add.reduceat(self.row_concept >= 0, np.r_[0, ends[:-1]]) if len(
+            self.row_concept) else np.zeros(len(ends), dtype=np.int64)
+        sizes = np.diff(np.r_[0, ends])
+        return np.where(live > 0, sizes / np.maximum(live, 1), 0.0)
+
+    def beside_share(self) -> float:
+        """The concepts beside the graph (scanned at every query), of those held."""
         held = self.live_rows + len(self.beside)
+        return len(self.beside) / held if held else 0.0
+
+    def dead_share(self) -> float:
+        """The dropped rows (which a search steps over), of the graph's rows."""
         rows = len(self.row_concept)
-        return max(len(self.beside) / held if held else 0.0,
-                   (rows - self.live_rows) / rows if rows else 0.0)
+        return (rows - self.live_rows) / rows if rows else 0.0
 
     def candidates(self, vectors: Rows, query: np.ndarray, k: int) -> np.ndarray:
-        """Concept positions, sorted, proposed for the ``k`` most similar: the graph's
-        (asked for as many more as it holds dropped rows) and the best ``k`` beside it."""
-        rows = len(self.row_concept)
-        ask = min(rows, -(-k * rows // max(self.live_rows, 1)))
-        found, _ = self.graph.search(query, ask, BEAM)
+        """Concept positions, sorted, proposed for the ``k`` most similar: each segment's
+        best ``k`` (asked for as many more as it holds dropped rows), by its own
+        quantiser, and the best ``k`` beside the graph."""
+        asks = np.minimum(np.ceil(k * self.segment_asks), self.graph.sizes()).astype(int)
+        found = self.graph.search_each(query, asks.tolist(), BEAM)
         proposed = self.row_concept[found]
         proposed = proposed[proposed >= 0]
         if len(self.beside):
@@ -122,13 +142,21 @@ class ConceptHnsw:
         return np.unique(proposed)
 
     def refreshed(self, new_of_old: np.ndarray, drift: np.ndarray, usable: np.ndarray,
-                  max_stale_share: float | None = None) -> ConceptHnsw | None:
-        """This graph after an update, or None when more than ``max_stale_share`` of it
-        is stale (default ``MAX_STALE_SHARE``; :meth:`stale_share`): build one again.
+                  vectors: Rows, max_beside: int | None = None,
+                  max_dead_share: float | None = None) -> ConceptHnsw | None:
+        """This graph after an update, or None when it must be built again.
 
         ``new_of_old`` is each old concept's new position (-1: gone), ``drift`` how far
         each new concept's vector moved (inf: new concept), ``usable`` the concepts that
-        link a unit now (sorted).
+        link a unit now (sorted), ``vectors`` the concept vectors now.
+
+        Gone concepts, and those that moved past ``MAX_ROW_DRIFT``, lose their rows; new
+        and moved ones go beside the graph. Past ``max_beside`` of them (default
+        ``MAX_BESIDE``) they are written into the graph as the units' rows are
+        (:func:`ann.segment_plan`: a new segment of theirs, a later one grown or the
+        later ones merged; never the first one again). Past
+        ``max_dead_share`` dropped rows (default ``MAX_DEAD_SHARE``), or where the
+        plan is a rebuild, it returns None.
         """
         was = self.row_concept
         concept = np.where(was >= 0, new_of_old[np.maximum(was, 0)], -1)
@@ -142,16 +170,42 @@ class ConceptHnsw:
         usable = np.asarray(usable, dtype=np.int64)
         kept = ConceptHnsw(self.graph, np.where(live, concept, -1),
                            np.where(live, row_drift, 0.0), usable[~held[usable]])
-        limit = MAX_STALE_SHARE if max_stale_share is None else max_stale_share
-        return None if kept.stale_share() > limit else kept
+        if kept.dead_share() > (MAX_DEAD_SHARE if max_dead_share is None else max_dead_share):
+            return None
+        if len(kept.beside) <= (MAX_BESIDE if max_beside is None else max_beside):
+            return kept
+        return kept.with_beside_written(vectors)
+
+    def with_beside_written(self, vectors: Rows) -> ConceptHnsw | None:
+        """The concepts beside the graph written into it by ``ann.segment_plan``, the
+        first segment left as it is; None where the plan is to build it all again."""
+        sizes = self.graph.sizes()
+        plan = segment_plan(sizes, len(self.beside))
+        if plan == "rebuild":
+            return None
+        if plan == "grow":
+            graph = self.graph.grown(_rows_of(vectors, self.beside))
+            concepts, first = self.beside, len(self.row_concept)
+        elif plan == "append":
+            graph = self.graph.with_segment(len(sizes), _rows_of(vectors, self.beside),
+                                            WANTED_BY)
+            concepts, first = self.beside, len(self.row_concept)
+        else:  # merge: the later segments' live concepts, at their vectors now, and these
+            first = sizes[0]
+            later = self.row_concept[first:]
+            concepts = np.concatenate([later[later >= 0], self.beside])
+            graph = self.graph.with_segment(1, _rows_of(vectors, concepts), WANTED_BY)
+        return ConceptHnsw(graph, np.concatenate([self.row_concept[:first], concepts]),
+                           np.concatenate([self.row_drift[:first], np.zeros(len(concepts))]),
+                           np.zeros(0, dtype=np.int64))
 
     def check_holds(self, usable: np.ndarray, dim: int) -> None:
         """ValueError unless every concept of ``usable`` (sorted) has exactly one live row
         or is beside the graph, and nothing else is held (a saved graph's check)."""
         rows = len(self.row_concept)
-        if (len(self.graph), int(self.graph.index.d)) != (rows, dim):
+        if (len(self.graph), self.graph.dim) != (rows, dim):
             raise ValueError(f"the concept graph holds {len(self.graph)} rows of "
-                             f"{self.graph.index.d} dimensions; its row map has {rows}, "
+                             f"{self.graph.dim} dimensions; its row map has {rows}, "
                              f"the vectors {dim} dimensions")
         if self.row_drift.shape != (rows,) or not np.all(
                 (self.row_drift >= 0) & (self.row_drift <= MAX_ROW_DRIFT)):
@@ -163,6 +217,12 @@ class ConceptHnsw:
                 or not np.array_equal(held, usable)):
             raise ValueError("the concept graph must hold each concept that links a unit "
                              "once, by a row or beside the graph, and no other")
+
+
+def _rows_of(vectors: Rows, concepts: np.ndarray) -> np.ndarray:
+    """The float32 vectors of ``concepts`` (positions), one row each."""
+    return np.asarray(vectors[concepts], dtype=np.float32).reshape(len(concepts),
+                                                                   vectors.shape[1])
 
 
 def direct_concepts(graph_index: ConceptHnsw, vectors: Rows, query: np.ndarray, top_k: int

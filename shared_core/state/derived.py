@@ -46,6 +46,9 @@ from .spill import VectorSpill, held_as_mapped, spilled_arrays
 # machine (benchmarks/RESULTS.md, scale issue, fifth round): query p50 exact / HNSW
 # 17.3 / 26.6 ms at 44 K sentence rows, 30.3 / 30.8 at 89 K, 43.9 / 37.8 at 133 K
 ANN_MIN_ROWS = 100_000
+# concept_search="auto": below this many concept vectors, the scan (benchmarks/RESULTS.md,
+# scale issue, thirty-eighth round)
+CONCEPT_ANN_MIN = 100_000
 # summed_concepts: a graph keeps the fixed-point sum of each concept in at least this many
 # sentences, so that a refresh adds the changed sentences to it rather than reading every
 # sentence of the concept again. A sum is 8 bytes a dimension, as much as two float32
@@ -109,8 +112,8 @@ class DerivedGraph:
     # graph loaded from a save made before they were: its first refresh sums what it needs)
     concept_sums: np.ndarray | None = None
     summed_concepts: np.ndarray | None = None
-    # HNSW over the concept vectors (``concept_search="hnsw"``), as a derivation with that
-    # setting builds it, an update keeps it, or a save holds it; None: built by the first
+    # HNSW over the concept vectors (:func:`uses_concept_graph`), as a derivation that
+    # searches it builds it, an update keeps it, or a save holds it; None: built by the first
     # query that asks for it (:attr:`concept_hnsw`)
     concept_index: ConceptHnsw | None = None
 
@@ -442,10 +445,29 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
     )
 
 
+def wants_concept_graph(config: ConceptGraphConfig, graph: DerivedGraph) -> bool:
+    """Whether the config asks to find ``graph``'s direct concepts through its concept
+    HNSW: ``concept_search="hnsw"``, or ``"auto"`` for the fused ranking from
+    ``CONCEPT_ANN_MIN`` concept vectors."""
+    if config.concept_search == "auto":
+        return config.ranking == "fused" and len(graph.vectors) >= CONCEPT_ANN_MIN
+    return config.concept_search == "hnsw"
+
+
+def uses_concept_graph(config: ConceptGraphConfig, graph: DerivedGraph) -> bool:
+    """Whether the fused ranking searches the concept HNSW: where it is wanted, except
+    that ``"auto"`` scans without the ``ann`` extra installed (``stats()`` warns)."""
+    if config.concept_search == "auto" and wants_concept_graph(config, graph):
+        from ..search.ann import ann_available
+
+        return ann_available()
+    return wants_concept_graph(config, graph)
+
+
 def with_concept_search(graph: DerivedGraph, config: ConceptGraphConfig) -> DerivedGraph:
-    """``graph`` holding its concept HNSW, built here if ``config.concept_search`` asks
-    for one and it holds none: a state's queries then never wait for it."""
-    if config.concept_search != "hnsw" or graph.held_concept_index() is not None:
+    """``graph`` holding its concept HNSW, built here if the config searches one
+    (:func:`uses_concept_graph`) and it holds none: a state's queries then never wait."""
+    if not uses_concept_graph(config, graph) or graph.held_concept_index() is not None:
         return graph
     return replace(graph, concept_index=ConceptHnsw.build(graph.vectors,
                                                           graph.unit_linked_concepts))

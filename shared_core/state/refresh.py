@@ -168,7 +168,7 @@ def _with_kept_concept_index(graph: DerivedGraph, refreshed: DerivedGraph,
     if previous is None:
         return refreshed
     usable = refreshed.unit_linked_concepts
-    index = (previous.refreshed(concepts.new_of_old, drift, usable)
+    index = (previous.refreshed(concepts.new_of_old, drift, usable, refreshed.vectors)
              or ConceptHnsw.build(refreshed.vectors, usable))
     return replace(refreshed, concept_index=index)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.concept_updates import main
 from shared_core.search import concepts
 from tests.benchmarks.dev_sets import write_dev_set
@@ -30,12 +32,15 @@ def test_a_run_of_updates_reports_the_kept_graph_after_each(tmp_path: Path) -> N
     out = tmp_path / "updates.json"
     main(["--dataset", "tiny", "--data", str(data), "--embedder", "hashing",
           "--cache", str(tmp_path / "cache.sqlite"), "--start", "0.5", "--share", "0.1",
-          "--steps", "2", "--max-drift", "0.05", "2.0", "--max-stale", "1.0", "--out", str(out)])
-    assert concepts.MAX_ROW_DRIFT == 0.2 and concepts.MAX_STALE_SHARE == 0.1  # restored
+          "--steps", "2", "--max-drift", "0.05", "2.0", "--max-beside", "1000", "--max-dead", "1.0",
+          "--out", str(out)])
+    # restored
+    assert (concepts.MAX_ROW_DRIFT, concepts.MAX_BESIDE, concepts.MAX_DEAD_SHARE) == (
+        0.2, 16_384, 0.25)
     report = json.loads(out.read_text(encoding="utf-8"))
     assert (report["passages"], report["questions"]) == (10, 2)
-    assert [(r["max_row_drift"], r["max_stale_share"]) for r in report["runs"]] == [
-        (0.05, 1.0), (2.0, 1.0)]
+    assert [(r["max_row_drift"], r["max_beside"], r["max_dead_share"])
+            for r in report["runs"]] == [(0.05, 1000, 1.0), (2.0, 1000, 1.0)]
     for run in report["runs"]:
         steps = run["steps"]
         # five built; each step adds one (and deletes half as many: none). One in six
@@ -44,11 +49,15 @@ def test_a_run_of_updates_reports_the_kept_graph_after_each(tmp_path: Path) -> N
         assert "rebuilt" not in steps[0] and all("rebuilt" in s for s in steps[1:])
         for step in steps:
             assert step["live_rows"] + step["beside"] == step["usable"]
+            assert sum(step["segments"]) == step["graph_rows"]
+            assert step["dead_share"] == pytest.approx(
+                1 - step["live_rows"] / step["graph_rows"], abs=1e-4)
             # so few concepts sit inside one beam: both graphs propose every one
             assert step["recall_kept"] == step["recall_fresh"] == 1.0
         assert run["context_kept_against_the_scan"] == 1.0
     # a concept may move as far as two unit vectors apart: none is put beside for moving,
     # only new concepts are, and the graph built first is kept throughout
     loose = report["runs"][1]["steps"]
-    assert all(not s["rebuilt"] and s["graph_rows"] == loose[0]["usable"] for s in loose[1:])
+    assert all(not s["rebuilt"] and not s["segment_written"]
+               and s["segments"] == [loose[0]["usable"]] for s in loose[1:])
     assert loose[1]["beside"] > 0  # the added passage's new names (Turing, tape ...)

@@ -453,7 +453,7 @@ class IndexRuns(RuleBasedStateMachine):
         "concept_links": st.sampled_from(["contains", "extracted"]),
         "pagerank_weighted": st.booleans(), "vector_index": st.sampled_from(["hnsw", "exact"]),
         "top_k": st.sampled_from([2, 3]), "walk_hops": st.sampled_from(["auto", 0, 2]),
-        "concept_search": st.sampled_from(["exact", "hnsw"])}))
+        "concept_search": st.sampled_from(["auto", "exact", "hnsw"])}))
     def reconfigure(self, changes: dict[str, Any]) -> None:
         """Graph knobs derive the graph again from the chunks it holds; search knobs
         share it. (Not ``candidates`` below the units held: HNSW's quantiser is trained

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -107,21 +108,65 @@ def test_an_update_keeps_the_rows_that_moved_little_and_puts_the_rest_beside() -
     new_of_old = np.array([0, -1, 1, 2, 3])
     drift = np.array([0.0, 0.25, 0.12, 0.0, np.inf])  # by new position
     usable = np.array([0, 1, 2, 4])
-    kept = graph.refreshed(new_of_old, drift, usable, max_stale_share=2.0)
+    kept = graph.refreshed(new_of_old, drift, usable, vectors, max_dead_share=1.0)
     assert kept is not None and kept.graph is graph.graph  # the graph itself is shared
     assert kept.row_concept.tolist() == [0, -1, -1, 2, -1]
     assert kept.row_drift.tolist() == [0.0, 0.0, 0.0, 0.12, 0.0]
     assert kept.beside.tolist() == [1, 4]  # moved too far, and new
-    # stale: two of the four concepts held are beside it, three of its five rows dropped
-    assert kept.stale_share() == pytest.approx(3 / 5)
-    assert graph.refreshed(new_of_old, drift, usable) is None  # past MAX_STALE_SHARE: rebuild
+    # two of the four concepts held are beside it, three of its five rows dropped
+    assert kept.beside_share() == pytest.approx(2 / 4)
+    assert kept.dead_share() == pytest.approx(3 / 5)
+    # past MAX_DEAD_SHARE (a quarter): build it again
+    assert graph.refreshed(new_of_old, drift, usable, vectors) is None
     kept.check_holds(usable, 2)
     # a second move of 0.12 adds up to 0.24: the row of (new) concept 2 is dropped too
     again = kept.refreshed(np.arange(5), np.array([0.0, 0.0, 0.12, 0.0, 0.0]), usable,
-                           max_stale_share=2.0)
+                           vectors, max_dead_share=1.0)
     assert again is not None
     assert again.row_concept.tolist() == [0, -1, -1, -1, -1]
     assert again.beside.tolist() == [1, 2, 4]
+    # past max_beside, they are written into a segment of their own after the first,
+    # which stays as it was; at their vectors after the update (new 1, the old 2, moved;
+    # 4 is new)
+    after = np.stack([unit(1, 0), unit(0, 1), unit(-1, 1), unit(1, -1), unit(-1, -1)])
+    written = graph.refreshed(new_of_old, drift, usable, after, max_beside=1,
+                              max_dead_share=1.0)
+    assert written is not None and written.graph.sizes() == [5, 2]
+    assert written.graph.segments[0] is graph.graph.segments[0]
+    assert written.row_concept.tolist() == [0, -1, -1, 2, -1, 1, 4]
+    assert written.row_drift.tolist() == [0.0, 0.0, 0.0, 0.12, 0.0, 0.0, 0.0]
+    assert written.beside.tolist() == []
+    written.check_holds(usable, 2)
+    for concept in usable:  # each found by the graph alone, at its vector now
+        assert concept in written.candidates(after, after[concept], 1)
+
+
+def test_concepts_that_wait_beside_are_written_as_the_units_segments_are() -> None:
+    """One new concept an update, on a graph of five, none allowed to wait beside it
+    (``max_beside=0``). ``ann.segment_plan``: a segment of its own while there are under
+    four; then the three later ones and the new one, four rows, merged into one (no more
+    rows than the first's five); then segments of their own again. Under the default
+    ``MAX_BESIDE`` a new concept waits beside the graph instead."""
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((11, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    graph: ConceptHnsw | None = ConceptHnsw.build(vectors, np.arange(5))
+    assert graph is not None
+    first = graph.graph.segments[0]
+    waits = graph.refreshed(np.arange(5), np.r_[np.zeros(5), np.inf], np.arange(6), vectors)
+    assert waits is not None and waits.graph is graph.graph and waits.beside.tolist() == [5]
+    sizes = []
+    for held in range(5, 11):
+        graph = graph.refreshed(np.arange(held), np.r_[np.zeros(held), np.inf],
+                                np.arange(held + 1), vectors, max_beside=0)
+        assert graph is not None and graph.graph.segments[0] is first
+        assert not len(graph.beside)
+        sizes.append(graph.graph.sizes())
+        graph.check_holds(np.arange(held + 1), 8)
+    assert sizes == [[5, 1], [5, 1, 1], [5, 1, 1, 1], [5, 4], [5, 4, 1], [5, 4, 1, 1]]
+    assert graph.row_concept.tolist() == list(range(11))
+    for concept in range(11):
+        assert concept in graph.candidates(vectors, vectors[concept], 1)
 
 
 def test_concepts_beside_the_graph_are_scanned_so_a_new_best_concept_is_found() -> None:
@@ -129,7 +174,7 @@ def test_concepts_beside_the_graph_are_scanned_so_a_new_best_concept_is_found() 
     graph = ConceptHnsw.build(vectors[:2], np.arange(2))
     # concept 2 is new: nearest the query, and only beside the graph
     kept = graph.refreshed(np.arange(2), np.array([0.0, 0.0, np.inf]), np.arange(3),
-                           max_stale_share=1.0)
+                           vectors)
     assert kept is not None and kept.beside.tolist() == [2]
     query = unit(1, 0)
     assert kept.candidates(vectors, query, 1).tolist() == [0, 2]  # the graph's best, and 2
@@ -178,10 +223,13 @@ def test_an_index_asked_for_the_graph_builds_it_keeps_it_through_updates_and_sav
     index.save(str(tmp_path / "idx"))
     manifest = read_manifest(tmp_path / "idx")
     assert manifest["concept_ann"] == {"file": "concept_ann.faiss",
-                                       "rows": len(held.row_concept), "beside": len(held.beside)}
+                                       "rows": len(held.row_concept), "beside": len(held.beside),
+                                       "segments": held.graph.sizes()}
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
     restored = loaded.state.graph.concept_index
-    assert restored is not None and restored.graph.source is not None  # mapped from the save
+    assert restored is not None  # mapped from the save
+    assert all(segment.source is not None for segment in restored.graph.segments)
+    assert restored.graph.sizes() == held.graph.sizes()
     assert restored.row_concept.tolist() == held.row_concept.tolist()
     assert restored.row_drift.tolist() == held.row_drift.tolist()
     assert restored.beside.tolist() == held.beside.tolist()
@@ -224,3 +272,119 @@ def test_a_save_without_the_graph_builds_it_on_load_when_asked(tmp_path: Path) -
     assert "concept_ann" not in read_manifest(tmp_path / "idx")
     searched.save(str(tmp_path / "idx"))  # the index that asks for it saves it
     assert "concept_ann" in read_manifest(tmp_path / "idx")
+
+
+# ------------------------------------------------------------------ concept_search="auto"
+def _auto_index(texts: list[str], **config: object) -> ConceptGraphIndex:
+    return ConceptGraphIndex.from_texts(texts, ids=[f"t{i}" for i in range(len(texts))],
+                                        embedder=HashingEmbedder(64),
+                                        config=ConceptGraphConfig(**config))  # type: ignore[arg-type]
+
+
+def test_auto_is_the_default_and_searches_the_graph_from_the_threshold(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from shared_core.state import derived
+
+    assert ConceptGraphConfig().concept_search == "auto"
+    concepts = len(_auto_index(TEXTS).state.graph.vectors)
+    monkeypatch.setattr(derived, "CONCEPT_ANN_MIN", concepts + 1)  # one short: the scan
+    below = _auto_index(TEXTS)
+    assert below.stats()["concept_search"] == "exact"
+    assert below.state.graph.held_concept_index() is None
+    below.save(str(tmp_path / "below"))
+    assert "concept_ann" not in read_manifest(tmp_path / "below")
+
+    monkeypatch.setattr(derived, "CONCEPT_ANN_MIN", concepts)  # at it: the graph
+    at = _auto_index(TEXTS)
+    assert at.stats()["concept_search"] == "hnsw"
+    held = at.state.graph.concept_index
+    assert held is not None  # built with the index, not by its first query
+    searched = _auto_index(TEXTS, concept_search="hnsw")
+    for query in ["Who wrote the first compiler?", "analytical engine", "looms and cards"]:
+        assert [(c.id, c.score) for c in at.retrieve(query).chunks] == [
+            (c.id, c.score) for c in searched.retrieve(query).chunks]
+    at.save(str(tmp_path / "at"))
+    assert read_manifest(tmp_path / "at")["concept_ann"]["rows"] == len(held.row_concept)
+    assert ConceptGraphIndex.load(str(tmp_path / "at"),
+                                  HashingEmbedder(64)).state.graph.concept_index is not None
+    # the paper's ranking scans every concept whatever their number
+    assert _auto_index(TEXTS, ranking="paper").stats()["concept_search"] == "exact"
+
+
+def test_auto_builds_the_graph_when_an_update_reaches_the_threshold(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared_core.state import derived
+
+    index = _auto_index(TEXTS[:3])
+    before = len(index.state.graph.vectors)
+    index.add(TEXTS[3:], ids=["t3", "t4"])
+    after = len(index.state.graph.vectors)
+    assert after > before  # the two texts bring new concepts
+    monkeypatch.setattr(derived, "CONCEPT_ANN_MIN", after)
+    index = _auto_index(TEXTS[:3])
+    assert index.state.graph.held_concept_index() is None
+    index.add(TEXTS[3:], ids=["t3", "t4"])
+    graph = index.state.graph
+    assert graph.concept_index is not None and index.stats()["concept_search"] == "hnsw"
+    graph.concept_index.check_holds(graph.unit_linked_concepts, 64)
+
+
+def test_auto_without_the_ann_extra_scans_the_concepts_and_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared_core.search import ann
+    from shared_core.state import derived
+
+    monkeypatch.setattr(derived, "CONCEPT_ANN_MIN", 1)
+    monkeypatch.setattr(ann, "ann_available", lambda: False)
+    stats = _auto_index(TEXTS).stats()
+    assert stats["concept_search"] == "exact"
+    assert any("concept vectors are scanned" in w for w in stats["warnings"])
+
+
+def test_a_graph_in_segments_is_saved_and_mapped_segment_by_segment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared_core.search import concepts
+    from tests.benchmarks.test_concept_updates import MORE
+
+    monkeypatch.setattr(concepts, "MAX_BESIDE", 0)  # no concept waits beside the graph
+    texts = TEXTS + MORE[:3]
+    index = _hnsw_index(texts)
+    first = index.state.graph.concept_index
+    assert first is not None
+    index.add(MORE[3:4], ids=["m3"])  # its new concepts: a segment of their own
+    held = index.state.graph.concept_index
+    assert held is not None and len(held.graph.sizes()) == 2 and not len(held.beside)
+    assert held.graph.segments[0] is first.graph.segments[0]
+    index.save(str(tmp_path / "idx"))
+    folder = index_folder(tmp_path / "idx")
+    assert sorted(p.name for p in folder.glob("concept_ann*.faiss")) == [
+        "concept_ann.1.faiss", "concept_ann.faiss"]
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
+    restored = loaded.state.graph.concept_index
+    assert restored is not None and restored.graph.sizes() == held.graph.sizes()
+    assert restored.row_concept.tolist() == held.row_concept.tolist()
+    for query in ["Who built Colossus?", "analytical engine", "ciphers and valves"]:
+        assert [(c.id, c.score) for c in loaded.retrieve(query).chunks] == [
+            (c.id, c.score) for c in index.retrieve(query).chunks]
+    # a manifest whose sizes do not add up to the rows is refused by name
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest["concept_ann"]["segments"] = [len(held.row_concept), 1]
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(CorruptIndexError, match="'segments': <counts adding up to rows>"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
+
+
+def test_a_save_of_the_one_segment_graph_that_listed_no_segments_still_loads(
+        tmp_path: Path) -> None:
+    """The thirty-seventh round's saves: one ``concept_ann.faiss``, no ``segments``."""
+    index = _hnsw_index(TEXTS)
+    index.save(str(tmp_path / "idx"))
+    folder = index_folder(tmp_path / "idx")
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["concept_ann"]["segments"]
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
+    restored = loaded.state.graph.concept_index
+    assert restored is not None and restored.graph.sizes() == [len(restored.row_concept)]
+    assert [(c.id, c.score) for c in loaded.retrieve("analytical engine").chunks] == [
+        (c.id, c.score) for c in index.retrieve("analytical engine").chunks]
