@@ -128,12 +128,26 @@ class ConceptHnsw:
         rows = len(self.row_concept)
         return (rows - self.live_rows) / rows if rows else 0.0
 
+    @cached_property
+    def whole_rows(self) -> np.ndarray:
+        """The rows of the segments no larger than the beam: a search would visit every
+        row of one, so all are proposed, and scored exactly (a graph of a few concepts
+        then finds what the scan finds, ties included)."""
+        sizes = np.asarray(self.graph.sizes())
+        starts = np.r_[0, np.cumsum(sizes)[:-1]]
+        return np.concatenate([np.arange(start, start + size) for start, size
+                               in zip(starts, sizes, strict=True) if size <= BEAM]
+                              or [np.zeros(0, dtype=np.int64)])
+
     def candidates(self, vectors: Rows, query: np.ndarray, k: int) -> np.ndarray:
         """Concept positions, sorted, proposed for the ``k`` most similar: each segment's
-        best ``k`` (asked for as many more as it holds dropped rows), by its own
-        quantiser, and the best ``k`` beside the graph."""
-        asks = np.minimum(np.ceil(k * self.segment_asks), self.graph.sizes()).astype(int)
-        found = self.graph.search_each(query, asks.tolist(), BEAM)
+        best ``k`` (asked for as many more as it holds dropped rows) by its own
+        quantiser, every row of a segment no larger than the beam, and the best ``k``
+        beside the graph."""
+        sizes = np.asarray(self.graph.sizes())
+        asks = np.where(sizes > BEAM, np.minimum(np.ceil(k * self.segment_asks), sizes), 0)
+        found = np.concatenate([self.graph.search_each(query, asks.astype(int).tolist(), BEAM),
+                                self.whole_rows])
         proposed = self.row_concept[found]
         proposed = proposed[proposed >= 0]
         if len(self.beside):

@@ -177,7 +177,8 @@ def test_concepts_beside_the_graph_are_scanned_so_a_new_best_concept_is_found() 
                            vectors)
     assert kept is not None and kept.beside.tolist() == [2]
     query = unit(1, 0)
-    assert kept.candidates(vectors, query, 1).tolist() == [0, 2]  # the graph's best, and 2
+    # the graph, of fewer rows than the beam, proposes them all; beside it, 2 is the best
+    assert kept.candidates(vectors, query, 1).tolist() == [0, 1, 2]
     _, (weights, hop_of) = searched_weighting(kept, vectors, sp.csr_matrix((3, 3)), query,
                                               top_k=1, hops=0, decay=0.5)
     assert hop_of.tolist() == [-1, -1, 0]
@@ -388,3 +389,20 @@ def test_a_save_of_the_one_segment_graph_that_listed_no_segments_still_loads(
     assert restored is not None and restored.graph.sizes() == [len(restored.row_concept)]
     assert [(c.id, c.score) for c in loaded.retrieve("analytical engine").chunks] == [
         (c.id, c.score) for c in index.retrieve("analytical engine").chunks]
+
+
+def test_segments_larger_than_the_beam_are_searched_each_by_its_own_quantiser() -> None:
+    """Two segments of more rows than the beam: neither is proposed whole, each is
+    searched for its own best rows, so a concept is found in either, at its vector."""
+    from shared_core.search.concepts import BEAM
+
+    rng = np.random.default_rng(11)
+    vectors = rng.standard_normal((1_000, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    graph = ConceptHnsw.build(vectors, np.arange(700)).refreshed(
+        np.arange(700), np.r_[np.zeros(700), np.full(300, np.inf)], np.arange(1_000), vectors,
+        max_beside=0)
+    assert graph is not None and graph.graph.sizes() == [700, 300] and 300 > BEAM
+    assert not len(graph.whole_rows)
+    found = [c for c in range(0, 1_000, 7) if c in graph.candidates(vectors, vectors[c], 5)]
+    assert len(found) == len(range(0, 1_000, 7))  # each concept proposed for its own vector
