@@ -44,21 +44,37 @@ def parse_sweep(spec: str) -> tuple[str, list[int | str | None]]:
                   for v in raw.split(",")]
 
 
-def loaded_with(path: Path, dim: int, settled: dict[str, int | str | None]) -> tuple[Any, float]:
-    """A saved index (hashing embedder of ``dim``) with ``settled`` knobs replacing its saved
-    ones, and the seconds that took."""
-    from shared_core import ConceptGraphIndex, HashingEmbedder
+def saved_embedder(path: Path) -> Any:
+    """The embedder a save was built with: the hashing one as it is (nothing to cache, so
+    an update's time is its own), any other through the benchmarks' embedding cache."""
+    from shared_core import HashingEmbedder
+    from shared_core.embeddings.cache import embedder_for_model_id
+    from shared_core.store import read_manifest
 
+    from .run import CACHE_PATH
+
+    model = str(read_manifest(str(path))["embedding_model"])
+    if model.startswith("hashing-bow-"):
+        return HashingEmbedder(int(model.removeprefix("hashing-bow-")))
+    return embedder_for_model_id(model, CACHE_PATH)
+
+
+def loaded_with(path: Path, settled: dict[str, int | str | None]) -> tuple[Any, float]:
+    """A saved index (with the embedder it was built with) with ``settled`` knobs
+    replacing its saved ones, and the seconds that took."""
+    from shared_core import ConceptGraphIndex
+
+    embedder = saved_embedder(path)
     start = time.perf_counter()
-    index = ConceptGraphIndex.load(str(path), HashingEmbedder(dim))
+    index = ConceptGraphIndex.load(str(path), embedder)
     if settled:  # a saved config keeps its knobs: these replace them first
         index = index.reconfigured(**settled)
     return index, time.perf_counter() - start
 
 
 def measure_index(path: Path, asked: Queries, sweeps: list[tuple[str, list[int | str | None]]],
-                  exact: bool, dim: int, settled: dict[str, int | str | None]) -> dict[str, Any]:
-    index, load = loaded_with(path, dim, settled)
+                  exact: bool, settled: dict[str, int | str | None]) -> dict[str, Any]:
+    index, load = loaded_with(path, settled)
     row: dict[str, Any] = {"index": str(path), "units": len(index.state.graph.unit_tokens),
                            "load_s": round(load, 2),
                            "config": {k: v for k, v in index.config.to_dict().items()
@@ -100,19 +116,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="a query knob set before anything is timed, e.g. candidates=500 "
                              "(a saved index keeps the config it was saved with)")
     parser.add_argument("--no-exact", dest="exact", action="store_false")
-    parser.add_argument("--embedding-dim", type=int, default=384)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    from shared_core import HashingEmbedder
-
-    asked = scale_questions(sentence_pool(args.data), args.queries,
-                            HashingEmbedder(args.embedding_dim))
+    pool = sentence_pool(args.data)
     report = {"command": "python -m benchmarks.query_cost " +
               " ".join(sys.argv[1:] if argv is None else argv),
               "rows": []}
     for path in args.paths:
         settled = {knob: values[0] for knob, values in args.set}
-        row = measure_index(path, asked, args.sweep, args.exact, args.embedding_dim, settled)
+        # the questions in the save's own embedding
+        asked = scale_questions(pool, args.queries, saved_embedder(path))
+        row = measure_index(path, asked, args.sweep, args.exact, settled)
         print(json.dumps(row), flush=True)
         report["rows"].append(row)  # type: ignore[attr-defined]
     if args.out:

@@ -31,7 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.query_cost import loaded_with, parse_sweep
+from benchmarks.query_cost import loaded_with, parse_sweep, saved_embedder
 from benchmarks.scale import (
     DATA,
     HeapSampler,
@@ -76,9 +76,9 @@ def timed(heap: HeapSampler, update: Any) -> dict[str, Any]:
             "heap_peak_where": peak["where"], "heap_after_mb": round(round(heap.level_mb, 1))}
 
 
-def measure_index(path: Path, pool: list[str], asked: Queries, share: float, dim: int,
+def measure_index(path: Path, pool: list[str], asked: Queries, share: float,
                   settled: dict[str, int | None], cycles: int = 0) -> dict[str, Any]:
-    index, load = loaded_with(path, dim, settled)
+    index, load = loaded_with(path, settled)
     ids, texts = passages(pool, max(1, round(len(index) * share)), seed=2)
     heap = HeapSampler()
     row: dict[str, Any] = {"index": str(path), "chunks": len(index), "added": len(ids),
@@ -129,23 +129,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cycles", type=int, default=0,
                         help="then add and delete the same passages this many times more, "
                              "each update timed alone")
-    parser.add_argument("--embedding-dim", type=int, default=384)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if not 0 < args.share <= 1:
         parser.error(f"--share must be in (0, 1], got {args.share}")
     if args.cycles < 0:
         parser.error(f"--cycles must be at least 0, got {args.cycles}")
-    from shared_core import HashingEmbedder
-
     pool = sentence_pool(args.data)
-    asked = scale_questions(pool, args.queries, HashingEmbedder(args.embedding_dim))
     report: dict[str, Any] = {"command": "python -m benchmarks.update_cost " +
                               " ".join(sys.argv[1:] if argv is None else argv), "rows": []}
     settled = {knob: values[0] for knob, values in args.set}
     for path in args.paths:
-        row = measure_index(path, pool, asked, args.share, args.embedding_dim, settled,
-                            args.cycles)
+        asked = scale_questions(pool, args.queries, saved_embedder(path))
+        row = measure_index(path, pool, asked, args.share, settled, args.cycles)
         print(json.dumps(row), flush=True)
         report["rows"].append(row)
     if args.out:

@@ -20,7 +20,7 @@ def test_an_add_and_delete_on_a_saved_hnsw_index_are_measured(tmp_path: Path) ->
     rows = len(index.state.graph.ann)  # type: ignore[arg-type]
     pool = [f"Sentence number {i} names the engine of Babbage." for i in range(30)]
     asked = Queries(["Who designed the engine?"], embedder.embed(["Who designed the engine?"]))
-    row = measure_index(tmp_path / "idx", pool, asked, share=0.2, dim=DIM, settled={},
+    row = measure_index(tmp_path / "idx", pool, asked, share=0.2, settled={},
                         cycles=2)
     added = round(len(TEXTS) * 0.2)  # few enough for a refresh, not a rebuild
     assert (row["chunks"], row["added"]) == (len(TEXTS), added)
@@ -44,7 +44,7 @@ def test_the_concept_graph_is_reported_through_the_updates(tmp_path: Path) -> No
     ConceptGraphIndex.from_texts(TEXTS, embedder=embedder).save(str(tmp_path / "idx"))
     pool = [f"Sentence number {i} names the engine of Babbage." for i in range(30)]
     asked = Queries(["Who designed the engine?"], embedder.embed(["Who designed the engine?"]))
-    row = measure_index(tmp_path / "idx", pool, asked, share=0.2, dim=DIM,
+    row = measure_index(tmp_path / "idx", pool, asked, share=0.2,
                         settled={"concept_search": "hnsw"})
     # the save holds none: built after the load, timed, over every concept linking a unit
     assert row["concept_graph_build"]["s"] >= 0
