@@ -79,8 +79,8 @@ def sentence_pool(data: Path, limit: int = 400_000) -> list[str]:
     return pool[:limit]
 
 
-def passages(pool: list[str], n: int, seed: int,
-             fresh_names: float = 0.0) -> tuple[list[str], list[str]]:
+def passages(pool: list[str], n: int, seed: int, fresh_names: float = 0.0,
+             first_name: int = 0) -> tuple[list[str], list[str]]:
     """``n`` passages of 3–6 pool sentences each, with unique ids.
 
     Recombined sentences bring no new words, so the vocabulary stops growing (about
@@ -88,12 +88,14 @@ def passages(pool: list[str], n: int, seed: int,
     names no other passage has in place of capitalised words, as a real corpus keeps
     meeting new names: each passage renames a Poisson-drawn number of its distinct
     capitalised words (not a sentence's first), at every occurrence, drawn by their
-    own generator so that the sentences are those of ``fresh_names=0``.
+    own generator so that the sentences are those of ``fresh_names=0``. The names are
+    numbered from ``first_name`` (:func:`fresh_name`): passages added to a save give
+    a start past the save's own names.
     """
     rng = random.Random(seed)
     texts = [" ".join(rng.choices(pool, k=rng.randint(3, 6))) for _ in range(n)]
     if fresh_names:
-        texts = renamed(texts, fresh_names, np.random.default_rng(seed))
+        texts = renamed(texts, fresh_names, np.random.default_rng(seed), first_name)
     return [f"s{seed}-{i:08d}" for i in range(n)], texts
 
 
@@ -114,11 +116,13 @@ def fresh_name(i: int) -> str:
     return "Qx" + letters
 
 
-def renamed(texts: list[str], mean: float, rng: np.random.Generator) -> list[str]:
+def renamed(texts: list[str], mean: float, rng: np.random.Generator,
+            first_name: int = 0) -> list[str]:
     """``texts`` with a Poisson(``mean``) number of capitalised words each renamed to a
-    name of its own (fewer where a text has fewer such words)."""
+    name of its own (fewer where a text has fewer such words), numbered from
+    ``first_name``."""
     counts = rng.poisson(mean, size=len(texts))
-    out, named = [], 0
+    out, named = [], first_name
     for text, count in zip(texts, counts.tolist(), strict=True):
         words = sorted(set(CAPITALISED.findall(text)))
         if count and words:

@@ -3,9 +3,10 @@
     python -m benchmarks.update_cost /tmp/idx1000000 --share 0.01 --set candidates=500 \
         --out benchmarks/results/update_cost.json
 
-Each ``PATH`` is an index saved with the hashing embedder (``benchmarks.scale``
-builds its corpora with it). The added passages are the scale benchmark's (seed
-2, the same generator). The process holds only the loaded index, the pool the
+Each ``PATH`` is an index saved by ``benchmarks.scale --save``, loaded with the embedder
+it was built with (``query_cost.saved_embedder``). The added passages are the scale
+benchmark's (seed 2, the same generator); ``--fresh-names MEAN`` gives them new names,
+numbered past any save's own, as a real add brings new concepts. The process holds only the loaded index, the pool the
 passages are drawn from and the questions: the heap figures are the update's, not
 a build's beside it (``benchmarks.scale`` runs its updates after its build).
 Queries are timed before the add, after it and after the delete, two passes each
@@ -42,6 +43,10 @@ from benchmarks.scale import (
     warm_latency,
 )
 
+# the added passages' fresh names are numbered from here: past any save's own (a 1 M
+# save with a mean of one a passage names about a million)
+ADDED_NAMES = 100_000_000
+
 
 def segment_sizes(index: Any) -> list[int] | None:
     """The row counts of the index's HNSW segments (None on the exact path)."""
@@ -77,9 +82,11 @@ def timed(heap: HeapSampler, update: Any) -> dict[str, Any]:
 
 
 def measure_index(path: Path, pool: list[str], asked: Queries, share: float,
-                  settled: dict[str, int | None], cycles: int = 0) -> dict[str, Any]:
+                  settled: dict[str, int | None], cycles: int = 0,
+                  fresh_names: float = 0.0) -> dict[str, Any]:
     index, load = loaded_with(path, settled)
-    ids, texts = passages(pool, max(1, round(len(index) * share)), seed=2)
+    ids, texts = passages(pool, max(1, round(len(index) * share)), seed=2,
+                          fresh_names=fresh_names, first_name=ADDED_NAMES)
     heap = HeapSampler()
     row: dict[str, Any] = {"index": str(path), "chunks": len(index), "added": len(ids),
                            "load_s": round(load, 2), "heap_loaded_mb": round(heap.anonymous_mb()),
@@ -129,19 +136,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cycles", type=int, default=0,
                         help="then add and delete the same passages this many times more, "
                              "each update timed alone")
+    parser.add_argument("--fresh-names", type=float, default=0.0, metavar="MEAN",
+                        help="the added passages' new names each (benchmarks.scale "
+                             "passages()): a real add brings new concepts")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if not 0 < args.share <= 1:
         parser.error(f"--share must be in (0, 1], got {args.share}")
     if args.cycles < 0:
         parser.error(f"--cycles must be at least 0, got {args.cycles}")
+    if args.fresh_names < 0:
+        parser.error(f"--fresh-names is a mean count per passage: 0 or more, got "
+                     f"{args.fresh_names}")
     pool = sentence_pool(args.data)
     report: dict[str, Any] = {"command": "python -m benchmarks.update_cost " +
                               " ".join(sys.argv[1:] if argv is None else argv), "rows": []}
     settled = {knob: values[0] for knob, values in args.set}
     for path in args.paths:
         asked = scale_questions(pool, args.queries, saved_embedder(path))
-        row = measure_index(path, pool, asked, args.share, settled, args.cycles)
+        row = measure_index(path, pool, asked, args.share, settled, args.cycles,
+                            args.fresh_names)
         print(json.dumps(row), flush=True)
         report["rows"].append(row)
     if args.out:

@@ -72,6 +72,21 @@ def test_fresh_names_keep_the_recombined_sentences_and_add_concepts() -> None:
     assert names and concepts(named) > concepts(plain)
 
 
+def test_fresh_names_numbered_from_a_start_are_other_names_in_the_same_places() -> None:
+    """Passages added to a save give their names a start past the save's: the same
+    words are renamed, to names counted from that start."""
+    from benchmarks.scale import fresh_name
+
+    pool = ["Ada Lovelace met Charles Babbage in London.", "Menabrea wrote about it in Turin."]
+    _, first = passages(pool, 20, seed=5, fresh_names=1.0)
+    _, later = passages(pool, 20, seed=5, fresh_names=1.0, first_name=1_000)
+    fresh = re.compile(r"Qx[a-z]{6}")
+    names = [m for text in first for m in fresh.findall(text)]
+    assert names and names[0] == fresh_name(0)
+    start = {fresh_name(i): fresh_name(1_000 + i) for i in range(len(set(names)))}
+    assert later == [fresh.sub(lambda m: start[m.group(0)], text) for text in first]
+
+
 def test_rows_from_several_reports_one_per_size_and_plotted(tmp_path: Path) -> None:
     """A later report's row replaces an earlier one of the same size; rows come by size."""
     from benchmarks.scale import PLOTTED_COSTS, plot_costs, rows_by_size
