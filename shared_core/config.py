@@ -143,8 +143,8 @@ class ConceptGraphConfig:
     concept vectors and searches the graph from there, a threshold measured in
     ``benchmarks/RESULTS.md``; the paper's ranking always scans. Where the graph is
     searched it is built with the index, kept through updates (a concept that moved
-    little keeps its row; new and moved ones are scanned beside the graph until they
-    are a tenth of it) and saved with the index.
+    little keeps its row; new and moved ones are scanned beside the graph, then written
+    into segments of their own) and saved with the index.
     """
 
     theta_sem: float = 0.65

@@ -86,10 +86,12 @@ again as they are read: no string per chunk on the heap. Version 6 saves an HNSW
 index in segments (``ann.faiss``, then ``ann.1.faiss`` ...; the manifest's ``ann`` lists
 their row counts), as updates leave it (``search.ann.segment_plan``). Indexes saved in
 format versions 1 (one flat folder) to 5 still load; the next save writes version 6.
-A version-6 save of an index whose config asks for ``concept_search="hnsw"`` also holds
-the concept graph (``concept_ann.faiss``, mapped on load, with ``concept_ann_rows.npy``,
-``concept_ann_drift.npy`` and ``concept_ann_beside.npy``; the manifest's ``concept_ann``
-gives their sizes; ``search.concepts.ConceptHnsw``). A save without it loads as before.
+A version-6 save of an index that searches its concept graph (``concept_search="hnsw"``,
+or ``"auto"`` past ``state.derived.CONCEPT_ANN_MIN`` concepts) also holds it, in segments
+(``concept_ann.faiss``, ``concept_ann.1.faiss`` ..., mapped on load, with
+``concept_ann_rows.npy``, ``concept_ann_drift.npy`` and ``concept_ann_beside.npy``; the
+manifest's ``concept_ann`` gives their sizes; ``search.concepts.ConceptHnsw``). A save
+without it, or with one segment it does not list, loads as before.
 """
 
 from __future__ import annotations
