@@ -54,15 +54,27 @@ def results(index: ConceptGraphIndex) -> list[object]:
 
 
 # ------------------------------------------------------------------ tampering
-@pytest.mark.parametrize("config", [
-    ConceptGraphConfig(**SMALL),
-    ConceptGraphConfig(**SMALL, unit_tokens=12, chunk_similarity="direct"),
-    ConceptGraphConfig(**SMALL, concept_search="hnsw", vector_index="hnsw"),
-], ids=["default", "units_direct", "hnsw_graphs"])
+@pytest.mark.parametrize("config, in_segments", [
+    (ConceptGraphConfig(**SMALL), False),
+    (ConceptGraphConfig(**SMALL, unit_tokens=12, chunk_similarity="direct"), False),
+    (ConceptGraphConfig(**SMALL, concept_search="hnsw", vector_index="hnsw"), False),
+    (ConceptGraphConfig(**SMALL, concept_search="hnsw", vector_index="hnsw"), True),
+], ids=["default", "units_direct", "hnsw_graphs", "hnsw_graphs_in_segments"])
 def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
-        config: ConceptGraphConfig, tmp_path: Path) -> None:
+        config: ConceptGraphConfig, in_segments: bool, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     saved = tmp_path / "idx"
-    build(config).save(str(saved))
+    if in_segments:  # a fifth chunk added: both graphs get a second segment
+        from shared_core.search import concepts
+
+        monkeypatch.setattr(concepts, "MAX_BESIDE", 0)
+        index = build(config, n=4)
+        index.add([TEXTS[4]], ids=["t4"], metadatas=[{"n": 4}])
+        index.save(str(saved))
+        assert {"ann.1.faiss", "concept_ann.1.faiss"} <= {
+            p.name for p in index_folder(saved).iterdir()}
+    else:
+        build(config).save(str(saved))
     outcomes = run_tamper_matrix(saved, HashingEmbedder(DIM), tmp_path, QUERIES)
     crashes = [o for o in outcomes if o.outcome == "crash"]
     assert crashes == []
