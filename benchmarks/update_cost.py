@@ -6,9 +6,10 @@
 Each ``PATH`` is an index saved by ``benchmarks.scale --save``, loaded with the embedder
 it was built with (``query_cost.saved_embedder``). The added passages are the scale
 benchmark's (seed 2, the same generator); ``--fresh-names MEAN`` gives them new names,
-numbered past any save's own, as a real add brings new concepts. The process holds only the loaded index, the pool the
-passages are drawn from and the questions: the heap figures are the update's, not
-a build's beside it (``benchmarks.scale`` runs its updates after its build).
+numbered past any save's own, as a real add brings new concepts. The process holds
+only the loaded index, the pool the passages are drawn from and the questions: the heap
+figures are the update's, not a build's beside it (``benchmarks.scale`` runs its
+updates after its build).
 Queries are timed before the add, after it and after the delete, two passes each
 (the second's p50/p95), asked with their text as in ``benchmarks.query_cost``.
 
