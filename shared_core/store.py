@@ -110,7 +110,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import scipy.sparse as sp
@@ -340,10 +340,7 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         if not isinstance(ann.index, HnswSegments):
             raise TypeError(f"only an HNSW index is saved, got {type(ann.index).__name__}")
         ann_segments = ann.index.sizes()
-        for position, segment in enumerate(ann.index.segments):
-            segment.save(folder / segment_file(position))
-            os.chmod(folder / segment_file(position), file_mode)
-            _fsync_path(folder / segment_file(position))
+        _save_segments(folder, ann.index, "ann", file_mode)
         with _new_file(folder / ANN_ROWS_FILE, file_mode) as fh:
             np.save(fh, np.ascontiguousarray(ann.rows, dtype=np.int64), allow_pickle=False)
     concept_ann = None if graph is None else graph.concept_index
@@ -383,14 +380,36 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     _write_file(folder / "manifest.json", json.dumps(manifest, indent=2).encode(), file_mode)
 
 
-def _save_concept_ann(folder: Path, index: ConceptHnsw, file_mode: int) -> None:
-    """Write the concept HNSW's graph (faiss's format) and its row map, drifts and the
-    concepts beside it (``.npy``)."""
-    for position, segment in enumerate(index.graph.segments):
-        file = folder / segment_file(position, CONCEPT_ANN_STEM)
+def _save_segments(folder: Path, index: HnswSegments, stem: str, file_mode: int) -> None:
+    """Write each HNSW segment to its file (``ann.segment_file``), synced."""
+    for position, segment in enumerate(index.segments):
+        file = folder / segment_file(position, stem)
         segment.save(file)
         os.chmod(file, file_mode)
         _fsync_path(file)
+
+
+def _load_segments(folder: Path, stem: str, sizes: list[int], dim: int,
+                   wanted_by: str) -> HnswSegments:
+    """Map the saved segments of ``sizes`` rows each; a file that is not one is corrupt."""
+    try:
+        return HnswSegments(tuple(
+            HnswVectorIndex.load(folder / segment_file(position, stem), size, dim, wanted_by)
+            for position, size in enumerate(sizes)))
+    except ValueError as exc:
+        raise CorruptIndexError(str(exc)) from exc
+
+
+def _are_segment_sizes(sizes: object, rows: object) -> TypeGuard[list[int]]:
+    """Whether a manifest's segment sizes are counts, at least one, adding up to ``rows``."""
+    return (isinstance(sizes, list) and bool(sizes) and all(_is_count(n) for n in sizes)
+            and sum(sizes) == rows)
+
+
+def _save_concept_ann(folder: Path, index: ConceptHnsw, file_mode: int) -> None:
+    """Write the concept HNSW's graph (faiss's format) and its row map, drifts and the
+    concepts beside it (``.npy``)."""
+    _save_segments(folder, index.graph, CONCEPT_ANN_STEM, file_mode)
     for name, array in zip(CONCEPT_ANN_ARRAYS, (index.row_concept, index.row_drift,
                                                  index.beside), strict=True):
         with _new_file(folder / f"{name}.npy", file_mode) as fh:
@@ -811,8 +830,7 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
     if entry not in ({"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside},
                      {"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside,
                       "segments": sizes}) \
-            or not _is_count(rows) or not _is_count(beside) or not isinstance(sizes, list) \
-            or not sizes or not all(_is_count(n) for n in sizes) or sum(sizes) != rows:
+            or not _is_count(rows) or not _is_count(beside) or not _are_segment_sizes(sizes, rows):
         raise CorruptIndexError(f"{folder}/manifest.json: 'concept_ann' must be {{'file': "
                                 f"'{CONCEPT_ANN_FILE}', 'rows': <count>, 'beside': <count>, "
                                 f"'segments': <counts adding up to rows>}}, got {entry!r}")
@@ -828,13 +846,8 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
         if len(positions) and (positions.min() < -1 or positions.max() >= concepts):
             raise CorruptIndexError(f"{folder}/{name}.npy must hold positions of the "
                                     f"{concepts} concepts")
-    try:
-        segments = tuple(HnswVectorIndex.load(folder / file, size, dim,
-                                              wanted_by="concept_search='hnsw'")
-                         for file, size in zip(files, sizes, strict=True))
-    except ValueError as exc:
-        raise CorruptIndexError(str(exc)) from exc
-    return ConceptHnsw(HnswSegments(segments), row_concept, row_drift, beside_concepts)
+    graph = _load_segments(folder, CONCEPT_ANN_STEM, sizes, dim, "concept_search='hnsw'")
+    return ConceptHnsw(graph, row_concept, row_drift, beside_concepts)
 
 
 def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any],
@@ -947,12 +960,12 @@ def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
                      {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE},
                      {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE,
                       "segments": sizes}) \
-            or not _is_count(rows) or not isinstance(sizes, list) or not sizes \
-            or not all(_is_count(n) for n in sizes) or sum(sizes) != rows:
+            or not _is_count(rows) or not _are_segment_sizes(sizes, rows):
         raise CorruptIndexError(f"{folder}/manifest.json: 'ann' must be "
                                 f"{{'file': '{ANN_FILE}', 'rows': <count>, 'row_map': "
                                 f"'{ANN_ROWS_FILE}', 'segments': <counts adding up to rows>}}, "
                                 f"got {entry!r}")
+    rows = int(entry["rows"])
     files = [segment_file(i) for i in range(len(sizes))]
     digests.check(files + ([ANN_ROWS_FILE] if row_map else []))
     vectors = (len(corpus.sentence_spans) if config.chunk_similarity == "max"
@@ -966,12 +979,8 @@ def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
                                     f"the {vectors} vectors once (-1 for a dead row)")
     else:
         where = np.arange(rows, dtype=np.int64)
-    try:
-        segments = tuple(HnswVectorIndex.load(folder / file, size, corpus.dim)
-                         for file, size in zip(files, sizes, strict=True))
-    except ValueError as exc:
-        raise CorruptIndexError(str(exc)) from exc
-    return VectorSearch(HnswSegments(segments), where)
+    return VectorSearch(_load_segments(folder, "ann", sizes, corpus.dim, "vector_index='hnsw'"),
+                        where)
 
 
 def _is_count(value: object) -> bool:

@@ -228,6 +228,10 @@ class HnswSegments:
     def sizes(self) -> list[int]:
         return [len(segment) for segment in self.segments]
 
+    def offsets(self) -> list[int]:
+        """Each segment's first row in the whole."""
+        return np.cumsum([0, *self.sizes()[:-1]]).tolist()
+
     @property
     def dim(self) -> int:
         return int(self.segments[0].index.d)
@@ -245,11 +249,10 @@ class HnswSegments:
         """
         if len(self.segments) == 1:
             return self.segments[0].search(query, k, beam)
-        offsets = np.cumsum([0, *self.sizes()[:-1]])
         first_rows, first_scores = self.segments[0].search(query, k, beam)
         floor = first_scores[k - 1] if len(first_scores) >= k else -np.inf
         found = [(first_rows, first_scores)]
-        for segment, offset in zip(self.segments[1:], offsets[1:].tolist(), strict=True):
+        for segment, offset in zip(self.segments[1:], self.offsets()[1:], strict=True):
             rows, scores = _above(segment, query, k, floor, beam)
             found.append((rows + offset, scores))
         rows = np.concatenate([r for r, _ in found])
@@ -262,9 +265,9 @@ class HnswSegments:
         """Each segment's best ``asks[i]`` rows by its own quantised scores, as rows of
         the whole: for a caller that scores them all exactly, which then never compares
         two segments' quantisers (each is trained on its own rows)."""
-        offsets = np.cumsum([0, *self.sizes()[:-1]]).tolist()
         found = [segment.search(query, ask, beam)[0] + offset
-                 for segment, ask, offset in zip(self.segments, asks, offsets, strict=True)
+                 for segment, ask, offset in zip(self.segments, asks, self.offsets(),
+                                                 strict=True)
                  if ask > 0]
         return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 

@@ -114,10 +114,9 @@ class ConceptHnsw:
     def segment_asks(self) -> np.ndarray:
         """Rows asked of each segment per direct concept wanted: its rows over its live
         ones (a segment steps over its dropped rows; one with none live is not asked)."""
-        ends = np.cumsum(self.graph.sizes())
-        live = np.add.reduceat(self.row_concept >= 0, np.r_[0, ends[:-1]]) if len(
-            self.row_concept) else np.zeros(len(ends), dtype=np.int64)
-        sizes = np.diff(np.r_[0, ends])
+        sizes = np.asarray(self.graph.sizes())
+        live = np.add.reduceat(self.row_concept >= 0, self.graph.offsets()) if len(
+            self.row_concept) else np.zeros(len(sizes), dtype=np.int64)
         return np.where(live > 0, sizes / np.maximum(live, 1), 0.0)
 
     def beside_share(self) -> float:
@@ -135,11 +134,9 @@ class ConceptHnsw:
         """The rows of the segments no larger than the beam: a search would visit every
         row of one, so all are proposed, and scored exactly (a graph of a few concepts
         then finds what the scan finds, ties included)."""
-        sizes = np.asarray(self.graph.sizes())
-        starts = np.r_[0, np.cumsum(sizes)[:-1]]
         return np.concatenate([np.arange(start, start + size) for start, size
-                               in zip(starts, sizes, strict=True) if size <= BEAM]
-                              or [np.zeros(0, dtype=np.int64)])
+                               in zip(self.graph.offsets(), self.graph.sizes(), strict=True)
+                               if size <= BEAM] or [np.zeros(0, dtype=np.int64)])
 
     def candidates(self, vectors: Rows, query: np.ndarray, k: int) -> np.ndarray:
         """Concept positions, sorted, proposed for the ``k`` most similar: each segment's
