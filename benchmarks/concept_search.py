@@ -169,6 +169,45 @@ def measure(vectors: np.ndarray, usable: np.ndarray, queries: np.ndarray, k: int
     return report
 
 
+def tied_recall(found: Sequence[np.ndarray], exact: Sequence[np.ndarray],
+                similarities: Sequence[np.ndarray]) -> float:
+    """:func:`recall`, with a found concept outside the exact ones counted when it is as
+    similar (within 1e-6) as the least similar exact one: the scan breaks such ties by
+    position, which no search can know."""
+    hits = 0
+    for f, e, sims in zip(found, exact, similarities, strict=True):
+        others = np.setdiff1d(f, e)
+        hits += len(np.intersect1d(f, e)) + int(np.count_nonzero(
+            sims[others] >= sims[e].min(initial=np.inf) - 1e-6))
+    return round(hits / max(1, sum(len(e) for e in exact)), 4)
+
+
+def index_path(graph: Any, queries: np.ndarray, k: int, per_direct: Sequence[int],
+               beams: Sequence[int]) -> list[dict[str, Any]]:
+    """The index's own path (``search.concepts.direct_concepts``: the concept graph's
+    8-bit search for ``per_direct * k`` candidates, scored exactly) against the scan, for
+    each pair of ``per_direct`` and beam: the recall of the direct concepts, the recall
+    counting a concept tied with the scan's last as found (the scan breaks such ties
+    by position, which no search can know), and the median ms of one query."""
+    from shared_core.search.concepts import direct_concepts
+
+    vectors, usable = graph.vectors, np.asarray(graph.unit_linked_concepts)
+    held = graph.concept_hnsw  # the save's, or built as a query would
+    dense = np.ascontiguousarray(vectors, dtype=np.float32)
+    exact = [exact_direct(dense, usable, q, k) for q in queries]
+    similarities = [dense @ q for q in queries]
+    rows = []
+    for per in per_direct:
+        for beam in beams:
+            found, ms = timed(lambda q, per=per, beam=beam: direct_concepts(
+                held, vectors, q, k, per, beam)[0], queries)
+            rows.append({"per_direct": per, "beam": beam, "candidates": per * k,
+                         "recall": recall(found, exact),
+                         "recall_ties_found": tied_recall(found, exact, similarities),
+                         "ms": ms})
+    return rows
+
+
 def dataset_index(name: str, data: Path, embedder: Any) -> tuple[Any, Queries]:
     """An index over a dev set's passages with the default config, and its questions;
     ``name`` may join several sets with ``+`` (one index over all their passages, each
@@ -215,6 +254,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--lists", type=int, nargs="*", default=[256, 1024])
     parser.add_argument("--nprobe", type=int, nargs="*", default=[8, 16, 32, 64])
     parser.add_argument("--ef", type=int, nargs="*", default=[32, 64, 128, 256])
+    parser.add_argument("--per-direct", type=int, nargs="*", default=[2],
+                        help="the index's own path: candidates asked per direct concept")
+    parser.add_argument("--index-beam", type=int, nargs="*", default=[256],
+                        help="the index's own path: the concept graph's search beams")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.save is not None:
@@ -237,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> None:
               "embedder": embedder.model_id,
               **measure(np.asarray(graph.vectors), np.asarray(graph.unit_linked_concepts),
                         queries, index.config.top_k, args.lists, args.nprobe, args.ef),
+              "index_path": index_path(graph, queries, index.config.top_k, args.per_direct,
+                                       args.index_beam),
               "context_kept_by_concept_hnsw": context_kept(index, asked)}
     print(json.dumps(report, indent=2))
     if args.out is not None:

@@ -138,14 +138,15 @@ class ConceptHnsw:
                                in zip(self.graph.offsets(), self.graph.sizes(), strict=True)
                                if size <= BEAM] or [np.zeros(0, dtype=np.int64)])
 
-    def candidates(self, vectors: Rows, query: np.ndarray, k: int) -> np.ndarray:
+    def candidates(self, vectors: Rows, query: np.ndarray, k: int, beam: int = BEAM
+                   ) -> np.ndarray:
         """Concept positions, sorted, proposed for the ``k`` most similar: each segment's
         best ``k`` (asked for as many more as it holds dropped rows) by its own
-        quantiser, every row of a segment no larger than the beam, and the best ``k``
-        beside the graph."""
+        quantiser, searched with ``beam``, every row of a segment no larger than
+        ``BEAM``, and the best ``k`` beside the graph."""
         sizes = np.asarray(self.graph.sizes())
         asks = np.where(sizes > BEAM, np.minimum(np.ceil(k * self.segment_asks), sizes), 0)
-        found = np.concatenate([self.graph.search_each(query, asks.astype(int).tolist(), BEAM),
+        found = np.concatenate([self.graph.search_each(query, asks.astype(int).tolist(), beam),
                                 self.whole_rows])
         proposed = self.row_concept[found]
         proposed = proposed[proposed >= 0]
@@ -238,12 +239,13 @@ def _rows_of(vectors: Rows, concepts: np.ndarray) -> np.ndarray:
                                                                    vectors.shape[1])
 
 
-def direct_concepts(graph_index: ConceptHnsw, vectors: Rows, query: np.ndarray, top_k: int
+def direct_concepts(graph_index: ConceptHnsw, vectors: Rows, query: np.ndarray, top_k: int,
+                    per_direct: int = CANDIDATES_PER_DIRECT, beam: int = BEAM
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(direct, candidates, their cosines)``: the best ``top_k`` of the graph's
-    ``CANDIDATES_PER_DIRECT * top_k`` candidates, by their exact cosines."""
+    ``per_direct * top_k`` candidates (searched with ``beam``), by their exact cosines."""
     # sorted, so that equal cosines go to the lower position, as in the scan
-    found = graph_index.candidates(vectors, query, CANDIDATES_PER_DIRECT * top_k)
+    found = graph_index.candidates(vectors, query, per_direct * top_k, beam)
     scores = row_scores(vectors, found, query)
     return found[top_k_indices(scores, top_k)], found, scores
 

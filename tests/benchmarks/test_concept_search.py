@@ -8,7 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.concept_search import InvertedLists, main, measure, recall, spherical_kmeans
+from benchmarks.concept_search import (
+    InvertedLists,
+    index_path,
+    main,
+    measure,
+    recall,
+    spherical_kmeans,
+    tied_recall,
+)
 from tests.benchmarks.dev_sets import write_dev_set
 from tests.shared_core.test_store import TEXTS
 
@@ -47,6 +55,34 @@ def test_spherical_kmeans_finds_the_two_groups() -> None:
 def test_recall_is_the_share_of_exact_concepts_found() -> None:
     assert recall([np.array([1, 2, 3]), np.array([7])], [np.array([1, 2, 4]), np.array([7, 8])]
                   ) == pytest.approx(3 / 5)
+
+
+def test_a_found_concept_tied_with_the_last_exact_one_counts_in_the_tied_recall() -> None:
+    sims = np.array([0.0, 0.9, 0.5, 0.5, 0.4])
+    exact = [np.array([1, 2])]  # the scan takes 2 of the tied 2 and 3: the lower position
+    assert tied_recall([np.array([1, 3])], exact, [sims]) == 1.0  # 3 ties the scan's last
+    assert recall([np.array([1, 3])], exact) == 0.5
+    assert tied_recall([np.array([1, 4])], exact, [sims]) == 0.5  # 4 is less similar
+
+
+def test_the_index_path_finds_the_scans_concepts_with_a_beam_past_every_row() -> None:
+    from types import SimpleNamespace
+
+    from shared_core.search.concepts import BEAM, ConceptHnsw
+
+    rng = np.random.default_rng(2)
+    vectors = rng.standard_normal((2 * BEAM, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    usable = np.flatnonzero(np.arange(len(vectors)) % 5 != 0)  # a fifth link no unit
+    graph = SimpleNamespace(vectors=vectors, unit_linked_concepts=usable,
+                            concept_hnsw=ConceptHnsw.build(vectors, usable))
+    queries = rng.standard_normal((10, 16)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    rows = index_path(graph, queries, 10, per_direct=[2, 4], beams=[4 * BEAM])
+    assert [(r["per_direct"], r["beam"], r["candidates"]) for r in rows] == [
+        (2, 4 * BEAM, 20), (4, 4 * BEAM, 40)]
+    # the beam visits every row; the 8-bit order of 16-d rows keeps the best 10 in 20
+    assert all(r["recall"] == r["recall_ties_found"] == 1.0 for r in rows)
 
 
 def test_probing_every_list_or_a_beam_past_every_concept_finds_the_exact_ones() -> None:
