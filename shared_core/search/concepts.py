@@ -41,12 +41,14 @@ if TYPE_CHECKING:  # the state package imports the search package
 # candidates asked per direct concept: concepts tied at the last direct place then
 # reach the exact scores, which break ties to the lower position as the scan does
 CANDIDATES_PER_DIRECT = 2
-# the search beam, twice the unit index's (``ann.EF_SEARCH``): over MuSiQue's and
-# HotpotQA's 43.7 K concepts (MiniLM, 1,000 questions) the index kept 99.61 % of the
-# scan's context at 256 against 98.88 % at 128, for 0.9 ms more a query (12.6 against
-# 11.7 ms; the scan's 15.1); over the 100 K scale save's hashing vectors 0.85 against
-# 0.80, for 0.2 ms (benchmarks/results/NOTES.md, thirty-seventh round)
-BEAM = 2 * EF_SEARCH
+# the search beam, four times the unit index's (``ann.EF_SEARCH``). Over 163,648 concepts
+# (100 K scale passages with fresh names, MiniLM, 200 questions) this path found 99.40 %
+# of the scan's direct concepts at 512 against 99.08 % at 256 and 99.62 % at 1,024
+# (3.1 against 1.9 and 5.9 ms a search), and the index kept 99.30 % of the scan's context
+# against 98.73 % and 99.56 %, its whole query no slower within the runs' spread; on
+# MuSiQue's 29.9 K concepts 99.95 % against 99.75 % (benchmarks/results/NOTES.md,
+# thirty-ninth round; ``benchmarks.concept_search --index-beam``)
+BEAM = 4 * EF_SEARCH
 
 
 # A concept keeps its row in the graph while its vector has moved at most this far
@@ -63,7 +65,7 @@ MAX_ROW_DRIFT = 0.2
 # of their own (or grows or merges the later segments, as the units' graph does:
 # ``ann.segment_plan``). Beside it they are scanned at every query; so many take about
 # as long to scan as a segment takes to search (MiniLM: the scan 0.054 ms per thousand
-# concepts, a search with the beam of 256 0.7-1.1 ms; benchmarks/results/NOTES.md,
+# concepts, a search with a beam of 256 0.7-1.1 ms; benchmarks/results/NOTES.md,
 # thirty-eighth round), and a segment is searched by its own quantiser, which fewer
 # rows would train poorly.
 MAX_BESIDE = 16_384

@@ -396,13 +396,16 @@ def test_segments_larger_than_the_beam_are_searched_each_by_its_own_quantiser() 
     searched for its own best rows, so a concept is found in either, at its vector."""
     from shared_core.search.concepts import BEAM
 
+    first, later = 3 * BEAM, BEAM + 44
     rng = np.random.default_rng(11)
-    vectors = rng.standard_normal((1_000, 16)).astype(np.float32)
+    vectors = rng.standard_normal((first + later, 16)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    graph = ConceptHnsw.build(vectors, np.arange(700)).refreshed(
-        np.arange(700), np.r_[np.zeros(700), np.full(300, np.inf)], np.arange(1_000), vectors,
-        max_beside=0)
-    assert graph is not None and graph.graph.sizes() == [700, 300] and BEAM < 300
+    graph = ConceptHnsw.build(vectors, np.arange(first)).refreshed(
+        np.arange(first), np.r_[np.zeros(first), np.full(later, np.inf)],
+        np.arange(first + later), vectors, max_beside=0)
+    assert graph is not None and graph.graph.sizes() == [first, later]
     assert not len(graph.whole_rows)
-    found = [c for c in range(0, 1_000, 7) if c in graph.candidates(vectors, vectors[c], 5)]
-    assert len(found) == len(range(0, 1_000, 7))  # each concept proposed for its own vector
+    # each concept proposed for its own vector
+    found = [c for c in range(0, first + later, 7)
+             if c in graph.candidates(vectors, vectors[c], 5)]
+    assert len(found) == len(range(0, first + later, 7))
