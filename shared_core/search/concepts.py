@@ -45,9 +45,10 @@ CANDIDATES_PER_DIRECT = 2
 # (100 K scale passages with fresh names, MiniLM, 200 questions) this path found 99.40 %
 # of the scan's direct concepts at 512 against 99.08 % at 256 and 99.62 % at 1,024
 # (3.1 against 1.9 and 5.9 ms a search), and the index kept 99.30 % of the scan's context
-# against 98.73 % and 99.56 %, its whole query no slower within the runs' spread; on
-# MuSiQue's 29.9 K concepts 99.95 % against 99.75 % (benchmarks/results/NOTES.md,
-# thirty-ninth round; ``benchmarks.concept_search --index-beam``)
+# against 98.73 % and 99.56 %, its whole query no slower within the runs' spread; over
+# MuSiQue's and HotpotQA's 43.7 K concepts (1,000 questions) it found 99.88 % against
+# 99.63 % and kept 99.90 % of the context (benchmarks/results/NOTES.md, thirty-ninth
+# round; ``benchmarks.concept_search --index-beam``)
 BEAM = 4 * EF_SEARCH
 
 
