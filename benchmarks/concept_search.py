@@ -97,9 +97,13 @@ class InvertedLists:
 def exact_direct(vectors: np.ndarray, usable: np.ndarray, query: np.ndarray, k: int
                  ) -> np.ndarray:
     """The direct concepts as the index picks them: the ``k`` most similar usable ones."""
+    return most_similar(vectors @ query, usable, k)
+
+
+def most_similar(similarity: np.ndarray, usable: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` usable concepts of highest ``similarity`` (ties to the lower position)."""
     from shared_core.search.vector_index import top_k_indices
 
-    similarity = vectors @ query
     return usable[top_k_indices(similarity[usable], k)]
 
 
@@ -194,8 +198,8 @@ def index_path(graph: Any, queries: np.ndarray, k: int, per_direct: Sequence[int
     vectors, usable = graph.vectors, np.asarray(graph.unit_linked_concepts)
     held = graph.concept_hnsw  # the save's, or built as a query would
     dense = np.ascontiguousarray(vectors, dtype=np.float32)
-    exact = [exact_direct(dense, usable, q, k) for q in queries]
     similarities = [dense @ q for q in queries]
+    exact = [most_similar(sims, usable, k) for sims in similarities]
     rows = []
     for per in per_direct:
         for beam in beams:
