@@ -19,7 +19,10 @@ concepts and the time of two ways to find them:
 The queries are the scale benchmark's (``--save``: pool sentences) or a dev set's
 questions (``--dataset``, over an index built from its passages). It also asks the
 index itself with ``concept_search="hnsw"`` and reports the share of the exact scan's
-context it keeps (``context_kept_by_concept_hnsw``).
+context it keeps (``context_kept_by_concept_hnsw``). ``--per-direct`` and
+``--index-beam`` time the index's own path; ``--index-ef-construction`` builds its
+concept graph afresh with each construction beam and reports both for each
+(``built_graphs``).
 """
 
 from __future__ import annotations
@@ -187,16 +190,17 @@ def tied_recall(found: Sequence[np.ndarray], exact: Sequence[np.ndarray],
 
 
 def index_path(graph: Any, queries: np.ndarray, k: int, per_direct: Sequence[int],
-               beams: Sequence[int]) -> list[dict[str, Any]]:
+               beams: Sequence[int], held: Any = None) -> list[dict[str, Any]]:
     """The index's own path (``search.concepts.direct_concepts``: the concept graph's
     8-bit search for ``per_direct * k`` candidates, scored exactly) against the scan, for
     each pair of ``per_direct`` and beam: the recall of the direct concepts, the recall
     counting a concept tied with the scan's last as found (the scan breaks such ties
-    by position, which no search can know), and the median ms of one query."""
+    by position, which no search can know), and the median ms of one query. ``held`` is
+    the concept graph searched (default: the save's, or built as a query would)."""
     from shared_core.search.concepts import direct_concepts
 
     vectors, usable = graph.vectors, np.asarray(graph.unit_linked_concepts)
-    held = graph.concept_hnsw  # the save's, or built as a query would
+    held = graph.concept_hnsw if held is None else held
     dense = np.ascontiguousarray(vectors, dtype=np.float32)
     similarities = [dense @ q for q in queries]
     exact = [most_similar(sims, usable, k) for sims in similarities]
@@ -232,12 +236,37 @@ def dataset_index(name: str, data: Path, embedder: Any) -> tuple[Any, Queries]:
     return index, Queries(questions, embedder.embed(questions))
 
 
-def context_kept(index: Any, asked: Queries) -> float:
+def context_kept(index: Any, asked: Queries, held: Any = None) -> float:
     """The share of each exact-scan context's tokens that ``concept_search="hnsw"`` keeps
-    (the whole ranking, each question asked with its text)."""
+    (the whole ranking, each question asked with its text), searching ``held`` (default:
+    the index's own concept graph)."""
     _, scanned = query_latencies(index.reconfigured(concept_search="exact"), asked)
-    _, searched = query_latencies(index.reconfigured(concept_search="hnsw"), asked)
+    searching = index.reconfigured(concept_search="hnsw")
+    if held is not None:
+        # where a query keeps the graph it built (``DerivedGraph.concept_hnsw``)
+        searching.state.graph.__dict__["concept_hnsw"] = held
+    _, searched = query_latencies(searching, asked)
     return round(context_recall(searched, scanned), 4)
+
+
+def built_graphs(index: Any, queries: np.ndarray, asked: Queries,
+                 ef_constructions: Sequence[int], per_direct: Sequence[int],
+                 beams: Sequence[int]) -> list[dict[str, Any]]:
+    """For each construction beam, the concept graph built afresh with it (its build
+    seconds), the index path's rows over it and the context it keeps at ``BEAM``."""
+    from shared_core.search.concepts import ConceptHnsw
+
+    graph = index.state.graph
+    report = []
+    for ef_construction in ef_constructions:
+        start = time.perf_counter()
+        held = ConceptHnsw.build(graph.vectors, graph.unit_linked_concepts, ef_construction)
+        report.append({"ef_construction": ef_construction,
+                       "build_s": round(time.perf_counter() - start, 1),
+                       "index_path": index_path(graph, queries, index.config.top_k,
+                                                per_direct, beams, held),
+                       "context_kept": context_kept(index, asked, held)})
+    return report
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -262,6 +291,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="the index's own path: candidates asked per direct concept")
     parser.add_argument("--index-beam", type=int, nargs="*", default=[256],
                         help="the index's own path: the concept graph's search beams")
+    parser.add_argument("--index-ef-construction", type=int, nargs="*", default=[],
+                        help="the index's own path over concept graphs built afresh "
+                        "with these construction beams")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.save is not None:
@@ -286,7 +318,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         queries, index.config.top_k, args.lists, args.nprobe, args.ef),
               "index_path": index_path(graph, queries, index.config.top_k, args.per_direct,
                                        args.index_beam),
-              "context_kept_by_concept_hnsw": context_kept(index, asked)}
+              "context_kept_by_concept_hnsw": context_kept(index, asked),
+              "built_graphs": built_graphs(index, queries, asked, args.index_ef_construction,
+                                           args.per_direct, args.index_beam)}
     print(json.dumps(report, indent=2))
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -30,7 +30,7 @@ from ..paging import random_reads
 FILE_NAME = "ann.faiss"
 ROWS_FILE_NAME = "ann_rows.npy"  # each HNSW row's vector in the saved corpus (-1: dead)
 LINKS_PER_NODE = 32  # HNSW's M
-EF_CONSTRUCTION = 100
+EF_CONSTRUCTION = 100  # the units' construction beam (the concept graph's is wider)
 EF_SEARCH = 128  # the search beam; never narrower than the answer asked for
 
 
@@ -64,14 +64,16 @@ class HnswVectorIndex:
     source: int | None = None
 
     @classmethod
-    def build(cls, vectors: np.ndarray, wanted_by: str = "vector_index='hnsw'"
-              ) -> HnswVectorIndex:
-        """Index every row of ``vectors`` (unit rows) under its position."""
+    def build(cls, vectors: np.ndarray, wanted_by: str = "vector_index='hnsw'",
+              ef_construction: int = EF_CONSTRUCTION) -> HnswVectorIndex:
+        """Index every row of ``vectors`` (unit rows) under its position, each row linked
+        through a search with a beam of ``ef_construction`` (saved with the graph, so rows
+        appended later are linked alike)."""
         faiss = _faiss(wanted_by)
         rows = np.ascontiguousarray(vectors, dtype=np.float32)
         index = faiss.IndexHNSWSQ(rows.shape[1], faiss.ScalarQuantizer.QT_8bit,
                                   LINKS_PER_NODE, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = EF_CONSTRUCTION
+        index.hnsw.efConstruction = ef_construction
         if len(rows):
             index.train(rows)  # the quantiser's range per dimension, one pass in order
             # faiss then reads each row once in shuffled order: where ``rows`` is a map
@@ -276,10 +278,11 @@ class HnswSegments:
         return HnswSegments((*self.segments[:-1], self.segments[-1].with_rows(vectors)))
 
     def with_segment(self, first: int, vectors: np.ndarray,
-                     wanted_by: str = "vector_index='hnsw'") -> HnswSegments:
+                     wanted_by: str = "vector_index='hnsw'",
+                     ef_construction: int = EF_CONSTRUCTION) -> HnswSegments:
         """The first ``first`` segments, then one new segment of ``vectors``."""
         return HnswSegments((*self.segments[:first],
-                             HnswVectorIndex.build(vectors, wanted_by)))
+                             HnswVectorIndex.build(vectors, wanted_by, ef_construction)))
 
 
 def _above(segment: HnswVectorIndex, query: np.ndarray, k: int, floor: float,

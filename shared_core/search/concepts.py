@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from . import ann
 from .ann import EF_SEARCH, HnswSegments, HnswVectorIndex, segment_plan
 from .fused import reached_hops, weights_by_hop
 from .vector_index import row_scores, top_k_indices
@@ -50,6 +51,15 @@ CANDIDATES_PER_DIRECT = 2
 # 99.63 % and kept 99.90 % of the context (benchmarks/results/NOTES.md, thirty-ninth
 # round; ``benchmarks.concept_search --index-beam``)
 BEAM = 4 * EF_SEARCH
+# the beam each row is linked through when the graph is built, twice the units'
+# (``ann.EF_CONSTRUCTION``). Over 163,648 MiniLM concepts (as above) a graph built with
+# 200 found 99.76 % of the direct concepts at the beam of 512 against 99.40 % with 100,
+# and the index kept 99.78 % of the scan's context against 99.30 % (300: 99.86 %, 99.91 %);
+# over the dev sets' 43.7 K concepts 99.96 % and 99.97 % against 99.88 % and 99.90 %.
+# Building it took 2.1 times as long (300: 3.0 times), 118 s against 57 s at 164 K
+# concepts (benchmarks/results/NOTES.md, fortieth round; ``benchmarks.concept_search
+# --index-ef-construction``).
+EF_CONSTRUCTION = 2 * ann.EF_CONSTRUCTION
 
 
 # A concept keeps its row in the graph while its vector has moved at most this far
@@ -97,16 +107,19 @@ class ConceptHnsw:
     beside: np.ndarray
 
     @classmethod
-    def build(cls, vectors: Rows, usable: np.ndarray) -> ConceptHnsw:
+    def build(cls, vectors: Rows, usable: np.ndarray, ef_construction: int = EF_CONSTRUCTION
+              ) -> ConceptHnsw:
         """A graph over the rows ``usable`` (sorted concept positions) of ``vectors``.
 
         Its vectors are quantised to a byte a dimension, as the units' are: a quarter of
         a second float32 copy, and on MuSiQue (MiniLM, ef 128) as many of the direct
         concepts found as over float32 rows (0.9932 against 0.9927), since candidates
-        are scored exactly.
+        are scored exactly. Each row is linked through a search with a beam of
+        ``ef_construction`` (segments written later use ``EF_CONSTRUCTION``).
         """
         usable = np.asarray(usable, dtype=np.int64)
-        graph = HnswSegments((HnswVectorIndex.build(_rows_of(vectors, usable), WANTED_BY),))
+        graph = HnswSegments((HnswVectorIndex.build(_rows_of(vectors, usable), WANTED_BY,
+                                                    ef_construction),))
         return cls(graph, usable, np.zeros(len(usable)), np.zeros(0, dtype=np.int64))
 
     @cached_property
@@ -205,13 +218,14 @@ class ConceptHnsw:
             concepts, first = self.beside, len(self.row_concept)
         elif plan == "append":
             graph = self.graph.with_segment(len(sizes), _rows_of(vectors, self.beside),
-                                            WANTED_BY)
+                                            WANTED_BY, EF_CONSTRUCTION)
             concepts, first = self.beside, len(self.row_concept)
         else:  # merge: the later segments' live concepts, at their vectors now, and these
             first = sizes[0]
             later = self.row_concept[first:]
             concepts = np.concatenate([later[later >= 0], self.beside])
-            graph = self.graph.with_segment(1, _rows_of(vectors, concepts), WANTED_BY)
+            graph = self.graph.with_segment(1, _rows_of(vectors, concepts), WANTED_BY,
+                                            EF_CONSTRUCTION)
         return ConceptHnsw(graph, np.concatenate([self.row_concept[:first], concepts]),
                            np.concatenate([self.row_drift[:first], np.zeros(len(concepts))]),
                            np.zeros(0, dtype=np.int64))

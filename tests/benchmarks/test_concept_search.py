@@ -109,9 +109,13 @@ def test_a_dev_set_is_indexed_and_asked_its_questions(tmp_path: Path) -> None:
     out = tmp_path / "search.json"
     main(["--dataset", "tiny", "--data", str(data), "--embedder", "hashing",
           "--cache", str(tmp_path / "cache.sqlite"), "--lists", "2", "--nprobe", "2",
-          "--ef", "64", "--out", str(out)])
+          "--ef", "64", "--index-ef-construction", "40", "--out", str(out)])
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["queries"] == 1 and report["embedder"].startswith("hashing")
+    # a graph built afresh with the beam asked for: it too proposes every concept
+    (built,) = report["built_graphs"]
+    assert built["ef_construction"] == 40 and built["context_kept"] == 1.0
+    assert [row["recall"] for row in built["index_path"]] == [1.0]
     assert report["ivf"][0]["recall"] == 1.0 and report["hnsw"][0]["recall"] == 1.0
     # the graph proposes every concept of so small an index: the context is the scan's
     assert report["context_kept_by_concept_hnsw"] == 1.0

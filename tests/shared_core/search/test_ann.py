@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from shared_core.search.ann import (
+    EF_CONSTRUCTION,
     GROW_SHARE,
     LATER_SEGMENT_K,
     MAX_SEGMENTS,
@@ -116,6 +117,24 @@ def test_grown_and_appended_segments_leave_the_index_they_came_from() -> None:
     assert three.search(vectors[37], 1)[0].tolist() == [37]
     merged = three.with_segment(1, vectors[30:])
     assert merged.sizes() == [30, 10] and merged.segments[1] is not three.segments[1]
+
+
+def test_the_construction_beam_is_kept_by_the_graph_its_copies_and_its_file(
+        tmp_path: Path) -> None:
+    # rows a copy appends are linked with the beam the graph was built with; faiss
+    # saves it in the file, so a loaded graph grows alike
+    import faiss
+
+    vectors = unit_rows(60, 16, seed=4)
+    assert HnswVectorIndex.build(vectors[:20]).index.hnsw.efConstruction == EF_CONSTRUCTION
+    wide = HnswVectorIndex.build(vectors[:20], ef_construction=3 * EF_CONSTRUCTION)
+    assert wide.with_rows(vectors[20:30]).index.hnsw.efConstruction == 3 * EF_CONSTRUCTION
+    faiss.write_index(wide.index, str(tmp_path / "wide.faiss"))
+    assert faiss.read_index(str(tmp_path / "wide.faiss")).hnsw.efConstruction == (
+        3 * EF_CONSTRUCTION)
+    segments = HnswSegments((wide,)).with_segment(1, vectors[30:], ef_construction=250)
+    assert [s.index.hnsw.efConstruction for s in segments.segments] == [
+        3 * EF_CONSTRUCTION, 250]
 
 
 def test_segment_files_are_named_in_order() -> None:

@@ -11,7 +11,8 @@ import scipy.sparse as sp
 
 from benchmarks.faults import rehash
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
-from shared_core.search.concepts import ConceptHnsw, searched_weighting
+from shared_core.search import ann
+from shared_core.search.concepts import EF_CONSTRUCTION, ConceptHnsw, searched_weighting
 from shared_core.search.fused import concept_weights
 from shared_core.store import CorruptIndexError, index_folder, read_manifest
 from tests.shared_core.test_store import TEXTS
@@ -164,6 +165,9 @@ def test_concepts_that_wait_beside_are_written_as_the_units_segments_are() -> No
         sizes.append(graph.graph.sizes())
         graph.check_holds(np.arange(held + 1), 8)
     assert sizes == [[5, 1], [5, 1, 1], [5, 1, 1, 1], [5, 4], [5, 4, 1], [5, 4, 1, 1]]
+    # every segment linked with the concept graph's construction beam, not the units'
+    assert EF_CONSTRUCTION != ann.EF_CONSTRUCTION
+    assert {s.index.hnsw.efConstruction for s in graph.graph.segments} == {EF_CONSTRUCTION}
     assert graph.row_concept.tolist() == list(range(11))
     for concept in range(11):
         assert concept in graph.candidates(vectors, vectors[concept], 1)
@@ -332,7 +336,6 @@ def test_auto_builds_the_graph_when_an_update_reaches_the_threshold(
 
 def test_auto_without_the_ann_extra_scans_the_concepts_and_says_so(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from shared_core.search import ann
     from shared_core.state import derived
 
     monkeypatch.setattr(derived, "CONCEPT_ANN_MIN", 1)
