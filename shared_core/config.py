@@ -141,7 +141,9 @@ class ConceptGraphConfig:
     (``shared_core.search.concepts``). The scan grows with the vocabulary, which real
     text keeps growing. ``"auto"`` (the default) scans below ``CONCEPT_ANN_MIN``
     concept vectors and searches the graph from there, a threshold measured in
-    ``benchmarks/RESULTS.md``; the paper's ranking always scans. Where the graph is
+    ``benchmarks/RESULTS.md``, unless the graph, built, failed its check (under 99 % of
+    the scan's best matches found for its own concepts, as on random-like vectors:
+    ``stats()`` warns); the paper's ranking always scans. Where the graph is
     searched it is built with the index, kept through updates (a concept that moved
     little keeps its row; new and moved ones are scanned beside the graph, then written
     into segments of their own) and saved with the index.

@@ -77,6 +77,7 @@ from .state.derived import (
     VectorSearch,
     chunk_term_counts,
     derive_graph,
+    failed_self_check,
     segment_means,
     uses_concept_graph,
     wants_concept_graph,
@@ -857,7 +858,15 @@ class ConceptGraphIndex:
             warnings.append(f"{rows} vectors are scanned in full for every query: install "
                             "the ann extra (pip install 'conceptgraph[ann]') for HNSW "
                             "candidate search")
-        if wants_concept_graph(cfg, graph) and not uses_concept_graph(cfg, graph):
+        if failed_self_check(graph) and cfg.concept_search == "auto":
+            held = graph.held_concept_index()
+            assert held is not None and held.self_recall is not None
+            warnings.append(
+                f"{n_concepts} concept vectors are scanned in full for every query: the "
+                f"concept graph found only {held.self_recall:.1%} of the scan's direct "
+                "concepts for its own concepts, as on random-like vectors (the hashing "
+                "embedder's); concept_search='hnsw' searches it anyway")
+        elif wants_concept_graph(cfg, graph) and not uses_concept_graph(cfg, graph):
             warnings.append(f"{n_concepts} concept vectors are scanned in full for every "
                             "query: install the ann extra (pip install 'conceptgraph[ann]') "
                             "to find the direct concepts through HNSW")
@@ -1044,7 +1053,7 @@ class ConceptGraphIndex:
         walks = _walk_hops(cfg, graph) > 0 and cfg.walk_nodes == "sentences"
         save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann,
                     saved_parts(graph, walk=walks,
-                                concept_graph=uses_concept_graph(cfg, graph)),
+                                concept_graph=wants_concept_graph(cfg, graph)),
                     store_generation=generation)
 
     def _save_in_store(self, path: str) -> None:

@@ -90,8 +90,10 @@ A version-6 save of an index that searches its concept graph (``concept_search="
 or ``"auto"`` past ``state.derived.CONCEPT_ANN_MIN`` concepts) also holds it, in segments
 (``concept_ann.faiss``, ``concept_ann.1.faiss`` ..., mapped on load, with
 ``concept_ann_rows.npy``, ``concept_ann_drift.npy`` and ``concept_ann_beside.npy``; the
-manifest's ``concept_ann`` gives their sizes; ``search.concepts.ConceptHnsw``). A save
-without it, or with one segment it does not list, loads as before.
+manifest's ``concept_ann`` gives their sizes, and the share of its own concepts' best
+matches it found when built, which ``"auto"`` reads; ``search.concepts.ConceptHnsw``). A
+save without it, with one segment it does not list, or without that share (its graph
+then passes), loads as before.
 """
 
 from __future__ import annotations
@@ -364,9 +366,12 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         manifest["ann"] = {"file": ANN_FILE, "rows": len(ann.rows), "row_map": ANN_ROWS_FILE,
                            "segments": ann_segments}
     if concept_ann is not None:
-        manifest["concept_ann"] = {"file": CONCEPT_ANN_FILE, "rows": len(concept_ann.row_concept),
-                                   "beside": len(concept_ann.beside),
-                                   "segments": concept_ann.graph.sizes()}
+        entry: dict[str, Any] = {"file": CONCEPT_ANN_FILE, "rows": len(concept_ann.row_concept),
+                                 "beside": len(concept_ann.beside),
+                                 "segments": concept_ann.graph.sizes()}
+        if concept_ann.self_recall is not None:
+            entry["self_recall"] = float(concept_ann.self_recall)
+        manifest["concept_ann"] = entry
     if graph is not None:
         manifest["graph"] = {"concepts": len(graph.rank),
                              "pairs" if graph.strong else "edges": len(graph.source)}
@@ -825,15 +830,19 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
         return None
     rows = entry.get("rows") if isinstance(entry, dict) else None
     beside = entry.get("beside") if isinstance(entry, dict) else None
-    # saves of the thirty-seventh round's code held one segment and did not list it
+    # saves of the thirty-seventh round's code held one segment and did not list it, and
+    # saves before the fortieth round's no self recall (``ConceptHnsw.self_recall``)
     sizes = entry.get("segments", [rows]) if isinstance(entry, dict) else None
-    if entry not in ({"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside},
-                     {"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside,
-                      "segments": sizes}) \
-            or not _is_count(rows) or not _is_count(beside) or not _are_segment_sizes(sizes, rows):
+    recall = entry.get("self_recall") if isinstance(entry, dict) else None
+    listed = {"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside}
+    if entry not in (listed, {**listed, "segments": sizes},
+                     {**listed, "segments": sizes, "self_recall": recall}) \
+            or not _is_count(rows) or not _is_count(beside) or not _are_segment_sizes(sizes, rows) \
+            or not ("self_recall" not in entry or _is_share(recall)):
         raise CorruptIndexError(f"{folder}/manifest.json: 'concept_ann' must be {{'file': "
                                 f"'{CONCEPT_ANN_FILE}', 'rows': <count>, 'beside': <count>, "
-                                f"'segments': <counts adding up to rows>}}, got {entry!r}")
+                                f"'segments': <counts adding up to rows>, 'self_recall': "
+                                f"<share in [0, 1]>}}, got {entry!r}")
     rows, beside = int(entry["rows"]), int(entry["beside"])
     files = [segment_file(i, CONCEPT_ANN_STEM) for i in range(len(sizes))]
     digests.check([*files, *(f"{name}.npy" for name in CONCEPT_ANN_ARRAYS)])
@@ -847,7 +856,8 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
             raise CorruptIndexError(f"{folder}/{name}.npy must hold positions of the "
                                     f"{concepts} concepts")
     graph = _load_segments(folder, CONCEPT_ANN_STEM, sizes, dim, "concept_search='hnsw'")
-    return ConceptHnsw(graph, row_concept, row_drift, beside_concepts)
+    return ConceptHnsw(graph, row_concept, row_drift, beside_concepts,
+                       None if recall is None else float(recall))
 
 
 def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any],
@@ -985,6 +995,11 @@ def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
 
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_share(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and 0.0 <= value <= 1.0)
 
 
 def _read_config(folder: Path, manifest: dict[str, Any]) -> ConceptGraphConfig:

@@ -24,7 +24,7 @@ reconfigured view that asks for it), and saved with the index.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -86,6 +86,18 @@ MAX_BESIDE = 16_384
 # (benchmarks/results/NOTES.md, thirty-seventh round's sweep; thirty-eighth round).
 MAX_DEAD_SHARE = 0.25
 WANTED_BY = "concept_search='hnsw'"
+# ``concept_search="auto"`` searches the graph only where, built, it found at least this
+# share of the scan's ``SELF_CHECK_K`` most similar concepts for ``SELF_CHECK_ROWS`` of
+# its own concepts as queries (:meth:`ConceptHnsw.measured_self_recall`). On MuSiQue
+# (benchmarks/results/archive/concept_graph_self_recall_musique.txt) that recall tracked
+# the questions': MiniLM .9972-.9999 where the questions found .9978-.9998; the hashing
+# embedder's random-like vectors .90-.98 where they found .86-.95, and kept 5-10 % less
+# of the scan's context.
+MIN_SELF_RECALL = 0.99
+SELF_CHECK_ROWS = 256
+SELF_CHECK_K = 25  # the default ``top_k``
+SELF_CHECK_BLOCK = 65_536  # concepts scored at a time by the check's scan
+TIE = 1e-6  # a cosine this close to the scan's k-th counts as found
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,8 +108,10 @@ class ConceptHnsw:
     a bound on how far that concept's vector has moved since its row was written (the
     sum of each update's move), and ``beside`` the concepts that link a unit but have no
     live row (new, or moved past ``MAX_ROW_DRIFT``), sorted: they are scanned exactly at
-    every query. An update derives a new one that shares the graph
-    (:meth:`refreshed`), so a state's graph is never written: readers may search it.
+    every query. ``self_recall`` is what :meth:`measured_self_recall` found when it was
+    built (None: a graph saved before the check), which ``"auto"`` reads. An update
+    derives a new one that shares the graph (:meth:`refreshed`), so a state's graph is
+    never written: readers may search it.
     It is searched with a beam per call, so concurrent queries never share one.
     """
 
@@ -105,6 +119,7 @@ class ConceptHnsw:
     row_concept: np.ndarray
     row_drift: np.ndarray
     beside: np.ndarray
+    self_recall: float | None = None
 
     @classmethod
     def build(cls, vectors: Rows, usable: np.ndarray, ef_construction: int = EF_CONSTRUCTION
@@ -120,7 +135,29 @@ class ConceptHnsw:
         usable = np.asarray(usable, dtype=np.int64)
         graph = HnswSegments((HnswVectorIndex.build(_rows_of(vectors, usable), WANTED_BY,
                                                     ef_construction),))
-        return cls(graph, usable, np.zeros(len(usable)), np.zeros(0, dtype=np.int64))
+        built = cls(graph, usable, np.zeros(len(usable)), np.zeros(0, dtype=np.int64))
+        return replace(built, self_recall=built.measured_self_recall(
+            vectors, self_check_rows(usable)))
+
+    def measured_self_recall(self, vectors: Rows, queried: np.ndarray,
+                             k: int = SELF_CHECK_K) -> float:
+        """The share of the scan's ``k`` best places (among the concepts held) that
+        :func:`direct_concepts` fills with a concept as similar (within ``TIE``: concepts
+        in the same sentences share a vector), each concept of ``queried`` asked with its
+        own vector: a check of the graph against its own vectors, with no question at hand.
+        """
+        if not len(queried):
+            return 1.0
+        held = np.sort(np.concatenate([self.row_concept[self.row_concept >= 0],
+                                       self.beside]))
+        k = min(k, len(held))
+        queries = _rows_of(vectors, queried)
+        floors = _scanned_kth(vectors, held, queries, k) - TIE
+        hits = 0
+        for query, floor in zip(queries, floors, strict=True):
+            _, _, scores = direct_concepts(self, vectors, query, k)
+            hits += int(np.count_nonzero(np.sort(scores)[::-1][:k] >= floor))
+        return hits / (k * len(queries))
 
     @cached_property
     def live_rows(self) -> int:
@@ -199,7 +236,8 @@ class ConceptHnsw:
         held[concept[live]] = True
         usable = np.asarray(usable, dtype=np.int64)
         kept = ConceptHnsw(self.graph, np.where(live, concept, -1),
-                           np.where(live, row_drift, 0.0), usable[~held[usable]])
+                           np.where(live, row_drift, 0.0), usable[~held[usable]],
+                           self.self_recall)
         if kept.dead_share() > (MAX_DEAD_SHARE if max_dead_share is None else max_dead_share):
             return None
         if len(kept.beside) <= (MAX_BESIDE if max_beside is None else max_beside):
@@ -228,7 +266,7 @@ class ConceptHnsw:
                                             EF_CONSTRUCTION)
         return ConceptHnsw(graph, np.concatenate([self.row_concept[:first], concepts]),
                            np.concatenate([self.row_drift[:first], np.zeros(len(concepts))]),
-                           np.zeros(0, dtype=np.int64))
+                           np.zeros(0, dtype=np.int64), self.self_recall)
 
     def check_holds(self, usable: np.ndarray, dim: int) -> None:
         """ValueError unless every concept of ``usable`` (sorted) has exactly one live row
@@ -248,6 +286,31 @@ class ConceptHnsw:
                 or not np.array_equal(held, usable)):
             raise ValueError("the concept graph must hold each concept that links a unit "
                              "once, by a row or beside the graph, and no other")
+        if self.self_recall is not None and not 0.0 <= self.self_recall <= 1.0:
+            raise ValueError(f"the concept graph's self recall must be in [0, 1], got "
+                             f"{self.self_recall}")
+
+
+def self_check_rows(usable: np.ndarray, count: int = SELF_CHECK_ROWS) -> np.ndarray:
+    """``count`` of the concepts ``usable`` (all where fewer), sorted, drawn with a fixed
+    seed so that a build's check is repeatable."""
+    usable = np.asarray(usable, dtype=np.int64)
+    if len(usable) <= count:
+        return usable
+    return np.sort(np.random.default_rng(0).choice(usable, size=count, replace=False))
+
+
+def _scanned_kth(vectors: Rows, held: np.ndarray, queries: np.ndarray, k: int
+                 ) -> np.ndarray:
+    """Each query's ``k``-th best cosine among the concepts ``held`` (``k`` at most
+    ``len(held)``), by one pass over their vectors in blocks of ``SELF_CHECK_BLOCK``."""
+    best = np.zeros((len(queries), 0), dtype=np.float32)
+    for start in range(0, len(held), SELF_CHECK_BLOCK):
+        block = _rows_of(vectors, held[start:start + SELF_CHECK_BLOCK])
+        scores = np.concatenate([best, queries @ block.T], axis=1)
+        best = (-np.partition(-scores, k - 1, axis=1)[:, :k] if scores.shape[1] > k
+                else scores)
+    return best.min(axis=1)
 
 
 def _rows_of(vectors: Rows, concepts: np.ndarray) -> np.ndarray:

@@ -456,12 +456,25 @@ def wants_concept_graph(config: ConceptGraphConfig, graph: DerivedGraph) -> bool
 
 def uses_concept_graph(config: ConceptGraphConfig, graph: DerivedGraph) -> bool:
     """Whether the fused ranking searches the concept HNSW: where it is wanted, except
-    that ``"auto"`` scans without the ``ann`` extra installed (``stats()`` warns)."""
+    that ``"auto"`` scans without the ``ann`` extra installed, or where the graph it
+    holds failed its check when built (``stats()`` warns of both)."""
     if config.concept_search == "auto" and wants_concept_graph(config, graph):
         from ..search.ann import ann_available
 
-        return ann_available()
+        return ann_available() and not failed_self_check(graph)
     return wants_concept_graph(config, graph)
+
+
+def failed_self_check(graph: DerivedGraph) -> bool:
+    """Whether the concept HNSW ``graph`` holds found, when built, under
+    ``search.concepts.MIN_SELF_RECALL`` of the scan's concepts for its own concepts as
+    queries (``ConceptHnsw.measured_self_recall``), as on random-like vectors: the
+    graph is then kept, so that no load builds it again, and ``"auto"`` scans."""
+    from ..search import concepts
+
+    held = graph.held_concept_index()
+    return (held is not None and held.self_recall is not None
+            and held.self_recall < concepts.MIN_SELF_RECALL)
 
 
 def with_concept_search(graph: DerivedGraph, config: ConceptGraphConfig) -> DerivedGraph:

@@ -132,8 +132,9 @@ def saved_parts(graph: DerivedGraph, walk: bool = False,
                 concept_graph: bool = False) -> SavedGraph:
     """What a save keeps of ``graph``; ``walk``: with the walk's postings (where queries
     walk the sentences); ``concept_graph``: with the concept HNSW it holds (where the
-    config searches it, ``derived.uses_concept_graph``: not one that a reconfigured
-    view's query built, which a load would need faiss for and never read)."""
+    config asks for it, ``derived.wants_concept_graph``, even where ``"auto"`` scans
+    because it failed its check, so that no load builds it again; not one that a
+    reconfigured view's query built, which a load would need faiss for and never read)."""
     matrices = GraphMatrices.of(graph, walk)
     concept_index = graph.held_concept_index() if concept_graph else None
     if graph.pairs is None:

@@ -115,6 +115,7 @@ def test_a_dev_set_is_indexed_and_asked_its_questions(tmp_path: Path) -> None:
     # a graph built afresh with the beam asked for: it too proposes every concept
     (built,) = report["built_graphs"]
     assert built["ef_construction"] == 40 and built["context_kept"] == 1.0
+    assert built["self_recall"] == 1.0 and built["self_check_s"] >= 0
     assert [row["recall"] for row in built["index_path"]] == [1.0]
     assert report["ivf"][0]["recall"] == 1.0 and report["hnsw"][0]["recall"] == 1.0
     # the graph proposes every concept of so small an index: the context is the scan's

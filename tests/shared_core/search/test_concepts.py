@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,13 @@ import scipy.sparse as sp
 from benchmarks.faults import rehash
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.search import ann
-from shared_core.search.concepts import EF_CONSTRUCTION, ConceptHnsw, searched_weighting
+from shared_core.search.concepts import (
+    EF_CONSTRUCTION,
+    ConceptHnsw,
+    direct_concepts,
+    searched_weighting,
+    self_check_rows,
+)
 from shared_core.search.fused import concept_weights
 from shared_core.store import CorruptIndexError, index_folder, read_manifest
 from tests.shared_core.test_store import TEXTS
@@ -227,9 +234,11 @@ def test_an_index_asked_for_the_graph_builds_it_keeps_it_through_updates_and_sav
             (c.id, c.score) for c in at_once.retrieve(query).chunks]
     index.save(str(tmp_path / "idx"))
     manifest = read_manifest(tmp_path / "idx")
+    # a graph of so few concepts proposes them all: it found every best match when built
+    assert held.self_recall == 1.0
     assert manifest["concept_ann"] == {"file": "concept_ann.faiss",
                                        "rows": len(held.row_concept), "beside": len(held.beside),
-                                       "segments": held.graph.sizes()}
+                                       "segments": held.graph.sizes(), "self_recall": 1.0}
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
     restored = loaded.state.graph.concept_index
     assert restored is not None  # mapped from the save
@@ -238,6 +247,7 @@ def test_an_index_asked_for_the_graph_builds_it_keeps_it_through_updates_and_sav
     assert restored.row_concept.tolist() == held.row_concept.tolist()
     assert restored.row_drift.tolist() == held.row_drift.tolist()
     assert restored.beside.tolist() == held.beside.tolist()
+    assert restored.self_recall == 1.0
     for query in ["Who wrote the first compiler?", "analytical engine"]:
         assert [(c.id, c.score) for c in loaded.retrieve(query).chunks] == [
             (c.id, c.score) for c in index.retrieve(query).chunks]
@@ -380,12 +390,13 @@ def test_a_graph_in_segments_is_saved_and_mapped_segment_by_segment(
 
 def test_a_save_of_the_one_segment_graph_that_listed_no_segments_still_loads(
         tmp_path: Path) -> None:
-    """The thirty-seventh round's saves: one ``concept_ann.faiss``, no ``segments``."""
+    """The thirty-seventh round's saves: one ``concept_ann.faiss``, no ``segments`` (and,
+    as every save before the fortieth round's, no ``self_recall``)."""
     index = _hnsw_index(TEXTS)
     index.save(str(tmp_path / "idx"))
     folder = index_folder(tmp_path / "idx")
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    del manifest["concept_ann"]["segments"]
+    del manifest["concept_ann"]["segments"], manifest["concept_ann"]["self_recall"]
     (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
     restored = loaded.state.graph.concept_index
@@ -412,3 +423,88 @@ def test_segments_larger_than_the_beam_are_searched_each_by_its_own_quantiser() 
     found = [c for c in range(0, first + later, 7)
              if c in graph.candidates(vectors, vectors[c], 5)]
     assert len(found) == len(range(0, first + later, 7))
+
+
+def _random_unit_rows(count: int, dim: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((count, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _share_found(graph: ConceptHnsw, vectors: np.ndarray, usable: np.ndarray,
+                 queried: np.ndarray, k: int) -> float:
+    """The self check worked out directly: the scan's ``k``-th cosine by a full sort, and
+    the direct concepts' cosines each compared with it."""
+    hits = 0
+    for concept in queried:
+        kth = np.sort(vectors[usable] @ vectors[concept])[-k]
+        direct = direct_concepts(graph, vectors, vectors[concept], k)[0]
+        hits += int(np.sum(vectors[direct] @ vectors[concept] >= kth - 1e-6))
+    return hits / (k * len(queried))
+
+
+def test_the_self_check_is_the_share_of_the_scans_best_concepts_that_the_graph_finds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared_core.search import concepts
+
+    monkeypatch.setattr(concepts, "SELF_CHECK_BLOCK", 500)  # the scan in five blocks
+    vectors = _random_unit_rows(2400, 24, seed=5)
+    usable = np.flatnonzero(np.arange(len(vectors)) % 7 != 0)  # more rows than the beam
+    graph = ConceptHnsw.build(vectors, usable)
+    queried = self_check_rows(usable, 30)
+    assert len(queried) == 30 and set(queried.tolist()) <= set(usable.tolist())
+    assert np.all(np.diff(queried) > 0)
+    assert self_check_rows(usable, 30).tolist() == queried.tolist()  # repeatable
+    assert self_check_rows(usable[:20], 30).tolist() == usable[:20].tolist()  # all of few
+    found = graph.measured_self_recall(vectors, queried, k=10)
+    assert found == pytest.approx(_share_found(graph, vectors, usable, queried, 10))
+    assert found > 0.9  # 24-d rows: the graph finds nearly all
+    # a graph whose rows name the wrong concepts proposes the wrong ones, and the check
+    # says so: each query still finds itself through the exact scores of its candidates
+    # only where the graph happens to propose it
+    wrong = replace(graph, row_concept=np.roll(graph.row_concept, 1))
+    missed = wrong.measured_self_recall(vectors, queried, k=10)
+    assert missed == pytest.approx(_share_found(wrong, vectors, usable, queried, 10))
+    assert missed < 0.5
+
+
+def test_auto_scans_where_the_graph_failed_its_check_and_saves_it_so_no_load_builds_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from shared_core.search import concepts
+    from shared_core.state import derived
+
+    monkeypatch.setattr(derived, "CONCEPT_ANN_MIN", 1)
+    passed = _auto_index(TEXTS)
+    assert passed.stats()["concept_search"] == "hnsw"
+    # the graph over so few concepts finds them all (1.0); a bar above that fails it
+    monkeypatch.setattr(concepts, "MIN_SELF_RECALL", 1.01)
+    index = _auto_index(TEXTS)
+    held = index.state.graph.concept_index
+    assert held is not None and held.self_recall == 1.0
+    stats = index.stats()
+    assert stats["concept_search"] == "exact"
+    assert any("found only 100.0%" in w for w in stats["warnings"])
+    scanned = _auto_index(TEXTS, concept_search="exact")
+    for query in ["Who wrote the first compiler?", "analytical engine"]:
+        assert [(c.id, c.score) for c in index.retrieve(query).chunks] == [
+            (c.id, c.score) for c in scanned.retrieve(query).chunks]
+    index.save(str(tmp_path / "idx"))
+    assert read_manifest(tmp_path / "idx")["concept_ann"]["self_recall"] == 1.0
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
+    restored = loaded.state.graph.concept_index
+    assert restored is not None and all(s.source is not None  # the save's, mapped
+                                        for s in restored.graph.segments)
+    assert loaded.stats()["concept_search"] == "exact"
+    # forced, the graph is searched whatever its check
+    assert _auto_index(TEXTS, concept_search="hnsw").stats()["concept_search"] == "hnsw"
+
+
+@pytest.mark.parametrize("recall", [1.5, -0.1, "0.9", True, None])
+def test_a_saved_self_recall_that_is_no_share_is_refused(tmp_path: Path, recall: object
+                                                         ) -> None:
+    _hnsw_index(TEXTS).save(str(tmp_path / "idx"))
+    folder = index_folder(tmp_path / "idx")
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest["concept_ann"]["self_recall"] = recall
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(CorruptIndexError, match="'self_recall': <share in"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
