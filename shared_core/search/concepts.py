@@ -88,11 +88,12 @@ MAX_DEAD_SHARE = 0.25
 WANTED_BY = "concept_search='hnsw'"
 # ``concept_search="auto"`` searches the graph only where, built, it found at least this
 # share of the scan's ``SELF_CHECK_K`` most similar concepts for ``SELF_CHECK_ROWS`` of
-# its own concepts as queries (:meth:`ConceptHnsw.measured_self_recall`). On MuSiQue
-# (benchmarks/results/archive/concept_graph_self_recall_musique.txt) that recall tracked
-# the questions': MiniLM .9972-.9999 where the questions found .9978-.9998; the hashing
-# embedder's random-like vectors .90-.98 where they found .86-.95, and kept 5-10 % less
-# of the scan's context.
+# its own concepts as queries (:meth:`ConceptHnsw.measured_self_recall`). It tracked
+# the questions' recall: with MiniLM .9986-.9997 over the dev sets and 164 K concepts
+# where the questions found .9976-.9998; with the hashing embedder's random-like vectors
+# .965-.976 on MuSiQue and HotpotQA where they found .937-.967, and the index kept 3-7 %
+# less of the scan's context (benchmarks/results/NOTES.md, fortieth round;
+# ``benchmarks.concept_search --index-ef-construction``, ``self_recall``).
 MIN_SELF_RECALL = 0.99
 SELF_CHECK_ROWS = 256
 SELF_CHECK_K = 25  # the default ``top_k``
