@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from . import ann
 from .ann import EF_SEARCH, HnswSegments, HnswVectorIndex, segment_plan
 from .fused import reached_hops, weights_by_hop
-from .vector_index import row_scores, top_k_indices
+from .vector_index import SCAN_BLOCK, row_scores, top_k_indices
 
 if TYPE_CHECKING:  # the state package imports the search package
     from ..state.rows import Rows
@@ -97,7 +97,6 @@ WANTED_BY = "concept_search='hnsw'"
 MIN_SELF_RECALL = 0.99
 SELF_CHECK_ROWS = 256
 SELF_CHECK_K = 25  # the default ``top_k``
-SELF_CHECK_BLOCK = 65_536  # concepts scored at a time by the check's scan
 TIE = 1e-6  # a cosine this close to the scan's k-th counts as found
 
 
@@ -156,8 +155,8 @@ class ConceptHnsw:
         floors = _scanned_kth(vectors, held, queries, k) - TIE
         hits = 0
         for query, floor in zip(queries, floors, strict=True):
-            _, _, scores = direct_concepts(self, vectors, query, k)
-            hits += int(np.count_nonzero(np.sort(scores)[::-1][:k] >= floor))
+            _, _, scores = direct_concepts(self, vectors, query, k)  # the candidates'
+            hits += min(k, int(np.count_nonzero(scores >= floor)))
         return hits / (k * len(queries))
 
     @cached_property
@@ -304,10 +303,10 @@ def self_check_rows(usable: np.ndarray, count: int = SELF_CHECK_ROWS) -> np.ndar
 def _scanned_kth(vectors: Rows, held: np.ndarray, queries: np.ndarray, k: int
                  ) -> np.ndarray:
     """Each query's ``k``-th best cosine among the concepts ``held`` (``k`` at most
-    ``len(held)``), by one pass over their vectors in blocks of ``SELF_CHECK_BLOCK``."""
+    ``len(held)``), by one pass over their vectors in blocks of ``SCAN_BLOCK``."""
     best = np.zeros((len(queries), 0), dtype=np.float32)
-    for start in range(0, len(held), SELF_CHECK_BLOCK):
-        block = _rows_of(vectors, held[start:start + SELF_CHECK_BLOCK])
+    for start in range(0, len(held), SCAN_BLOCK):
+        block = _rows_of(vectors, held[start:start + SCAN_BLOCK])
         scores = np.concatenate([best, queries @ block.T], axis=1)
         best = (-np.partition(-scores, k - 1, axis=1)[:, :k] if scores.shape[1] > k
                 else scores)

@@ -22,6 +22,7 @@ from shared_core.search.concepts import (
 )
 from shared_core.search.fused import concept_weights
 from shared_core.store import CorruptIndexError, index_folder, read_manifest
+from tests.shared_core.search.test_candidates import unit_rows
 from tests.shared_core.test_store import TEXTS
 
 
@@ -425,11 +426,6 @@ def test_segments_larger_than_the_beam_are_searched_each_by_its_own_quantiser() 
     assert len(found) == len(range(0, first + later, 7))
 
 
-def _random_unit_rows(count: int, dim: int, seed: int) -> np.ndarray:
-    vectors = np.random.default_rng(seed).standard_normal((count, dim)).astype(np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-
 def _share_found(graph: ConceptHnsw, vectors: np.ndarray, usable: np.ndarray,
                  queried: np.ndarray, k: int) -> float:
     """The self check worked out directly: the scan's ``k``-th cosine by a full sort, and
@@ -446,8 +442,8 @@ def test_the_self_check_is_the_share_of_the_scans_best_concepts_that_the_graph_f
         monkeypatch: pytest.MonkeyPatch) -> None:
     from shared_core.search import concepts
 
-    monkeypatch.setattr(concepts, "SELF_CHECK_BLOCK", 500)  # the scan in five blocks
-    vectors = _random_unit_rows(2400, 24, seed=5)
+    monkeypatch.setattr(concepts, "SCAN_BLOCK", 500)  # the check's scan in five blocks
+    vectors = unit_rows(2400, 24, seed=5)
     usable = np.flatnonzero(np.arange(len(vectors)) % 7 != 0)  # more rows than the beam
     graph = ConceptHnsw.build(vectors, usable)
     queried = self_check_rows(usable, 30)
