@@ -77,7 +77,7 @@ from .state.derived import (
     VectorSearch,
     chunk_term_counts,
     derive_graph,
-    failed_self_check,
+    failed_self_recall,
     segment_means,
     uses_concept_graph,
     wants_concept_graph,
@@ -858,12 +858,11 @@ class ConceptGraphIndex:
             warnings.append(f"{rows} vectors are scanned in full for every query: install "
                             "the ann extra (pip install 'conceptgraph[ann]') for HNSW "
                             "candidate search")
-        if failed_self_check(graph) and cfg.concept_search == "auto":
-            held = graph.held_concept_index()
-            assert held is not None and held.self_recall is not None
+        failed = failed_self_recall(graph)
+        if failed is not None and cfg.concept_search == "auto":
             warnings.append(
                 f"{n_concepts} concept vectors are scanned in full for every query: the "
-                f"concept graph found only {held.self_recall:.1%} of the scan's direct "
+                f"concept graph found only {failed:.1%} of the scan's direct "
                 "concepts for its own concepts, as on random-like vectors (the hashing "
                 "embedder's); concept_search='hnsw' searches it anyway")
         elif wants_concept_graph(cfg, graph) and not uses_concept_graph(cfg, graph):

@@ -838,7 +838,7 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
     if entry not in (listed, {**listed, "segments": sizes},
                      {**listed, "segments": sizes, "self_recall": recall}) \
             or not _is_count(rows) or not _is_count(beside) or not _are_segment_sizes(sizes, rows) \
-            or not ("self_recall" not in entry or _is_share(recall)):
+            or ("self_recall" in entry and not _is_share(recall)):
         raise CorruptIndexError(f"{folder}/manifest.json: 'concept_ann' must be {{'file': "
                                 f"'{CONCEPT_ANN_FILE}', 'rows': <count>, 'beside': <count>, "
                                 f"'segments': <counts adding up to rows>, 'self_recall': "

@@ -461,20 +461,21 @@ def uses_concept_graph(config: ConceptGraphConfig, graph: DerivedGraph) -> bool:
     if config.concept_search == "auto" and wants_concept_graph(config, graph):
         from ..search.ann import ann_available
 
-        return ann_available() and not failed_self_check(graph)
+        return ann_available() and failed_self_recall(graph) is None
     return wants_concept_graph(config, graph)
 
 
-def failed_self_check(graph: DerivedGraph) -> bool:
-    """Whether the concept HNSW ``graph`` holds found, when built, under
-    ``search.concepts.MIN_SELF_RECALL`` of the scan's concepts for its own concepts as
-    queries (``ConceptHnsw.measured_self_recall``), as on random-like vectors: the
-    graph is then kept, so that no load builds it again, and ``"auto"`` scans."""
+def failed_self_recall(graph: DerivedGraph) -> float | None:
+    """The share the concept HNSW ``graph`` holds found, when built, of the scan's
+    concepts for its own concepts as queries (``ConceptHnsw.measured_self_recall``),
+    where it is under ``search.concepts.MIN_SELF_RECALL``, as on random-like vectors;
+    None where it passed (or no graph is held). A failed graph is kept, so that no load
+    builds it again, and ``"auto"`` scans."""
     from ..search import concepts
 
     held = graph.held_concept_index()
-    return (held is not None and held.self_recall is not None
-            and held.self_recall < concepts.MIN_SELF_RECALL)
+    recall = None if held is None else held.self_recall
+    return recall if recall is not None and recall < concepts.MIN_SELF_RECALL else None
 
 
 def with_concept_search(graph: DerivedGraph, config: ConceptGraphConfig) -> DerivedGraph:
