@@ -44,6 +44,22 @@ def check_dimension(where: str, dim: int, rows: np.ndarray) -> None:
         raise ValueError(f"{where} holds {dim}-dimensional vectors, got {rows.shape[1]}")
 
 
+def checked_rows(where: str, keeps_terms: bool, dim: int | None,
+                 create: Callable[[int], int], keys: Sequence[str], vectors: np.ndarray,
+                 metadatas: Sequence[Mapping[str, Any]],
+                 terms: Sequence[Mapping[int, float]] | None) -> np.ndarray | None:
+    """The rows of a write, each check above made: float32, one per key and metadata
+    (and term row, where written with terms), of the collection's dimension. ``dim``
+    None: no collection yet, and ``create`` makes it for the rows' dimension and gives
+    that back. None for a write of no rows, which creates nothing."""
+    check_term_rows(where, keeps_terms, keys, terms)
+    if not len(keys):
+        return None
+    rows = rows_to_write(keys, vectors, metadatas)
+    check_dimension(where, dim if dim is not None else create(rows.shape[1]), rows)
+    return rows
+
+
 def term_searches(queries: Sequence[Mapping[int, float]], k: int, searchable: bool,
                   search: Callable[[list[dict[int, float]]], list[list[str]]]
                   ) -> list[list[str]]:

@@ -29,14 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .engine_store import (
-    check_dimension,
-    check_term_rows,
-    rows_by_key,
-    rows_to_write,
-    scores_by_key,
-    term_searches,
-)
+from .engine_store import checked_rows, rows_by_key, scores_by_key, term_searches
 
 KEY_CHARS = 4096  # a key's VARCHAR length: chunk id, digest and part
 MAX_TOP_K = 16_384  # the most rows one Milvus search returns
@@ -242,12 +235,10 @@ class MilvusVectorStore:
     def _upsert(self, keys: Sequence[str], vectors: np.ndarray,
                 metadatas: Sequence[Mapping[str, Any]],
                 terms: Sequence[Mapping[int, float]] | None) -> None:
-        check_term_rows(self._where, self._terms, keys, terms)
-        if not len(keys):
+        rows = checked_rows(self._where, self._terms, self._dim, self._create, keys, vectors,
+                            metadatas, terms)
+        if rows is None:
             return
-        rows = rows_to_write(keys, vectors, metadatas)
-        dim = self._dim if self._dim is not None else self._create(rows.shape[1])
-        check_dimension(self._where, dim, rows)
         too_long = next((k for k in keys if len(k.encode("utf-8")) > KEY_CHARS), None)
         if too_long is not None:
             raise ValueError(f"chunk id too long for Milvus ({KEY_CHARS} bytes with its key "

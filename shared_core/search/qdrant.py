@@ -30,14 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .engine_store import (
-    check_dimension,
-    check_term_rows,
-    rows_by_key,
-    rows_to_write,
-    scores_by_key,
-    term_searches,
-)
+from .engine_store import checked_rows, rows_by_key, scores_by_key, term_searches
 from .external import KEY_FIELD, key_uuid, qdrant_keys
 
 VECTOR = "vector"  # the named dense vector of every point
@@ -153,12 +146,10 @@ class QdrantStore:
     def _upsert(self, keys: Sequence[str], vectors: np.ndarray,
                 metadatas: Sequence[Mapping[str, Any]],
                 terms: Sequence[Mapping[int, float]] | None) -> None:
-        check_term_rows(self._where, self._terms, keys, terms)
-        if not len(keys):
+        rows = checked_rows(self._where, self._terms, self._dim, self._create, keys, vectors,
+                            metadatas, terms)
+        if rows is None:
             return
-        rows = rows_to_write(keys, vectors, metadatas)
-        dim = self._dim if self._dim is not None else self._create(rows.shape[1])
-        check_dimension(self._where, dim, rows)
         models = self._models
         for start in range(0, len(keys), WRITE_BATCH):
             end = start + WRITE_BATCH
