@@ -133,6 +133,24 @@ def test_sentence_nodes_sum_into_their_units() -> None:
                                [1.2265625 + 0.08203125, 0.00390625])
 
 
+def test_the_graph_keeps_each_concepts_posting_length_and_walks_the_same_with_it() -> None:
+    # c0 in row 0; c1 in rows 0, 1; c2 in rows 1, 2; c3 in rows 2, 3
+    graph = WalkGraph(CHAIN, np.array([0, 0, 1, 1]))
+    assert graph.concept_degree.tolist() == [1.0, 2.0, 2.0, 2.0]
+    assert graph.concept_degree is graph.concept_degree  # made once, for every query
+    rng = np.random.default_rng(5)
+    links = sp.csr_matrix((rng.random((40, 15)) < 0.25).astype(np.float32))
+    seed = rng.random(15) * (rng.random(15) < 0.4)
+    kept = WalkGraph(links)
+    assert kept.unit_scores(seed, 40, hops=3).tolist() == scores(links, seed, 3).tolist()
+    view = kept.unit_view(seed, 40, hops=3, max_postings=6)
+    recomputed = list(_walk_steps(seed, links, links.tocsc(), hops=3, continue_prob=0.5,
+                                  width=200, unit_degree=None, node_unit=None,
+                                  entry_unit=None, max_postings=6))
+    assert isinstance(view, RescoredView)
+    assert view.found.units.tolist() == summed_arrivals(recomputed, 40).units.tolist()
+
+
 def test_unit_mass_by_hand_and_the_sample_read_once() -> None:
     # the chain as sentences: unit 0 = rows 0, 1 (c0 c1 + c1 c2), unit 1 = rows 2, 3 (c2 c3 + c3)
     graph = WalkGraph(CHAIN, np.array([0, 0, 1, 1]))
