@@ -142,7 +142,8 @@ class WalkGraph:
     @cached_property
     def concept_degree(self) -> np.ndarray:
         """How many nodes each concept links (:func:`posting_lengths`), kept: as long as
-        the vocabulary, 3.5 ms a query to make again at 1.55 M concepts."""
+        the vocabulary, and made again by every walk it had cost 14-18 ms a query at
+        1.55 M concepts (benchmarks/results/NOTES.md, forty-second round)."""
         return posting_lengths(self.links_csc)
 
     def unit_scores(self, seed_mass: np.ndarray, n_units: int, *, hops: int,
