@@ -56,7 +56,7 @@ from .search.external import (
     rows_written_ahead,
     scores_rows,
 )
-from .search.fused import concept_weights, fused_search
+from .search.fused import ConceptWeighting, concept_weights, fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
 from .search.vector_index import row_scores, scan_scores
 from .search.walk import expansion_hops_for, walk_hops_for
@@ -1421,9 +1421,10 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     if not len(corpus):
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
-        weighting: tuple[np.ndarray, np.ndarray] | None = None
+        weighting: ConceptWeighting | None = None
+        concept_similarity: np.ndarray | None = None
         if uses_concept_graph(cfg, graph):
-            concept_similarity, weighting = searched_weighting(
+            weighting = searched_weighting(
                 graph.concept_hnsw, graph.vectors, graph.adjacency, q, top_k=cfg.top_k,
                 hops=hops, decay=cfg.expansion_decay, exact=exact)
         else:
@@ -1587,15 +1588,15 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
 class _EngineFound:
     """What an engine that keeps term postings found for one query (:func:`_found_by_engine`)."""
 
-    weighting: tuple[np.ndarray, np.ndarray]  # fused.concept_weights: weights, hops
+    weighting: ConceptWeighting
     evidence: np.ndarray  # units with concept evidence
     lexical: UnitView | None  # the BM25 view over the units found for the query's words
 
 
 def _found_by_engine(graph: DerivedGraph, cfg: ConceptGraphConfig,
-                     concept_similarity: np.ndarray, hops: int, exact: np.ndarray | None,
-                     term_ids: list[int] | None,
-                     weighting: tuple[np.ndarray, np.ndarray] | None = None
+                     concept_similarity: np.ndarray | None, hops: int,
+                     exact: np.ndarray | None, term_ids: list[int] | None,
+                     weighting: ConceptWeighting | None = None
                      ) -> _EngineFound | None:
     """Where the vector engine keeps term postings, the units it finds, in one request,
     for the query's concepts (their terms weighted by the concepts' values) and (with
@@ -1611,12 +1612,13 @@ def _found_by_engine(graph: DerivedGraph, cfg: ConceptGraphConfig,
     if not isinstance(engine, EngineVectorIndex) or not engine.keeps_terms:
         return None
     if weighting is None:  # else made from the concept graph's candidates already
+        assert concept_similarity is not None, "a scan's cosines or a searched weighting"
         weighting = concept_weights(concept_similarity, graph.adjacency, top_k=cfg.top_k,
                                     hops=hops, decay=cfg.expansion_decay, exact=exact,
                                     usable=graph.unit_linked_concepts)
-    concept_value = weighting[0] * graph.unit_idf
-    used = np.flatnonzero(concept_value > 0)
-    queries = [dict(zip(graph.concept_terms[used].tolist(), concept_value[used].tolist(),
+    valued = weighting.values(graph.unit_idf)
+    used = valued.where(valued.values > 0)
+    queries = [dict(zip(graph.concept_terms[used.positions].tolist(), used.values.tolist(),
                         strict=True))]
     columns = np.unique(np.asarray(term_ids or [], dtype=np.int64))
     if term_ids is not None:

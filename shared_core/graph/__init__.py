@@ -8,12 +8,13 @@ from .edges import (
     concept_vectors,
     cooccurrence,
 )
-from .pagerank import bfs_hops, pagerank, power_iteration
+from .pagerank import bfs_hops, bfs_reached, pagerank, power_iteration
 
 __all__ = [
     "ConceptEdges",
     "adjacency",
     "bfs_hops",
+    "bfs_reached",
     "concept_edges",
     "concept_vectors",
     "cooccurrence",

@@ -172,30 +172,43 @@ def power_iteration(
 
 
 def bfs_hops(adj: sp.csr_matrix, seeds: np.ndarray, max_hops: int) -> np.ndarray:
-    """Hop distance from the nearest seed for every concept (-1 when unreached).
+    """Hop distance from the nearest seed for every concept (-1 when unreached):
+    :func:`bfs_reached` laid out over all of them."""
+    hops = np.full(adj.shape[0], -1, dtype=np.int64)
+    reached, hop = bfs_reached(adj, seeds, max_hops)
+    hops[reached] = hop
+    return hops
+
+
+def bfs_reached(adj: sp.csr_matrix, seeds: np.ndarray, max_hops: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The concepts within ``max_hops`` of a seed (ascending) and each one's hop distance.
 
     Per hop, a small frontier's adjacency rows are gathered (the cost is their
     entries); a frontier whose rows hold more than a quarter of the entries takes
     one sparse matrix-vector product instead. The gather follows every stored
     entry and the product every positive one, the same set for a graph whose
-    weights are positive, as a concept graph's are; no Python loop over nodes or pairs.
+    weights are positive, as a concept graph's are; no Python loop over nodes or
+    pairs, and nothing as long as the graph unless the product is taken.
     """
     n = adj.shape[0]
-    hops = np.full(n, -1, dtype=np.int64)
-    hops[seeds] = 0
     frontier = np.unique(np.asarray(seeds, dtype=np.int64))
+    reached, hops = [frontier], [np.zeros(len(frontier), dtype=np.int64)]
+    seen = frontier
     for hop in range(1, max_hops + 1):
+        if not len(frontier):
+            break
         if int(entry_counts(adj, frontier).sum()) * 4 < adj.nnz:
             neighbours, _ = compressed_entries(adj, frontier)
-            reached = np.zeros(n, dtype=bool)
-            reached[neighbours] = True
+            touched = np.unique(neighbours).astype(np.int64, copy=False)
         else:
             in_frontier = np.zeros(n, dtype=np.float64)
             in_frontier[frontier] = 1.0
-            reached = (adj.T @ in_frontier) > 0
-        new = reached & (hops < 0)
-        if not new.any():
-            break
-        hops[new] = hop
-        frontier = np.flatnonzero(new)
-    return hops
+            touched = np.flatnonzero((adj.T @ in_frontier) > 0)
+        frontier = touched[~np.isin(touched, seen, assume_unique=True)]
+        reached.append(frontier)
+        hops.append(np.full(len(frontier), hop, dtype=np.int64))
+        seen = np.union1d(seen, frontier)
+    concepts = np.concatenate(reached)
+    order = np.argsort(concepts, kind="stable")
+    return concepts[order], np.concatenate(hops)[order]

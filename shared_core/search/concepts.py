@@ -33,7 +33,8 @@ import scipy.sparse as sp
 
 from . import ann
 from .ann import EF_SEARCH, HnswSegments, HnswVectorIndex, segment_plan
-from .fused import reached_hops, weights_by_hop
+from .candidates import top_positions
+from .fused import ConceptWeighting, reached_concepts, weighted
 from .vector_index import SCAN_BLOCK, row_scores, top_k_indices
 
 if TYPE_CHECKING:  # the state package imports the search package
@@ -332,22 +333,16 @@ def direct_concepts(graph_index: ConceptHnsw, vectors: Rows, query: np.ndarray, 
 
 def searched_weighting(graph_index: ConceptHnsw, vectors: Rows, adjacency: sp.csr_matrix,
                        query: np.ndarray, *, top_k: int, hops: int, decay: float,
-                       exact: np.ndarray | None = None
-                       ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """``(concept_similarity, (weights, hop_of))`` as ``search.fused.concept_weights``
-    makes them, with the direct concepts the best ``top_k`` of the graph's candidates.
-
-    ``concept_similarity`` holds the exact cosine of every concept the weighting reads
-    (the candidates and every concept reached) and NaN elsewhere: nothing downstream
-    reads another, and a NaN that did would not pass unseen.
-    """
-    n = adjacency.shape[0]
-    similarity = np.full(n, np.nan, dtype=np.float32)
+                       exact: np.ndarray | None = None) -> ConceptWeighting:
+    """``search.fused.concept_weights`` with the direct concepts the best ``top_k`` of the
+    graph's candidates: the cosines of the candidates and of every concept reached are
+    computed, no other (float32, as a scan's are)."""
     direct, found, scores = direct_concepts(graph_index, vectors, query, top_k)
-    similarity[found] = scores
-    hop_of = reached_hops(adjacency, direct, hops, exact)
-    reached = np.flatnonzero(hop_of >= 0)
-    unscored = reached[np.isnan(similarity[reached])]
-    if len(unscored):
-        similarity[unscored] = row_scores(vectors, unscored, query)
-    return similarity, (weights_by_hop(similarity, hop_of, decay, exact), hop_of)
+    concepts, hop = reached_concepts(adjacency, direct, hops, exact)
+    similarity = np.empty(len(concepts), dtype=np.float32)
+    at = top_positions(concepts, found)
+    known = at >= 0
+    similarity[known] = scores[at[known]]
+    if not known.all():
+        similarity[~known] = row_scores(vectors, concepts[~known], query)
+    return weighted(concepts, hop, similarity, decay, exact)

@@ -19,13 +19,15 @@ measurements that made this the default ranking.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
 from ..config import Overflow
 from ..graph.concepts import smoothed_idf
 from ..graph.entries import column_entry_counts, entry_counts
-from ..graph.pagerank import bfs_hops
+from ..graph.pagerank import bfs_reached
 from ..select.scores import rank_by_score
 from .candidates import (
     PositiveView,
@@ -38,6 +40,7 @@ from .candidates import (
 )
 from .local import Hit, SearchTrace, Stage, fill_budget
 from .postings import postings_view
+from .sparse_values import SparseValues, sorted_index_of
 from .vector_index import top_k_indices
 from .walk import WalkGraph
 
@@ -57,6 +60,36 @@ def descending_ranks(scores: np.ndarray) -> np.ndarray:
     return ranks
 
 
+@dataclass(frozen=True, eq=False)
+class ConceptWeighting:
+    """The concepts one query's evidence reads, ascending, and what it reads of each:
+    hop (0 direct or an exact seed, > 0 reached by BFS), cosine to the query, and
+    evidence weight. Only these: the vocabulary grows with the corpus
+    (``search.sparse_values``)."""
+
+    concepts: np.ndarray
+    hops: np.ndarray
+    similarity: np.ndarray
+    weights: np.ndarray
+
+    def values(self, idf: np.ndarray) -> SparseValues:
+        """Each concept's evidence value, ``weight * idf``."""
+        return SparseValues(self.concepts, self.weights * idf[self.concepts])
+
+    def index_of(self, concepts: np.ndarray) -> np.ndarray:
+        """Where each of ``concepts`` sits here, -1 where the query did not reach it."""
+        return sorted_index_of(self.concepts, concepts)
+
+    def direct(self) -> np.ndarray:
+        """The direct concepts (and exact seeds), most similar first, ties to the lower."""
+        hop0 = self.hops == 0
+        return self.concepts[hop0][np.argsort(-self.similarity[hop0], kind="stable")]
+
+    @property
+    def expanded_count(self) -> int:
+        return int(np.count_nonzero(self.hops > 0))
+
+
 def concept_weights(
     concept_similarity: np.ndarray,
     adjacency: sp.csr_matrix,
@@ -66,8 +99,8 @@ def concept_weights(
     decay: float,
     exact: np.ndarray | None = None,
     usable: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Evidence weight and hop (0 direct, >0 expanded, -1 unused) of every concept.
+) -> ConceptWeighting:
+    """The concepts the evidence reads, from every concept's cosine to the query.
 
     ``usable`` (concept positions) limits the direct concepts to those that link a
     unit, as the paper's search does, so a unit-less concept never takes a seed slot.
@@ -75,34 +108,34 @@ def concept_weights(
     n = len(concept_similarity)
     pool = np.arange(n) if usable is None else np.asarray(usable, dtype=np.int64)
     direct = pool[top_k_indices(concept_similarity[pool], top_k)]
-    hop_of = reached_hops(adjacency, direct, hops, exact)
-    return weights_by_hop(concept_similarity, hop_of, decay, exact), hop_of
+    concepts, hop = reached_concepts(adjacency, direct, hops, exact)
+    return weighted(concepts, hop, concept_similarity[concepts], decay, exact)
 
 
-def reached_hops(adjacency: sp.csr_matrix, direct: np.ndarray, hops: int,
-                 exact: np.ndarray | None = None) -> np.ndarray:
-    """Each concept's hop from the direct concepts and the ``exact`` seeds (-1: unreached)."""
+def reached_concepts(adjacency: sp.csr_matrix, direct: np.ndarray, hops: int,
+                     exact: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The concepts within ``hops`` of the direct concepts and the ``exact`` seeds
+    (ascending), and each one's hop."""
     if exact is not None and len(exact):
         direct = np.union1d(direct, exact)
     if not adjacency.shape[0]:
-        return np.zeros(0, dtype=np.int64)
-    return bfs_hops(adjacency, direct, hops)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return bfs_reached(adjacency, direct, hops)
 
 
-def weights_by_hop(concept_similarity: np.ndarray, hop_of: np.ndarray, decay: float,
-                   exact: np.ndarray | None = None) -> np.ndarray:
-    """The evidence weight of every concept: max(0, cos) * decay ** hop where reached, 1 for
-    the ``exact`` seeds, 0 elsewhere. Only the reached concepts' similarities are read."""
-    used = hop_of >= 0
-    weights = np.zeros(len(hop_of), dtype=np.float64)
-    weights[used] = np.maximum(concept_similarity[used], 0.0) * decay ** hop_of[used]
+def weighted(concepts: np.ndarray, hops: np.ndarray, similarity: np.ndarray, decay: float,
+             exact: np.ndarray | None = None) -> ConceptWeighting:
+    """The reached ``concepts`` with their evidence weights: max(0, cos) * decay ** hop,
+    1 for the ``exact`` seeds (all of them among ``concepts``)."""
+    weights = (np.maximum(similarity, 0.0) * decay ** hops).astype(np.float64, copy=False)
     if exact is not None and len(exact):
-        weights[exact] = 1.0
-    return weights
+        at = sorted_index_of(concepts, exact)
+        weights[at[at >= 0]] = 1.0
+    return ConceptWeighting(concepts, hops, similarity, weights)
 
 
 def fused_search(
-    concept_similarity: np.ndarray,
+    concept_similarity: np.ndarray | None,
     unit_links: sp.csr_matrix,
     adjacency: sp.csr_matrix,
     unit_similarity: np.ndarray | UnitSimilarity,
@@ -126,7 +159,7 @@ def fused_search(
     walk_hops: int = 0,
     walk_width: int = 200,
     walk_postings: int | None = None,
-    weighting: tuple[np.ndarray, np.ndarray] | None = None,
+    weighting: ConceptWeighting | None = None,
     evidence_found: np.ndarray | None = None,
 ) -> tuple[list[Hit], SearchTrace]:
     """Fill the budget with units in fused order; each hit names its strongest concept.
@@ -150,22 +183,27 @@ def fused_search(
     sample of them otherwise (``search.candidates.ranks_beyond``).
 
     ``weighting`` is :func:`concept_weights` of these arguments, made by a caller that
-    needed the concept values first: to ask an engine for the units with evidence
-    (``evidence_found``: its term postings, ``search.external.TermPostingsBackend``) in
-    the same request as the BM25 view's. Those units are scored exactly here
-    (:func:`found_evidence_view`); without ``evidence_found`` the postings are read here.
+    searched a concept graph instead of scanning every concept
+    (``search.concepts.searched_weighting``; ``concept_similarity`` may then be None,
+    nothing else reads it), or that needed the concept values first: to ask an engine
+    for the units with evidence (``evidence_found``: its term postings,
+    ``search.external.TermPostingsBackend``) in the same request as the BM25 view's.
+    Those units are scored exactly here (:func:`found_evidence_view`); without
+    ``evidence_found`` the postings are read here.
     """
     if evidence_found is not None and weighting is None:
         raise ValueError("evidence_found needs the weighting its concept values came from")
-    if usable is None and weighting is None:  # an index passes it: it is the same per query
-        usable = np.flatnonzero(np.bincount(unit_links.indices,
-                                            minlength=len(concept_similarity)))
+    if weighting is None:
+        if concept_similarity is None:
+            raise ValueError("fused_search needs concept_similarity or a weighting")
+        if usable is None:  # an index passes it: it is the same per query
+            usable = np.flatnonzero(np.bincount(unit_links.indices,
+                                                minlength=len(concept_similarity)))
+        weighting = concept_weights(concept_similarity, adjacency, top_k=top_k, hops=hops,
+                                    decay=decay, exact=exact, usable=usable)
     similarity = (ScannedSimilarity(np.asarray(unit_similarity))
                   if isinstance(unit_similarity, np.ndarray) else unit_similarity)
-    weights, hop_of = weighting if weighting is not None else concept_weights(
-        concept_similarity, adjacency, top_k=top_k, hops=hops, decay=decay, exact=exact,
-        usable=usable)
-    concept_value = weights * idf
+    concept_value = weighting.values(idf)
     links_csc = sp.csc_matrix(unit_links) if unit_links_csc is None else unit_links_csc
     views: list[UnitView] = [
         evidence_view(links_csc, concept_value, unit_links) if evidence_found is None
@@ -177,15 +215,15 @@ def fused_search(
     if walk_hops:
         graph = walk or WalkGraph(sp.csr_matrix(unit_links), given_csc=links_csc)
         if walk_seeds is None:
-            seed_mass = np.where(hop_of == 0, concept_value, 0.0)
+            seeds = concept_value.where(weighting.hops == 0)
         else:
-            seed_mass = np.zeros(len(idf))
-            seed_mass[walk_seeds] = idf[walk_seeds]
+            seeded = np.unique(np.asarray(walk_seeds, dtype=np.int64))
+            seeds = SparseValues(seeded, idf[seeded])
         if walk_postings is None:
             views.append(PositiveView.of_scores(graph.unit_scores(
-                seed_mass, similarity.n_units, hops=walk_hops, width=walk_width)))
+                seeds, similarity.n_units, hops=walk_hops, width=walk_width)))
         else:
-            views.append(graph.unit_view(seed_mass, similarity.n_units, hops=walk_hops,
+            views.append(graph.unit_view(seeds, similarity.n_units, hops=walk_hops,
                                          width=walk_width, max_postings=walk_postings))
     view_tops = [view.top(candidates) for view in views]
     top_units, top_sims = similarity.top(candidates)
@@ -205,18 +243,17 @@ def fused_search(
     placed = fill_budget(order, unit_tokens, budget, overflow)
     best = strongest_concept(unit_links, placed, concept_value)
     score_of = dict(zip(order.tolist(), fused[ranked].tolist(), strict=True))
+    at = weighting.index_of(best)  # a unit's strongest concept has a value: it was reached
     hits = []
-    for unit, concept in zip(placed.tolist(), best.tolist(), strict=True):
-        hop = int(hop_of[concept]) if concept >= 0 else 0
+    for unit, concept, i in zip(placed.tolist(), best.tolist(), at.tolist(), strict=True):
+        hop = int(weighting.hops[i]) if concept >= 0 else 0
         stage: Stage = "similarity" if concept < 0 else "direct" if hop == 0 else "expanded"
-        concept_sim = float(concept_similarity[concept]) if concept >= 0 else 0.0
+        concept_sim = float(weighting.similarity[i]) if concept >= 0 else 0.0
         hits.append(Hit(unit, score_of[unit], int(unit_tokens[unit]), concept, concept_sim,
                         stage, hop))
-    direct = np.flatnonzero(hop_of == 0)
     trace = SearchTrace(
-        direct_concepts=tuple(int(c) for c in direct[np.argsort(-concept_similarity[direct],
-                                                                 kind="stable")]),
-        expanded_concepts=int((hop_of > 0).sum()),
+        direct_concepts=tuple(int(c) for c in weighting.direct()),
+        expanded_concepts=weighting.expanded_count,
         tokens_used=int(unit_tokens[placed].sum()),
         stopped_by_budget=len(placed) < len(order),
     )
@@ -260,7 +297,7 @@ def similarity_ranks(similarity: UnitSimilarity, pool: np.ndarray, top_units: np
     return sims, sim_ranks
 
 
-def evidence_view(links_csc: sp.csc_matrix, concept_value: np.ndarray,
+def evidence_view(links_csc: sp.csc_matrix, concept_value: SparseValues,
                   links_csr: sp.spmatrix | None = None) -> PositiveView:
     """The units with evidence and their evidence, reading only the postings of concepts
     with a value.
@@ -270,38 +307,41 @@ def evidence_view(links_csc: sp.csc_matrix, concept_value: np.ndarray,
     concepts' postings are most of the matrix anyway, one row product (CSR, the
     faster layout) replaces the posting reads: a zero adds nothing.
     """
-    used = np.flatnonzero(concept_value)
-    if int(entry_counts(links_csc, used).sum()) * 2 >= links_csc.nnz:
+    valued = concept_value.where(concept_value.values != 0)
+    if int(entry_counts(links_csc, valued.positions).sum()) * 2 >= links_csc.nnz:
         links = links_csc if links_csr is None else links_csr
-        return PositiveView.of_scores(np.asarray(links @ concept_value, dtype=np.float64).ravel())
-    return postings_view(links_csc, used, concept_value[used])
+        dense = valued.dense(links_csc.shape[1]).astype(np.float64, copy=False)
+        return PositiveView.of_scores(np.asarray(links @ dense, dtype=np.float64).ravel())
+    return postings_view(links_csc, valued.positions, valued.values)
 
 
 def found_evidence_view(found: np.ndarray, unit_links: sp.csr_matrix,
-                        concept_value: np.ndarray) -> RescoredView:
+                        concept_value: SparseValues) -> RescoredView:
     """The evidence view over units found elsewhere (an engine's postings): each scored
     exactly from its own row of ``unit_links``, the same sum in the same order as
     :func:`evidence_view`'s, and ranked beyond the found ones from an even sample."""
     # as given when CSR: scipy's constructor may copy a mapped matrix's indices
     links = unit_links if isinstance(unit_links, sp.csr_matrix) else sp.csr_matrix(unit_links)
+    dense = concept_value.dense(links.shape[1])
 
     def exact(units: np.ndarray) -> np.ndarray:
         if not len(units):
             return np.zeros(0, dtype=np.float64)
-        return np.asarray(links[units] @ concept_value, dtype=np.float64).ravel()
+        return np.asarray(links[units] @ dense, dtype=np.float64).ravel()
 
     return RescoredView.of_found(found, exact, links.shape[0])
 
 
 def strongest_concept(unit_links: sp.csr_matrix, units: np.ndarray,
-                      concept_value: np.ndarray) -> np.ndarray:
+                      concept_value: np.ndarray | SparseValues) -> np.ndarray:
     """For each unit, its linked concept of largest positive value (-1 if none).
 
     Ties go to the lower concept index, as ``argmax`` would; one sort for all units.
     """
     rows_of = sp.csr_matrix(unit_links[units])
     rows = np.repeat(np.arange(len(units)), np.diff(rows_of.indptr))
-    values = concept_value[rows_of.indices]
+    values = (concept_value.at(rows_of.indices) if isinstance(concept_value, SparseValues)
+              else concept_value[rows_of.indices])
     order = np.lexsort((rows_of.indices, -values, rows))
     first = np.r_[True, rows[order][1:] != rows[order][:-1]] if len(order) else order.astype(bool)
     best = np.full(len(units), -1, dtype=np.int64)

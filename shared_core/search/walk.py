@@ -31,6 +31,7 @@ from ..graph.entries import compressed_entries, entry_positions
 from ..text.sentences import concatenated_ranges
 from .candidates import GatheredUnits, PositiveView, RescoredView
 from .postings import highest_impact, summed_by_index, summed_view
+from .sparse_values import SparseValues
 from .vector_index import top_k_indices
 
 # walk_hops="auto": the walk view's steps where the retrieval units are short, and the
@@ -146,7 +147,7 @@ class WalkGraph:
         1.55 M concepts (benchmarks/results/NOTES.md, forty-second round)."""
         return posting_lengths(self.links_csc)
 
-    def unit_scores(self, seed_mass: np.ndarray, n_units: int, *, hops: int,
+    def unit_scores(self, seed_mass: np.ndarray | SparseValues, n_units: int, *, hops: int,
                     width: int = 200) -> np.ndarray:
         """Each unit's walk mass: the sum over its nodes (the chance the walker is in it)."""
         return walk_scores(seed_mass, self.links_csr, self.links_csc, hops=hops, width=width,
@@ -154,7 +155,8 @@ class WalkGraph:
                            n_units=n_units, entry_unit=self.entry_unit,
                            concept_degree=self.concept_degree)
 
-    def unit_view(self, seed_mass: np.ndarray, n_units: int, *, hops: int, width: int = 200,
+    def unit_view(self, seed_mass: np.ndarray | SparseValues, n_units: int, *, hops: int,
+                  width: int = 200,
                   max_postings: int) -> PositiveView | RescoredView:
         """The walk as a view for the candidate path: its best units found by reading at
         most ``max_postings`` entries a step, every unit's mass exact (:func:`walk_view`)."""
@@ -206,7 +208,7 @@ def posting_lengths(links_csc: sp.csc_matrix) -> np.ndarray:
 
 
 def walk_scores(
-    seed_mass: np.ndarray,
+    seed_mass: np.ndarray | SparseValues,
     links_csr: sp.csr_matrix,
     links_csc: sp.csc_matrix,
     *,
@@ -221,7 +223,8 @@ def walk_scores(
 ) -> np.ndarray:
     """Truncated personalised PageRank mass of every unit (0 where the walk never arrives).
 
-    ``seed_mass`` (one entry per concept, non-negative) is the restart
+    ``seed_mass`` (one entry per concept, non-negative, or the positive ones as
+    :class:`~shared_core.search.sparse_values.SparseValues`) is the restart
     distribution up to scale; ``links_*`` is the (nodes x concepts) incidence.
     ``hops`` >= 1 counts the concept -> node steps taken: 1 is the seeds' own
     nodes, 2 adds the nodes one shared concept away, and so on. ``width`` bounds
@@ -265,7 +268,7 @@ class WalkStep(NamedTuple):
     complete: bool  # every posting of the frontier was read
 
 
-def walk_view(seed_mass: np.ndarray, graph: WalkGraph, n_units: int, *, hops: int,
+def walk_view(seed_mass: np.ndarray | SparseValues, graph: WalkGraph, n_units: int, *, hops: int,
               max_postings: int, continue_prob: float = 0.5,
               width: int = 200) -> PositiveView | RescoredView:
     """The walk over ``graph`` as a view of ``n_units`` units for the candidate path: each
@@ -303,7 +306,7 @@ def summed_arrivals(steps: list[WalkStep], n_units: int | None) -> PositiveView:
 
 
 def _walk_steps(
-    seed_mass: np.ndarray,
+    seed_mass: np.ndarray | SparseValues,
     links_csr: sp.csr_matrix,
     links_csc: sp.csc_matrix,
     *,
@@ -319,17 +322,18 @@ def _walk_steps(
     """Each step's frontier and what arrived from the postings it read (:class:`WalkStep`)."""
     if hops < 1:
         raise ValueError(f"walk hops must be >= 1, got {hops!r}")
-    n_nodes, n_concepts = links_csr.shape
-    total = float(seed_mass.sum())
+    n_nodes = links_csr.shape[0]
+    concepts, mass = positive_seeds(seed_mass)
+    # summed over the seeds alone, so that dense and sparse seeds give the same bits
+    total = float(mass.sum())
     if total <= 0 or not n_nodes:
         return
     if unit_degree is None:
         unit_degree = np.diff(links_csr.indptr).astype(np.float64)
     if concept_degree is None:
         concept_degree = posting_lengths(links_csc)
-    concepts = np.flatnonzero(seed_mass > 0)
     # mass per posting entry: what each of a concept's nodes receives from it
-    share = seed_mass[concepts] / total / np.maximum(concept_degree[concepts], 1.0)
+    share = mass / total / np.maximum(concept_degree[concepts], 1.0)
     weight = 1.0
     for hop in range(hops):
         frontier, frontier_share = concepts, share
@@ -351,19 +355,31 @@ def _walk_steps(
                        reached if node_unit is None else node_unit[reached], arrived, complete)
         widest = _widest(arrived / np.maximum(unit_degree[reached], 1.0), width)
         nodes = reached[widest]
-        back = _spread(links_csr, nodes, arrived[widest] / unit_degree[nodes], n_concepts)
-        concepts = _widest(back / np.maximum(concept_degree, 1.0), width)
-        share = back[concepts] / concept_degree[concepts]
+        touched, back = _spread(links_csr, nodes, arrived[widest] / unit_degree[nodes])
+        kept = _widest(back / np.maximum(concept_degree[touched], 1.0), width)
+        concepts = touched[kept]
+        share = back[kept] / concept_degree[concepts]
         weight *= continue_prob * continue_prob
 
 
-def _spread(matrix: sp.csr_matrix | sp.csc_matrix, sources: np.ndarray, share: np.ndarray,
-            n_out: int) -> np.ndarray:
-    """Sum of ``share[i]`` over the entries of compressed rows/columns ``sources[i]``."""
+def positive_seeds(seed_mass: np.ndarray | SparseValues) -> tuple[np.ndarray, np.ndarray]:
+    """The seed concepts with a positive mass (ascending) and their mass."""
+    if isinstance(seed_mass, SparseValues):
+        positive = seed_mass.where(seed_mass.values > 0)
+        return positive.positions, np.asarray(positive.values, dtype=np.float64)
+    concepts = np.flatnonzero(seed_mass > 0)
+    return concepts, np.asarray(seed_mass[concepts], dtype=np.float64)
+
+
+def _spread(matrix: sp.csr_matrix | sp.csc_matrix, sources: np.ndarray,
+            share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The minor indices the compressed rows/columns ``sources`` hold (ascending) and the
+    sum of ``share[i]`` over the entries of ``sources[i]`` at each: the sums a
+    ``bincount`` over all of them would make (``postings.summed_by_index``), without an
+    array as long as the vocabulary."""
     targets, owner = compressed_entries(matrix, sources)
-    # bincount sums float weights in float64 already: no copy of the n_out-long result
-    return np.asarray(np.bincount(targets, weights=share[owner], minlength=n_out),
-                      dtype=np.float64)
+    touched, summed = summed_by_index(targets, share[owner])
+    return touched.astype(np.int64, copy=False), summed
 
 
 def _widest(per_entry: np.ndarray, width: int) -> np.ndarray:

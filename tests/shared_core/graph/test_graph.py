@@ -15,6 +15,7 @@ from shared_core.graph import (
     ConceptEdges,
     adjacency,
     bfs_hops,
+    bfs_reached,
     concept_edges,
     concept_vectors,
     cooccurrence,
@@ -672,5 +673,19 @@ def test_bfs_hops_equals_a_textbook_bfs(n: int, density: float, symmetric: bool,
     dense = dense | dense.T if symmetric else dense | np.tril(rng.random((n, n)) < density, -1)
     adj = sp.csr_matrix(dense.astype(np.float64))
     seeds = sorted(rng.choice(n, size=int(rng.integers(1, 4)), replace=True).tolist())
-    got = bfs_hops(adj, np.array(seeds, dtype=np.int64), max_hops).tolist()
-    assert got == _reference_bfs(adj, seeds, max_hops)
+    expected = _reference_bfs(adj, seeds, max_hops)
+    assert bfs_hops(adj, np.array(seeds, dtype=np.int64), max_hops).tolist() == expected
+    # the reached concepts alone, ascending, with their hops: nothing else is held
+    concepts, hops = bfs_reached(adj, np.array(seeds, dtype=np.int64), max_hops)
+    assert concepts.tolist() == [c for c, h in enumerate(expected) if h >= 0]
+    assert hops.tolist() == [h for h in expected if h >= 0]
+
+
+def test_bfs_reached_holds_only_what_it_reached() -> None:
+    # STAR from leaf 1: the center at hop 1, the other leaves at 2; seeds repeated
+    concepts, hops = bfs_reached(STAR, np.array([1, 1]), 2)
+    assert concepts.tolist() == [0, 1, 2, 3] and hops.tolist() == [1, 0, 2, 2]
+    concepts, hops = bfs_reached(PATH, np.array([4, 0]), 1)
+    assert concepts.tolist() == [0, 1, 3, 4] and hops.tolist() == [0, 1, 1, 0]
+    concepts, hops = bfs_reached(PATH, np.zeros(0, dtype=np.int64), 3)
+    assert concepts.tolist() == [] and hops.tolist() == []

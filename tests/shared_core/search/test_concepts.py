@@ -44,22 +44,25 @@ def test_the_direct_concepts_are_the_best_candidates_and_what_bfs_reaches_is_sco
     vectors = np.stack([unit(1, 0), unit(0, 1), unit(1, 1), unit(-1, 1)])
     query = unit(1, 0.2)  # cosines: 0.981, 0.196, 0.832, -0.555
     graph = ConceptHnsw.build(vectors, np.array([1, 2]))
-    similarity, (weights, hop_of) = searched_weighting(
+    weighting = searched_weighting(
         graph, vectors, symmetric(4, [(2, 3)]), query, top_k=1, hops=1, decay=0.5)
-    assert hop_of.tolist() == [-1, -1, 0, 1]  # 2 is direct (the best it proposed), 3 reached
+    # 2 is direct (the best it proposed), 3 reached; 0 was never proposed nor reached and
+    # 1 proposed but not kept: neither is read
+    assert weighting.concepts.tolist() == [2, 3] and weighting.hops.tolist() == [0, 1]
     expected = vectors @ query
-    # 0 was never proposed nor reached: unread, and NaN says so
-    assert np.isnan(similarity[0])
-    assert similarity[[1, 2, 3]] == pytest.approx(expected[[1, 2, 3]], abs=1e-6)
-    # direct: its cosine; reached at hop 1: max(0, cos) * 0.5 = 0; the rest 0
-    assert weights == pytest.approx([0.0, 0.0, expected[2], 0.0], abs=1e-6)
+    assert weighting.similarity.dtype == np.float32
+    assert weighting.similarity == pytest.approx(expected[[2, 3]], abs=1e-6)
+    # direct: its cosine; reached at hop 1: max(0, cos) * 0.5 = 0
+    assert weighting.weights == pytest.approx([expected[2], 0.0], abs=1e-6)
+    assert weighting.direct().tolist() == [2] and weighting.expanded_count == 1
     # an exact-match seed weighs 1 and is scored too, though the graph never proposed it
-    similarity, (weights, hop_of) = searched_weighting(
+    weighting = searched_weighting(
         graph, vectors, symmetric(4, [(2, 3)]), query, top_k=1, hops=0, decay=0.5,
         exact=np.array([0]))
-    assert hop_of.tolist() == [0, -1, 0, -1]
-    assert similarity[0] == pytest.approx(expected[0], abs=1e-6) and np.isnan(similarity[3])
-    assert weights == pytest.approx([1.0, 0.0, expected[2], 0.0], abs=1e-6)
+    assert weighting.concepts.tolist() == [0, 2] and weighting.hops.tolist() == [0, 0]
+    assert weighting.similarity == pytest.approx(expected[[0, 2]], abs=1e-6)
+    assert weighting.weights == pytest.approx([1.0, expected[2]], abs=1e-6)
+    assert weighting.direct().tolist() == [0, 2] and weighting.expanded_count == 0
 
 
 def test_when_the_graph_proposes_every_concept_the_weighting_is_the_scans() -> None:
@@ -75,12 +78,12 @@ def test_when_the_graph_proposes_every_concept_the_weighting_is_the_scans() -> N
         exact = np.array([3, 7])
         scanned = concept_weights(vectors @ query, adjacency, top_k=8, hops=2, decay=0.5,
                                   exact=exact, usable=usable)
-        similarity, searched = searched_weighting(graph, vectors, adjacency, query, top_k=8,
-                                                  hops=2, decay=0.5, exact=exact)
-        assert searched[1].tolist() == scanned[1].tolist()
-        assert searched[0] == pytest.approx(scanned[0], abs=1e-6)
-        read = scanned[1] >= 0
-        assert not np.isnan(similarity[read]).any()
+        searched = searched_weighting(graph, vectors, adjacency, query, top_k=8, hops=2,
+                                      decay=0.5, exact=exact)
+        assert searched.concepts.tolist() == scanned.concepts.tolist()
+        assert searched.hops.tolist() == scanned.hops.tolist()
+        assert searched.similarity == pytest.approx(scanned.similarity, abs=1e-6)
+        assert searched.weights == pytest.approx(scanned.weights, abs=1e-6)
 
 
 def test_an_index_asked_through_the_graph_answers_as_the_scan_where_it_sees_every_concept(
@@ -191,10 +194,10 @@ def test_concepts_beside_the_graph_are_scanned_so_a_new_best_concept_is_found() 
     query = unit(1, 0)
     # the graph, of fewer rows than the beam, proposes them all; beside it, 2 is the best
     assert kept.candidates(vectors, query, 1).tolist() == [0, 1, 2]
-    _, (weights, hop_of) = searched_weighting(kept, vectors, sp.csr_matrix((3, 3)), query,
-                                              top_k=1, hops=0, decay=0.5)
-    assert hop_of.tolist() == [-1, -1, 0]
-    assert weights[2] == pytest.approx(float(vectors[2] @ query), abs=1e-6)
+    weighting = searched_weighting(kept, vectors, sp.csr_matrix((3, 3)), query, top_k=1,
+                                   hops=0, decay=0.5)
+    assert weighting.concepts.tolist() == [2] and weighting.hops.tolist() == [0]
+    assert weighting.weights == pytest.approx([float(vectors[2] @ query)], abs=1e-6)
 
 
 def test_a_held_graph_must_hold_every_usable_concept_once() -> None:

@@ -18,6 +18,7 @@ from shared_core.search import (
     inverse_document_frequency,
     strongest_concept,
 )
+from shared_core.search.sparse_values import SparseValues
 
 
 def _links(pairs: list[tuple[int, int]], shape: tuple[int, int]) -> sp.csr_matrix:
@@ -61,13 +62,28 @@ def test_idf_and_ranks_by_hand() -> None:
 
 
 def test_concept_weights_by_hand() -> None:
-    weights, hops = concept_weights(CONCEPT_SIM, ADJ, top_k=2, hops=2, decay=0.5,
-                                    usable=np.arange(5))
-    np.testing.assert_allclose(weights, [0.9, 0.8, 0.05, 0.075, 0.0, 0.0])
-    assert hops.tolist() == [0, 0, 1, 2, -1, -1]
-    # without the usable filter the unit-less concept 5 takes a seed slot
-    _, hops = concept_weights(CONCEPT_SIM, ADJ, top_k=2, hops=0, decay=0.5)
-    assert np.flatnonzero(hops == 0).tolist() == [0, 5]
+    weighting = concept_weights(CONCEPT_SIM, ADJ, top_k=2, hops=2, decay=0.5,
+                                usable=np.arange(5))
+    # only the concepts reached are held: 4 (no edge to a direct one) and 5 are not
+    assert weighting.concepts.tolist() == [0, 1, 2, 3]
+    assert weighting.hops.tolist() == [0, 0, 1, 2]
+    np.testing.assert_allclose(weighting.weights, [0.9, 0.8, 0.05, 0.075])
+    assert weighting.similarity.tolist() == [0.9, 0.8, 0.1, 0.3]
+    assert weighting.direct().tolist() == [0, 1] and weighting.expanded_count == 2
+    assert weighting.index_of(np.array([3, 4, 0])).tolist() == [3, -1, 0]
+    idf = inverse_document_frequency(LINKS)
+    values = weighting.values(idf)
+    assert values.positions.tolist() == [0, 1, 2, 3]
+    np.testing.assert_allclose(values.values, [0.9 * IDF_DF2, 0.8 * IDF_DF2,
+                                               0.05 * IDF_DF2, 0.075 * IDF_DF1])
+    # without the usable filter the unit-less concept 5 takes a seed slot; ranked by cosine
+    assert concept_weights(CONCEPT_SIM, ADJ, top_k=2, hops=0, decay=0.5).direct().tolist() \
+        == [5, 0]
+    # an exact seed weighs 1 whatever its cosine, and is a direct concept
+    seeded = concept_weights(CONCEPT_SIM, ADJ, top_k=2, hops=0, decay=0.5,
+                             exact=np.array([4]), usable=np.arange(5))
+    assert seeded.concepts.tolist() == [0, 1, 4]
+    np.testing.assert_allclose(seeded.weights, [0.9, 0.8, 1.0])
 
 
 def test_fused_order_and_provenance_with_rrf_k_1() -> None:
@@ -126,8 +142,10 @@ def test_strongest_concept_ties_and_units_without_evidence() -> None:
     # u1 links concepts 0 and 1 with equal value: the lower index wins, as argmax would;
     # u5 links concept 4, worth 0 here: no credit (-1)
     value = np.array([2.0, 2.0, 0.5, 1.0, 0.0, 0.0])
-    assert strongest_concept(LINKS, np.array([1, 5, 2, 4]), value).tolist() == [0, -1, 1, 3]
-    assert strongest_concept(LINKS, np.array([], dtype=np.int64), value).tolist() == []
+    for valued in (value, SparseValues.of_dense(value)):  # all concepts, or the valued
+        assert strongest_concept(LINKS, np.array([1, 5, 2, 4]), valued).tolist() == [
+            0, -1, 1, 3]
+        assert strongest_concept(LINKS, np.array([], dtype=np.int64), valued).tolist() == []
 
 
 def test_fill_budget_takes_prefixes_and_skips_like_the_greedy_loop() -> None:
@@ -160,7 +178,9 @@ def test_evidence_sums_are_the_row_sums_in_concept_order(valued_share: float) ->
         expected[u] = total
     with_evidence = np.flatnonzero(expected > 0)
     assert 50 < len(with_evidence) <= 300
-    for got in (evidence_view(links.tocsc(), value), evidence_view(links.tocsc(), value, links)):
+    valued = SparseValues.of_dense(value)
+    for got in (evidence_view(links.tocsc(), valued),
+                evidence_view(links.tocsc(), valued, links)):
         assert got.units.tolist() == with_evidence.tolist()
         assert np.array_equal(got.values, expected[with_evidence])
 
@@ -173,7 +193,7 @@ def test_evidence_found_elsewhere_is_scored_and_ranked_as_the_full_view() -> Non
 
     rng = np.random.default_rng(11)
     links = sp.random(300, 120, density=0.08, format="csr", random_state=9, dtype=np.float32)
-    value = rng.random(120) * (rng.random(120) < 0.3)
+    value = SparseValues.of_dense(rng.random(120) * (rng.random(120) < 0.3))
     full = evidence_view(links.tocsc(), value, links)
     # found: every unit with evidence, out of order, twice, with some without evidence
     without = np.setdiff1d(np.arange(300), full.units)[:5]

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from shared_core.search import fused_search
 from shared_core.search.candidates import RescoredView
+from shared_core.search.sparse_values import SparseValues
 from shared_core.search.walk import (
     WalkGraph,
     _walk_steps,
@@ -24,7 +25,8 @@ CHAIN = sp.csr_matrix(np.array([[1, 1, 0, 0],
                                 [0, 0, 0, 1]], dtype=np.float32))
 
 
-def scores(links: sp.csr_matrix, seeds: np.ndarray, hops: int, width: int = 200) -> np.ndarray:
+def scores(links: sp.csr_matrix, seeds: np.ndarray | SparseValues, hops: int,
+           width: int = 200) -> np.ndarray:
     return walk_scores(seeds, links, links.tocsc(), hops=hops, width=width)
 
 
@@ -85,7 +87,9 @@ def dense_walk(seed: np.ndarray, links: sp.csr_matrix, hops: int, width: int) ->
 
     out = np.zeros(links.shape[0])
     concepts = np.flatnonzero(seed > 0)
-    share = seed[concepts] / seed.sum() / np.maximum(concept_degree[concepts], 1.0)
+    # normalised by the seeds' own sum, in order: a sum over the whole vocabulary-long
+    # array would group its additions by position instead
+    share = seed[concepts] / seed[concepts].sum() / np.maximum(concept_degree[concepts], 1.0)
     weight = 1.0
     for hop in range(hops):
         arrived = spread(csc, concepts, share, links.shape[0])
@@ -110,6 +114,8 @@ def test_the_walk_equals_a_plain_loop_reference_to_the_bit(seed: int, hops: int,
     seeds = np.where(rng.random(15) < 0.3, rng.random(15), 0.0)
     expected = dense_walk(seeds, links, hops, width)
     np.testing.assert_array_equal(scores(links, seeds, hops, width), expected)
+    np.testing.assert_array_equal(scores(links, SparseValues.of_dense(seeds), hops, width),
+                                  expected)
     # nodes as sentences of 12 units: each unit's sum over all its nodes. The walk sums
     # each step's mass straight into the units (never a sentence-long array), so the
     # additions come in another order: equal to rounding, not to the bit
@@ -256,6 +262,12 @@ def test_the_bounded_view_finds_within_its_exact_masses_and_ranks_like_a_full_so
     graph = WalkGraph(links, node_unit)
     walked = graph.unit_view(seeds, 12, hops=hops, max_postings=max_postings)
     exact = walked.scores_of(np.arange(12))
+    # the seeds given as the valued concepts alone (as the fused ranking gives them):
+    # the same walk, to the bit
+    given = graph.unit_view(SparseValues.of_dense(seeds), 12, hops=hops,
+                            max_postings=max_postings)
+    assert np.array_equal(given.scores_of(np.arange(12)), exact)
+    assert given.top(k).tolist() == walked.top(k).tolist()
     found = walked.found if isinstance(walked, RescoredView) else walked
     assert (found.values > 0).all() and (np.diff(found.units) > 0).all()
     # the reads found part of each unit's mass under the same steps, never more
