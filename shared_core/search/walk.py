@@ -171,7 +171,7 @@ class WalkGraph:
             return None
         return np.searchsorted(self.node_unit, np.arange(int(self.node_unit.max(initial=-1)) + 2))
 
-    def unit_mass(self, units: np.ndarray, entry_mass: SparseValues,
+    def unit_mass(self, units: np.ndarray, entry_mass: np.ndarray,
                   keep: bool = False) -> np.ndarray:
         """Each unit's walk mass from the mass every posting entry of each concept carries:
         the sum over its nodes' concepts, read from the units' own rows.
@@ -181,7 +181,7 @@ class WalkGraph:
         """
         concepts, owner = (self.kept_entries.rows(np.asarray(units), self._unit_entries)
                            if keep else self._unit_entries(units))
-        return np.bincount(owner, weights=entry_mass.at(concepts), minlength=len(units))
+        return np.bincount(owner, weights=entry_mass[concepts], minlength=len(units))
 
     def _unit_entries(self, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The concept of every entry of the units' rows and which unit (0..) it is of.
@@ -289,11 +289,9 @@ def walk_view(seed_mass: np.ndarray | SparseValues, graph: WalkGraph, n_units: i
     found = summed_arrivals(steps, n_units)
     if all(step.complete for step in steps):  # nothing left unread: the sums are exact
         return found
-    # the frontiers are distinct within a step; summed across steps in step order, the
-    # additions a vocabulary-long array taking each step's in turn would make
-    entry_mass = SparseValues(*summed_by_index(
-        np.concatenate([step.frontier for step in steps]),
-        np.concatenate([step.weight * step.share for step in steps])))
+    entry_mass = np.zeros(graph.links_csr.shape[1], dtype=np.float64)
+    for step in steps:
+        entry_mass[step.frontier] += step.weight * step.share  # distinct in a step
     return RescoredView(found, partial(graph.unit_mass, entry_mass=entry_mass), n_units,
                         partial(graph.unit_mass, entry_mass=entry_mass, keep=True))
 
