@@ -2,6 +2,7 @@
 
 from .bm25 import BM25Scorer
 from .fused import (
+    ConceptWeighting,
     concept_weights,
     descending_ranks,
     fused_search,
@@ -9,13 +10,16 @@ from .fused import (
     strongest_concept,
 )
 from .local import ChunkScorer, Hit, SearchTrace, Stage, fill_budget, local_search
+from .sparse_values import SparseValues
 from .vector_index import top_k_indices
 
 __all__ = [
     "BM25Scorer",
     "ChunkScorer",
+    "ConceptWeighting",
     "Hit",
     "SearchTrace",
+    "SparseValues",
     "Stage",
     "concept_weights",
     "descending_ranks",
