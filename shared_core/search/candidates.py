@@ -21,6 +21,7 @@ import numpy as np
 
 from ..select.scores import rank_by_score
 from .local import ChunkScorer
+from .sparse_values import sorted_index_of
 from .vector_index import VectorIndex, top_k_indices
 
 RANK_SAMPLE = 1024  # units scored per query to estimate ranks beyond the candidates
@@ -145,11 +146,8 @@ class PositiveView:
     def scores_of(self, units: np.ndarray) -> np.ndarray:
         """The scores of ``units`` (0 where the view holds none)."""
         out = np.zeros(len(units), dtype=np.float64)
-        if not len(self.units):
-            return out
-        at = np.minimum(np.searchsorted(self.units, units), len(self.units) - 1)
-        held = self.units[at] == units
-        out[held] = self.values[at[held]]
+        at = sorted_index_of(self.units, units)
+        out[at >= 0] = self.values[at[at >= 0]]
         return out
 
     def top(self, k: int | None) -> np.ndarray:
@@ -257,9 +255,8 @@ def top_positions(units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
     if not len(top_units) or not len(units):
         return out
     by_unit = np.argsort(top_units, kind="stable")
-    found = np.minimum(np.searchsorted(top_units[by_unit], units), len(top_units) - 1)
-    hit = top_units[by_unit][found] == units
-    out[hit] = by_unit[found[hit]]
+    found = sorted_index_of(top_units[by_unit], units)
+    out[found >= 0] = by_unit[found[found >= 0]]
     return out
 
 

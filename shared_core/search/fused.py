@@ -310,8 +310,8 @@ def evidence_view(links_csc: sp.csc_matrix, concept_value: SparseValues,
     valued = concept_value.where(concept_value.values != 0)
     if int(entry_counts(links_csc, valued.positions).sum()) * 2 >= links_csc.nnz:
         links = links_csc if links_csr is None else links_csr
-        dense = valued.dense(links_csc.shape[1]).astype(np.float64, copy=False)
-        return PositiveView.of_scores(np.asarray(links @ dense, dtype=np.float64).ravel())
+        return PositiveView.of_scores(np.asarray(links @ valued.dense(links_csc.shape[1]),
+                                                 dtype=np.float64).ravel())
     return postings_view(links_csc, valued.positions, valued.values)
 
 

@@ -364,11 +364,10 @@ def _walk_steps(
 
 def positive_seeds(seed_mass: np.ndarray | SparseValues) -> tuple[np.ndarray, np.ndarray]:
     """The seed concepts with a positive mass (ascending) and their mass."""
-    if isinstance(seed_mass, SparseValues):
-        positive = seed_mass.where(seed_mass.values > 0)
-        return positive.positions, np.asarray(positive.values, dtype=np.float64)
-    concepts = np.flatnonzero(seed_mass > 0)
-    return concepts, np.asarray(seed_mass[concepts], dtype=np.float64)
+    seeds = (seed_mass if isinstance(seed_mass, SparseValues)
+             else SparseValues.of_dense(seed_mass))
+    positive = seeds.where(seeds.values > 0)
+    return positive.positions, np.asarray(positive.values, dtype=np.float64)
 
 
 def _spread(matrix: sp.csr_matrix | sp.csc_matrix, sources: np.ndarray,
