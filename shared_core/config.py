@@ -22,7 +22,7 @@ SelectBy = Literal["chunks", "tokens"]
 VectorIndexKind = Literal["auto", "exact", "hnsw"]
 WalkNodes = Literal["sentences", "units"]
 WalkSeeds = Literal["direct", "exact"]
-ConceptSearch = Literal["auto", "exact", "hnsw"]
+ConceptSearch = Literal["auto", "exact", "codes", "hnsw"]
 
 # The knobs by what they act on, so that what a change costs can be read off its group:
 # build knobs shape the stored chunks (a change needs a rebuild), graph knobs the concept
@@ -136,14 +136,19 @@ class ConceptGraphConfig:
     path always reads every posting (the reference).
 
     ``concept_search`` is how the fused ranking finds its ``top_k`` direct concepts:
-    ``"exact"`` scores every concept vector, ``"hnsw"`` asks an HNSW graph over them
-    (the ``ann`` extra) and scores its candidates exactly
-    (``shared_core.search.concepts``). The scan grows with the vocabulary, which real
-    text keeps growing. ``"auto"`` (the default) scans below ``CONCEPT_ANN_MIN``
-    concept vectors and searches the graph from there, a threshold measured in
+    ``"exact"`` scores every concept vector, ``"codes"`` scans a byte a dimension of
+    each instead and scores the best exactly until a bound proves them the scan's
+    (the ``ann`` extra; ``shared_core.search.coded_scan``: the same concepts, a
+    quarter of the bytes read, and a quarter of the vectors' size held besides them),
+    ``"hnsw"`` asks an HNSW graph over them (the ``ann`` extra) and scores its
+    candidates exactly (``shared_core.search.concepts``). The scan grows with the
+    vocabulary, which real text keeps growing. ``"auto"`` (the default) scans below
+    ``CONCEPT_CODES_MIN`` concept vectors, scans their codes from there, and searches
+    the graph from ``CONCEPT_ANN_MIN``, thresholds measured in
     ``benchmarks/RESULTS.md``, unless the graph, built, failed its check (under 99 % of
     the scan's best matches found for its own concepts, as on random-like vectors:
-    ``stats()`` warns); the paper's ranking always scans. Where the graph is
+    ``stats()`` warns; the codes are scanned instead); the paper's ranking always
+    scans. Where the graph is
     searched it is built with the index, kept through updates (a concept that moved
     little keeps its row; new and moved ones are scanned beside the graph, then written
     into segments of their own) and saved with the index.
@@ -217,10 +222,11 @@ class ConceptGraphConfig:
         _check_choice("walk_seeds", self.walk_seeds, ("direct", "exact"))
         if self.walk_postings is not None:
             _check_int("walk_postings", self.walk_postings, 1)
-        _check_choice("concept_search", self.concept_search, ("auto", "exact", "hnsw"))
-        if self.concept_search == "hnsw" and self.ranking != "fused":
-            raise ValueError("concept_search='hnsw' finds the fused ranking's direct concepts; "
-                             "ranking='paper' scans them all: use concept_search='exact'")
+        _check_choice("concept_search", self.concept_search, ("auto", "exact", "codes", "hnsw"))
+        if self.concept_search in ("codes", "hnsw") and self.ranking != "fused":
+            raise ValueError(f"concept_search={self.concept_search!r} finds the fused ranking's "
+                             "direct concepts; ranking='paper' scans them all: use "
+                             "concept_search='exact'")
         _check_range("expansion_decay", self.expansion_decay, 0.0, 1.0)
         if self.min_score is not None:
             _check_range("min_score", self.min_score, -1.0, 1.0)

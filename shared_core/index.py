@@ -78,6 +78,7 @@ from .state.derived import (
     chunk_term_counts,
     derive_graph,
     failed_self_recall,
+    scans_concept_codes,
     segment_means,
     uses_concept_graph,
     wants_concept_graph,
@@ -859,16 +860,17 @@ class ConceptGraphIndex:
                             "the ann extra (pip install 'conceptgraph[ann]') for HNSW "
                             "candidate search")
         failed = failed_self_recall(graph)
+        scanned = ("the byte codes of " if scans_concept_codes(cfg, graph) else "") + (
+            f"{n_concepts} concept vectors are scanned in full for every query")
         if failed is not None and cfg.concept_search == "auto":
             warnings.append(
-                f"{n_concepts} concept vectors are scanned in full for every query: the "
+                f"{scanned}: the "
                 f"concept graph found only {failed:.1%} of the scan's direct "
                 "concepts for its own concepts, as on random-like vectors (the hashing "
                 "embedder's); concept_search='hnsw' searches it anyway")
         elif wants_concept_graph(cfg, graph) and not uses_concept_graph(cfg, graph):
-            warnings.append(f"{n_concepts} concept vectors are scanned in full for every "
-                            "query: install the ann extra (pip install 'conceptgraph[ann]') "
-                            "to find the direct concepts through HNSW")
+            warnings.append(f"{scanned}: install the ann extra (pip install "
+                            "'conceptgraph[ann]') to find the direct concepts through HNSW")
         return {
             "chunks": len(corpus),
             "tokens": int(corpus.tokens.sum()),
@@ -884,7 +886,8 @@ class ConceptGraphIndex:
                              "hnsw" if isinstance(graph.ann, HnswSegments) else
                              f"store:{type(state.vector_store).__name__}"
                              + ("+terms" if keeps_terms(state.vector_store) else "")),
-            "concept_search": "hnsw" if uses_concept_graph(cfg, graph) else "exact",
+            "concept_search": ("hnsw" if uses_concept_graph(cfg, graph) else
+                               "codes" if scans_concept_codes(cfg, graph) else "exact"),
             "warnings": warnings,
         }
 
@@ -1423,10 +1426,11 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     elif cfg.ranking == "fused":
         weighting: ConceptWeighting | None = None
         concept_similarity: np.ndarray | None = None
-        if uses_concept_graph(cfg, graph):
+        if uses_concept_graph(cfg, graph) or scans_concept_codes(cfg, graph):
             weighting = searched_weighting(
-                graph.concept_hnsw, graph.vectors, graph.adjacency, q, top_k=cfg.top_k,
-                hops=hops, decay=cfg.expansion_decay, exact=exact)
+                graph.concept_hnsw if uses_concept_graph(cfg, graph) else graph.concept_codes,
+                graph.vectors, graph.adjacency, q, top_k=cfg.top_k, hops=hops,
+                decay=cfg.expansion_decay, exact=exact)
         else:
             concept_similarity = graph.vectors @ q
         term_ids = _term_ids(corpus, analyzer, query) if cfg.lexical else None

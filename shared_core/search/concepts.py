@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -139,6 +139,12 @@ class ConceptHnsw:
         built = cls(graph, usable, np.zeros(len(usable)), np.zeros(0, dtype=np.int64))
         return replace(built, self_recall=built.measured_self_recall(
             vectors, self_check_rows(usable)))
+
+    def top(self, vectors: Rows, query: np.ndarray, k: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`direct_concepts` with the default candidates and beam
+        (:class:`DirectConceptSearch`)."""
+        return direct_concepts(self, vectors, query, k)
 
     def measured_self_recall(self, vectors: Rows, queried: np.ndarray,
                              k: int = SELF_CHECK_K) -> float:
@@ -331,13 +337,26 @@ def direct_concepts(graph_index: ConceptHnsw, vectors: Rows, query: np.ndarray, 
     return found[top_k_indices(scores, top_k)], found, scores
 
 
-def searched_weighting(graph_index: ConceptHnsw, vectors: Rows, adjacency: sp.csr_matrix,
-                       query: np.ndarray, *, top_k: int, hops: int, decay: float,
-                       exact: np.ndarray | None = None) -> ConceptWeighting:
-    """``search.fused.concept_weights`` with the direct concepts the best ``top_k`` of the
-    graph's candidates: the cosines of the candidates and of every concept reached are
-    computed, no other (float32, as a scan's are)."""
-    direct, found, scores = direct_concepts(graph_index, vectors, query, top_k)
+class DirectConceptSearch(Protocol):
+    """What finds a query's direct concepts without a float32 scan of every concept: the
+    concept graph (:class:`ConceptHnsw`) or the scan of byte codes
+    (:class:`~shared_core.search.coded_scan.CodedScan`)."""
+
+    def top(self, vectors: Rows, query: np.ndarray, k: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(direct, scored, their cosines)``: the ``k`` direct concepts, best first,
+        and the concepts scored exactly to find them (ascending), with their cosines."""
+        ...
+
+
+def searched_weighting(search: DirectConceptSearch, vectors: Rows,
+                       adjacency: sp.csr_matrix, query: np.ndarray, *, top_k: int,
+                       hops: int, decay: float, exact: np.ndarray | None = None
+                       ) -> ConceptWeighting:
+    """``search.fused.concept_weights`` with the direct concepts ``search`` finds: the
+    cosines of the concepts it scored and of every concept reached are computed, no
+    other (float32, as a scan's are)."""
+    direct, found, scores = search.top(vectors, query, top_k)
     concepts, hop = reached_concepts(adjacency, direct, hops, exact)
     similarity = np.empty(len(concepts), dtype=np.float32)
     at = top_positions(concepts, found)

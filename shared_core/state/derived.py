@@ -32,6 +32,7 @@ from ..graph.entries import column_subset
 from ..graph.pagerank import pagerank
 from ..search.bm25 import BM25Scorer
 from ..search.candidates import GatheredUnits
+from ..search.coded_scan import CodedScan
 from ..search.concepts import ConceptHnsw
 from ..search.external import EngineVectorIndex, StoredRows, VectorStoreBackend
 from ..search.fused import inverse_document_frequency
@@ -49,6 +50,10 @@ ANN_MIN_ROWS = 100_000
 # concept_search="auto": below this many concept vectors, the scan (benchmarks/RESULTS.md,
 # scale issue, thirty-eighth round)
 CONCEPT_ANN_MIN = 100_000
+# concept_search="auto": from this many concept vectors (and where the graph is not
+# searched) the scan of their byte codes (search.coded_scan; benchmarks/results/NOTES.md,
+# forty-fourth round)
+CONCEPT_CODES_MIN = 8_192
 # summed_concepts: a graph keeps the fixed-point sum of each concept in at least this many
 # sentences, so that a refresh adds the changed sentences to it rather than reading every
 # sentence of the concept again. A sum is 8 bytes a dimension, as much as two float32
@@ -140,6 +145,14 @@ class DerivedGraph:
         """The concept HNSW this graph holds or a query has built, else None."""
         held = self.__dict__.get("concept_hnsw", self.concept_index)
         return held if isinstance(held, ConceptHnsw) else None
+
+    @cached_property
+    def concept_codes(self) -> CodedScan:
+        """Byte codes of the vectors of the concepts that link a unit, for
+        ``concept_search="codes"``: coded by the first query that scans them, and kept
+        with this state (a race between readers only codes them twice). Not saved:
+        coding is one pass over the vectors (about 0.1 s for 65 K concepts)."""
+        return CodedScan.build(self.vectors, self.unit_linked_concepts)
 
     @cached_property
     def mean_unit_tokens(self) -> float | None:
@@ -463,6 +476,18 @@ def uses_concept_graph(config: ConceptGraphConfig, graph: DerivedGraph) -> bool:
 
         return ann_available() and failed_self_recall(graph) is None
     return wants_concept_graph(config, graph)
+
+
+def scans_concept_codes(config: ConceptGraphConfig, graph: DerivedGraph) -> bool:
+    """Whether the fused ranking finds its direct concepts by the scan of their byte
+    codes: ``concept_search="codes"``, or ``"auto"`` from ``CONCEPT_CODES_MIN`` concept
+    vectors where the concept graph is not searched (with the ``ann`` extra)."""
+    if config.concept_search == "auto" and config.ranking == "fused":
+        from ..search.ann import ann_available
+
+        return (len(graph.vectors) >= CONCEPT_CODES_MIN and ann_available()
+                and not uses_concept_graph(config, graph))
+    return config.concept_search == "codes"
 
 
 def failed_self_recall(graph: DerivedGraph) -> float | None:

@@ -69,7 +69,7 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("walk_seeds", "all"),        # direct or exact
     ("walk_postings", 0),         # None (read every posting) or at least one entry
     ("walk_postings", 1e5),
-    ("concept_search", "ivf"),    # auto, exact or hnsw
+    ("concept_search", "ivf"),    # auto, exact, codes or hnsw
     ("concept_search", True),
 ]
 

@@ -411,11 +411,11 @@ class IndexRuns(RuleBasedStateMachine):
     @initialize(name=st.sampled_from(sorted(CONFIGS)), search=st.sampled_from(["hnsw", "exact"]),
                 first=st.lists(st.sampled_from(range(len(POOL))), min_size=1, max_size=6,
                                unique=True),
-                spilled=st.booleans(), concepts=st.sampled_from(["exact", "hnsw"]))
+                spilled=st.booleans(), concepts=st.sampled_from(["exact", "codes", "hnsw"]))
     def build(self, name: str, search: str, first: list[int], spilled: bool,
               concepts: str) -> None:
-        # concepts: the fused ranking's direct concepts scanned, or proposed by an HNSW
-        # graph that updates keep (over so few concepts it proposes every one)
+        # concepts: the fused ranking's direct concepts scanned (floats or byte codes), or
+        # proposed by an HNSW graph that updates keep (over so few it proposes every one)
         self.config = dataclasses.replace(
             CONFIGS[name], vector_index=search,
             concept_search=concepts if CONFIGS[name].ranking == "fused" else "exact")
@@ -453,7 +453,7 @@ class IndexRuns(RuleBasedStateMachine):
         "concept_links": st.sampled_from(["contains", "extracted"]),
         "pagerank_weighted": st.booleans(), "vector_index": st.sampled_from(["hnsw", "exact"]),
         "top_k": st.sampled_from([2, 3]), "walk_hops": st.sampled_from(["auto", 0, 2]),
-        "concept_search": st.sampled_from(["auto", "exact", "hnsw"])}))
+        "concept_search": st.sampled_from(["auto", "exact", "codes", "hnsw"])}))
     def reconfigure(self, changes: dict[str, Any]) -> None:
         """Graph knobs derive the graph again from the chunks it holds; search knobs
         share it. (Not ``candidates`` below the units held: HNSW's quantiser is trained
