@@ -9,7 +9,8 @@ dimension's largest decoding error, measured on the rows as they are coded, boun
 far a code's score can be from its row's: ``|q.v - q.v'| <= sum_d |q_d| err_d``. When
 the ``n``-th code's score plus that bound (and float32 rounding) is below the ``k``-th
 exact score, no row outside the ``n`` can reach the ``k`` best, so the best ``k`` of the
-``n`` are the scan's; otherwise ``n`` grows until it holds every row. The answer is the
+``n`` are the scan's; otherwise a second pass asks for sixteen times as many, and a third
+scores every row exactly. The answer is the
 float32 scan's, up to the last bits of the cosines: a row and a gathered copy of it can
 round differently in BLAS, so rows within float32 rounding of the ``k``-th may swap.
 """
@@ -31,8 +32,11 @@ if TYPE_CHECKING:  # the state package imports the search package
 # added to the bound: a float32 dot product of two unit vectors in 384 dimensions errs by
 # at most 384 * 2**-24 (under 2.3e-5), and the code's and the row's scores each may
 ROUNDING = 1e-4
-FIRST_ASK = 4  # rows scored exactly per row wanted, at first
-GROWTH = 4  # and this many times more each time the bound does not close
+# rows scored exactly per row wanted, by the best codes: first, and where the bound did
+# not close on them; then every row. Over 65 K concepts the scale corpus's questions all
+# closed on the first (benchmarks/results/NOTES.md, forty-fourth round)
+FIRST_ASK = 8
+SECOND_ASK = 128
 CODE_BLOCK = 8_192  # rows coded at a time: a float32 copy of them is 12 MB at 384 dimensions
 
 
@@ -84,15 +88,17 @@ class CodedScan:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, np.zeros(0, dtype=np.float32)
         bound = float(np.abs(q.astype(np.float64)) @ self.error) + ROUNDING
-        ask = min(total, FIRST_ASK * k)
-        while True:
+        for ask in (min(total, FIRST_ASK * k), min(total, SECOND_ASK * k)):
             coded, labels = self.index.search(q[None], ask)
             scored = np.sort(self.rows[labels[0][labels[0] >= 0]])
             scores = row_scores(vectors, scored, q)
             best = top_k_indices(scores, k)
             if ask >= total or coded[0][ask - 1] + bound < scores[best[-1]]:
                 return scored[best], scored, scores
-            ask = min(total, ask * GROWTH)
+        # too many codes within the bound of the k-th (near-ties, or a bound loosened by a
+        # dense query over wide ranges): every coded row scored, as the float32 scan does
+        scores = row_scores(vectors, self.rows, q)
+        return self.rows[top_k_indices(scores, k)], self.rows, scores
 
 
 def _blocks(vectors: Rows, rows: np.ndarray) -> Iterator[np.ndarray]:

@@ -51,9 +51,11 @@ ANN_MIN_ROWS = 100_000
 # scale issue, thirty-eighth round)
 CONCEPT_ANN_MIN = 100_000
 # concept_search="auto": from this many concept vectors (and where the graph is not
-# searched) the scan of their byte codes (search.coded_scan; benchmarks/results/NOTES.md,
-# forty-fourth round)
-CONCEPT_CODES_MIN = 8_192
+# searched) the scan of their byte codes (search.coded_scan). Over the scale corpus's
+# concepts the codes took 1.8-2.1 ms against 1.6-2.3 at 16,384, 6.1-6.7 against 8.7-10.5
+# at 65,381; at 8,192 the float32 scan fits in the cache: 0.33-0.38 ms against 0.95-1.38
+# (benchmarks/results/NOTES.md, forty-fourth round)
+CONCEPT_CODES_MIN = 16_384
 # summed_concepts: a graph keeps the fixed-point sum of each concept in at least this many
 # sentences, so that a refresh adds the changed sentences to it rather than reading every
 # sentence of the concept again. A sum is 8 bytes a dimension, as much as two float32
@@ -151,7 +153,7 @@ class DerivedGraph:
         """Byte codes of the vectors of the concepts that link a unit, for
         ``concept_search="codes"``: coded by the first query that scans them, and kept
         with this state (a race between readers only codes them twice). Not saved:
-        coding is one pass over the vectors (about 0.1 s for 65 K concepts)."""
+        coding is one pass over the vectors (about 0.3 s for 65 K concepts)."""
         return CodedScan.build(self.vectors, self.unit_linked_concepts)
 
     @cached_property

@@ -12,6 +12,7 @@ from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.search import coded_scan
 from shared_core.search.coded_scan import CodedScan
 from shared_core.search.vector_index import scan_scores, top_k_indices
+from tests.shared_core.search.test_concepts import assert_answers_as_the_scan
 from tests.shared_core.test_store import TEXTS
 
 pytest.importorskip("faiss")
@@ -25,35 +26,41 @@ def fan(count: int, step_degrees: float) -> np.ndarray:
 
 def test_the_first_ask_closes_when_the_codes_bound_clears_the_kth_row() -> None:
     """Worked by hand. Forty unit rows 2 degrees apart; the query is row 0's direction, so
-    row i has cosine cos(2i degrees). For k = 2 the first ask scores 4 * 2 = 8 rows: 0..7.
+    row i has cosine cos(2i degrees). For k = 2 the first ask scores 8 * 2 = 16 rows: 0..15.
     A dimension's range is [cos 78, 1] (x) and [0, 1] (y), so its decoding error is at
-    most half a 255th of that: under 0.002. The 8th code's score is within 0.002 of
-    cos 14 = 0.9703, far below the 2nd best row's cos 2 = 0.9994: no other row can
+    most half a 255th of that: under 0.002. The 16th code's score is within 0.002 of
+    cos 30 = 0.866, far below the 2nd best row's cos 2 = 0.9994: no other row can
     reach the best two, and no more rows are scored."""
     vectors = fan(40, 2.0)
     scan = CodedScan.build(vectors, np.arange(40))
     assert np.all(scan.error <= np.array([(1 - np.cos(np.radians(78))) / 510, 1 / 510]) + 1e-7)
     best, scored, scores = scan.top(vectors, np.array([1.0, 0.0], dtype=np.float32), 2)
+    assert coded_scan.FIRST_ASK == 8
     assert best.tolist() == [0, 1]
-    assert scored.tolist() == list(range(8))
-    assert scores == pytest.approx(np.cos(np.radians(2 * np.arange(8))), abs=1e-6)
+    assert scored.tolist() == list(range(16))
+    assert scores == pytest.approx(np.cos(np.radians(2 * np.arange(16))), abs=1e-6)
 
 
-def test_rows_nearer_the_kth_than_the_bound_are_asked_for_until_it_closes() -> None:
+def test_rows_nearer_the_kth_than_the_bound_are_asked_for_again_then_all_scored() -> None:
     """Worked by hand. Rows 0.01 degrees apart, over 4 degrees. The x range is
     [cos 3.99, 1], so a code errs by under 5e-6 there; with float32 rounding's 1e-4 the
     bound is about 1.05e-4, and every row within 0.81 degrees of the query (cosine above
-    1 - 1e-4) might be the best. The ask grows fourfold: the 64th best code is at 0.63
-    degrees (cosine 1 - 6.0e-5, plus the bound above 1: open), the 256th at 2.55 degrees
-    (1 - 9.9e-4, plus the bound below 1: closed). So 256 rows are scored."""
-    vectors = fan(400, 0.01)[::-1].copy()  # the best row last, so position order differs
+    1 - 1e-4) might be the best. The first ask (8 rows, to 0.07 degrees) cannot rule the
+    rest out; the second (128 rows) can: the 128th best code is at 1.27 degrees, cosine
+    1 - 2.46e-4, which plus the bound stays below the best row's 1. Rows 0.001 degrees
+    apart instead all lie within 0.4 degrees (cosines above 1 - 2.5e-5), inside the bound
+    of the best at every ask: every row is scored, as in the float32 scan."""
     query = np.array([1.0, 0.0], dtype=np.float32)
-    scan = CodedScan.build(vectors, np.arange(400))
-    best, scored, _ = scan.top(vectors, query, 1)
+    vectors = fan(400, 0.01)[::-1].copy()  # the best row last, so position order differs
+    best, scored, _ = CodedScan.build(vectors, np.arange(400)).top(vectors, query, 1)
     # rows 399 and 398 (0.01 degrees off) both have cosine 1.0 in float32: the lower wins
     assert best.tolist() == [398] == top_k_indices(scan_scores(vectors, query), 1).tolist()
-    assert coded_scan.FIRST_ASK == 4 and coded_scan.GROWTH == 4
-    assert len(scored) == 256
+    assert coded_scan.SECOND_ASK == 128 and len(scored) == 128
+    vectors = fan(400, 0.001)[::-1].copy()
+    best, scored, scores = CodedScan.build(vectors, np.arange(400)).top(vectors, query, 1)
+    assert best.tolist() == top_k_indices(scan_scores(vectors, query), 1).tolist()
+    assert scored.tolist() == list(range(400))
+    assert scores.tolist() == scan_scores(vectors, query).tolist()
 
 
 def test_only_the_coded_rows_are_found_and_the_scan_of_all_when_k_is_every_row() -> None:
@@ -121,14 +128,7 @@ def test_an_index_that_scans_codes_answers_as_the_scan() -> None:
     coded = scanned.reconfigured(concept_search="codes")
     assert coded.state.graph is scanned.state.graph  # a search knob: the graph is shared
     assert coded.stats()["concept_search"] == "codes"
-    for query in ["Who wrote the first compiler?", "analytical engine", "looms and cards"]:
-        found, expected = coded.retrieve(query), scanned.retrieve(query)
-        # as through the concept graph, equal cosines may come in another order
-        assert set(found.direct_concepts) == set(expected.direct_concepts)
-        assert [(c.id, c.provenance.concept, c.provenance.stage) for c in found.chunks] == [
-            (c.id, c.provenance.concept, c.provenance.stage) for c in expected.chunks]
-        assert [c.score for c in found.chunks] == pytest.approx(
-            [c.score for c in expected.chunks], abs=1e-9)
+    assert_answers_as_the_scan(coded, scanned)
     assert "concept_codes" in coded.state.graph.__dict__  # coded once, kept with the state
 
 

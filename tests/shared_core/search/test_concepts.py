@@ -92,15 +92,21 @@ def test_an_index_asked_through_the_graph_answers_as_the_scan_where_it_sees_ever
                                          embedder=HashingEmbedder(64))
     searched = index.reconfigured(concept_search="hnsw")
     assert searched.state is index.state or searched.state.graph is index.state.graph
+    assert_answers_as_the_scan(searched, index)
+
+
+def assert_answers_as_the_scan(searched: ConceptGraphIndex, scanned: ConceptGraphIndex
+                               ) -> None:
+    """The same chunks, concepts and stages, and scores to 1e-9, for three queries."""
     for query in ["Who wrote the first compiler?", "analytical engine", "looms and cards"]:
-        scanned, found = index.retrieve(query), searched.retrieve(query)
+        expected, found = scanned.retrieve(query), searched.retrieve(query)
         # the same concepts; their order in the trace may differ between equal cosines,
         # as a gathered row's product can differ from the whole scan's in the last bit
-        assert set(found.direct_concepts) == set(scanned.direct_concepts)
+        assert set(found.direct_concepts) == set(expected.direct_concepts)
         assert [(c.id, c.provenance.concept, c.provenance.stage) for c in found.chunks] == [
-            (c.id, c.provenance.concept, c.provenance.stage) for c in scanned.chunks]
+            (c.id, c.provenance.concept, c.provenance.stage) for c in expected.chunks]
         assert [c.score for c in found.chunks] == pytest.approx(
-            [c.score for c in scanned.chunks], abs=1e-9)
+            [c.score for c in expected.chunks], abs=1e-9)
 
 
 def test_the_graph_finds_the_fused_rankings_concepts_only() -> None:
