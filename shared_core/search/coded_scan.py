@@ -9,10 +9,10 @@ dimension's largest decoding error, measured on the rows as they are coded, boun
 far a code's score can be from its row's: ``|q.v - q.v'| <= sum_d |q_d| err_d``. When
 the ``n``-th code's score plus that bound (and float32 rounding) is below the ``k``-th
 exact score, no row outside the ``n`` can reach the ``k`` best, so the best ``k`` of the
-``n`` are the scan's; otherwise a second pass asks for sixteen times as many, and a third
-scores every row exactly. The answer is the
-float32 scan's, up to the last bits of the cosines: a row and a gathered copy of it can
-round differently in BLAS, so rows within float32 rounding of the ``k``-th may swap.
+``n`` are the scan's; otherwise a second pass asks for sixteen times as many, and then the
+float32 scan runs after all. The answer is the float32 scan's, up to the last bits of the
+cosines: a row and a gathered copy of it can round differently in BLAS, so rows within
+float32 rounding of the ``k``-th may swap.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .ann import _faiss
-from .vector_index import row_scores, top_k_indices
+from .vector_index import row_scores, scan_scores, top_k_indices
 
 if TYPE_CHECKING:  # the state package imports the search package
     from ..state.rows import Rows
 
-# added to the bound: a float32 dot product of two unit vectors in 384 dimensions errs by
-# at most 384 * 2**-24 (under 2.3e-5), and the code's and the row's scores each may
+# added to the bound: a float32 dot product of two unit vectors (as concept vectors and
+# queries are) in 384 dimensions errs by at most 384 * 2**-24 (under 2.3e-5), and the
+# code's and the row's scores each may
 ROUNDING = 1e-4
 # rows scored exactly per row wanted, by the best codes: first, and where the bound did
 # not close on them; then every row. Over 65 K concepts the scale corpus's questions all
@@ -96,8 +97,8 @@ class CodedScan:
             if ask >= total or coded[0][ask - 1] + bound < scores[best[-1]]:
                 return scored[best], scored, scores
         # too many codes within the bound of the k-th (near-ties, or a bound loosened by a
-        # dense query over wide ranges): every coded row scored, as the float32 scan does
-        scores = row_scores(vectors, self.rows, q)
+        # dense query over wide ranges): the float32 scan itself, with no gathered copy
+        scores = scan_scores(vectors, q)[self.rows]
         return self.rows[top_k_indices(scores, k)], self.rows, scores
 
 

@@ -49,7 +49,7 @@ def test_rows_nearer_the_kth_than_the_bound_are_asked_for_again_then_all_scored(
     rest out; the second (128 rows) can: the 128th best code is at 1.27 degrees, cosine
     1 - 2.46e-4, which plus the bound stays below the best row's 1. Rows 0.001 degrees
     apart instead all lie within 0.4 degrees (cosines above 1 - 2.5e-5), inside the bound
-    of the best at every ask: every row is scored, as in the float32 scan."""
+    of the best at every ask: the float32 scan runs, and its cosines are returned."""
     query = np.array([1.0, 0.0], dtype=np.float32)
     vectors = fan(400, 0.01)[::-1].copy()  # the best row last, so position order differs
     best, scored, _ = CodedScan.build(vectors, np.arange(400)).top(vectors, query, 1)
