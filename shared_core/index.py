@@ -76,11 +76,10 @@ from .state.derived import (
     DerivedGraph,
     VectorSearch,
     chunk_term_counts,
+    concept_search_used,
     derive_graph,
     failed_self_recall,
-    scans_concept_codes,
     segment_means,
-    uses_concept_graph,
     wants_concept_graph,
     with_concept_search,
     with_vector_search,
@@ -860,7 +859,8 @@ class ConceptGraphIndex:
                             "the ann extra (pip install 'conceptgraph[ann]') for HNSW "
                             "candidate search")
         failed = failed_self_recall(graph)
-        scanned = ("the byte codes of " if scans_concept_codes(cfg, graph) else "") + (
+        concept_search = concept_search_used(cfg, graph)
+        scanned = ("the byte codes of " if concept_search == "codes" else "") + (
             f"{n_concepts} concept vectors are scanned in full for every query")
         if failed is not None and cfg.concept_search == "auto":
             warnings.append(
@@ -868,7 +868,7 @@ class ConceptGraphIndex:
                 f"concept graph found only {failed:.1%} of the scan's direct "
                 "concepts for its own concepts, as on random-like vectors (the hashing "
                 "embedder's); concept_search='hnsw' searches it anyway")
-        elif wants_concept_graph(cfg, graph) and not uses_concept_graph(cfg, graph):
+        elif wants_concept_graph(cfg, graph) and concept_search != "hnsw":
             warnings.append(f"{scanned}: install the ann extra (pip install "
                             "'conceptgraph[ann]') to find the direct concepts through HNSW")
         return {
@@ -886,8 +886,7 @@ class ConceptGraphIndex:
                              "hnsw" if isinstance(graph.ann, HnswSegments) else
                              f"store:{type(state.vector_store).__name__}"
                              + ("+terms" if keeps_terms(state.vector_store) else "")),
-            "concept_search": ("hnsw" if uses_concept_graph(cfg, graph) else
-                               "codes" if scans_concept_codes(cfg, graph) else "exact"),
+            "concept_search": concept_search,
             "warnings": warnings,
         }
 
@@ -1426,9 +1425,10 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     elif cfg.ranking == "fused":
         weighting: ConceptWeighting | None = None
         concept_similarity: np.ndarray | None = None
-        if uses_concept_graph(cfg, graph) or scans_concept_codes(cfg, graph):
+        concept_search = concept_search_used(cfg, graph)
+        if concept_search != "exact":
             weighting = searched_weighting(
-                graph.concept_hnsw if uses_concept_graph(cfg, graph) else graph.concept_codes,
+                graph.concept_hnsw if concept_search == "hnsw" else graph.concept_codes,
                 graph.vectors, graph.adjacency, q, top_k=cfg.top_k, hops=hops,
                 decay=cfg.expansion_decay, exact=exact)
         else:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .ann import _faiss
-from .vector_index import row_scores, scan_scores, top_k_indices
+from .vector_index import row_scores, rows_at, scan_scores, top_k_indices
 
 if TYPE_CHECKING:  # the state package imports the search package
     from ..state.rows import Rows
@@ -105,6 +105,4 @@ class CodedScan:
 def _blocks(vectors: Rows, rows: np.ndarray) -> Iterator[np.ndarray]:
     """The float32 rows ``rows`` of ``vectors``, ``CODE_BLOCK`` at a time."""
     for start in range(0, len(rows), CODE_BLOCK):
-        part = rows[start:start + CODE_BLOCK]
-        yield np.ascontiguousarray(np.asarray(vectors[part], dtype=np.float32)
-                                   .reshape(len(part), vectors.shape[1]))
+        yield rows_at(vectors, rows[start:start + CODE_BLOCK])

@@ -35,7 +35,7 @@ from . import ann
 from .ann import EF_SEARCH, HnswSegments, HnswVectorIndex, segment_plan
 from .candidates import top_positions
 from .fused import ConceptWeighting, reached_concepts, weighted
-from .vector_index import SCAN_BLOCK, row_scores, top_k_indices
+from .vector_index import SCAN_BLOCK, row_scores, rows_at, top_k_indices
 
 if TYPE_CHECKING:  # the state package imports the search package
     from ..state.rows import Rows
@@ -134,7 +134,7 @@ class ConceptHnsw:
         ``ef_construction`` (segments written later use ``EF_CONSTRUCTION``).
         """
         usable = np.asarray(usable, dtype=np.int64)
-        graph = HnswSegments((HnswVectorIndex.build(_rows_of(vectors, usable), WANTED_BY,
+        graph = HnswSegments((HnswVectorIndex.build(rows_at(vectors, usable), WANTED_BY,
                                                     ef_construction),))
         built = cls(graph, usable, np.zeros(len(usable)), np.zeros(0, dtype=np.int64))
         return replace(built, self_recall=built.measured_self_recall(
@@ -158,7 +158,7 @@ class ConceptHnsw:
         held = np.sort(np.concatenate([self.row_concept[self.row_concept >= 0],
                                        self.beside]))
         k = min(k, len(held))
-        queries = _rows_of(vectors, queried)
+        queries = rows_at(vectors, queried)
         floors = _scanned_kth(vectors, held, queries, k) - TIE
         hits = 0
         for query, floor in zip(queries, floors, strict=True):
@@ -259,17 +259,17 @@ class ConceptHnsw:
         if plan == "rebuild":
             return None
         if plan == "grow":
-            graph = self.graph.grown(_rows_of(vectors, self.beside))
+            graph = self.graph.grown(rows_at(vectors, self.beside))
             concepts, first = self.beside, len(self.row_concept)
         elif plan == "append":
-            graph = self.graph.with_segment(len(sizes), _rows_of(vectors, self.beside),
+            graph = self.graph.with_segment(len(sizes), rows_at(vectors, self.beside),
                                             WANTED_BY, EF_CONSTRUCTION)
             concepts, first = self.beside, len(self.row_concept)
         else:  # merge: the later segments' live concepts, at their vectors now, and these
             first = sizes[0]
             later = self.row_concept[first:]
             concepts = np.concatenate([later[later >= 0], self.beside])
-            graph = self.graph.with_segment(1, _rows_of(vectors, concepts), WANTED_BY,
+            graph = self.graph.with_segment(1, rows_at(vectors, concepts), WANTED_BY,
                                             EF_CONSTRUCTION)
         return ConceptHnsw(graph, np.concatenate([self.row_concept[:first], concepts]),
                            np.concatenate([self.row_drift[:first], np.zeros(len(concepts))]),
@@ -313,17 +313,11 @@ def _scanned_kth(vectors: Rows, held: np.ndarray, queries: np.ndarray, k: int
     ``len(held)``), by one pass over their vectors in blocks of ``SCAN_BLOCK``."""
     best = np.zeros((len(queries), 0), dtype=np.float32)
     for start in range(0, len(held), SCAN_BLOCK):
-        block = _rows_of(vectors, held[start:start + SCAN_BLOCK])
+        block = rows_at(vectors, held[start:start + SCAN_BLOCK])
         scores = np.concatenate([best, queries @ block.T], axis=1)
         best = (-np.partition(-scores, k - 1, axis=1)[:, :k] if scores.shape[1] > k
                 else scores)
     return best.min(axis=1)
-
-
-def _rows_of(vectors: Rows, concepts: np.ndarray) -> np.ndarray:
-    """The float32 vectors of ``concepts`` (positions), one row each."""
-    return np.asarray(vectors[concepts], dtype=np.float32).reshape(len(concepts),
-                                                                   vectors.shape[1])
 
 
 def direct_concepts(graph_index: ConceptHnsw, vectors: Rows, query: np.ndarray, top_k: int,

@@ -65,6 +65,12 @@ def row_scores(matrix: Rows, positions: np.ndarray, query: np.ndarray) -> np.nda
     return scan_scores(matrix[positions], query)
 
 
+def rows_at(matrix: Rows, positions: np.ndarray) -> np.ndarray:
+    """The float32 rows ``positions`` of ``matrix``, one row each (a copy)."""
+    return np.asarray(matrix[positions], dtype=np.float32).reshape(len(positions),
+                                                                   matrix.shape[1])
+
+
 def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` largest scores, best first; ties go to the lower index."""
     k = min(k, len(scores))

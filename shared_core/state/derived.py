@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property, partial
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -480,16 +481,20 @@ def uses_concept_graph(config: ConceptGraphConfig, graph: DerivedGraph) -> bool:
     return wants_concept_graph(config, graph)
 
 
-def scans_concept_codes(config: ConceptGraphConfig, graph: DerivedGraph) -> bool:
-    """Whether the fused ranking finds its direct concepts by the scan of their byte
-    codes: ``concept_search="codes"``, or ``"auto"`` from ``CONCEPT_CODES_MIN`` concept
-    vectors where the concept graph is not searched (with the ``ann`` extra)."""
+def concept_search_used(config: ConceptGraphConfig, graph: DerivedGraph
+                        ) -> Literal["hnsw", "codes", "exact"]:
+    """How the fused ranking finds ``graph``'s direct concepts under ``config``: the
+    concept HNSW (:func:`uses_concept_graph`), the scan of their byte codes
+    (``concept_search="codes"``, or ``"auto"`` from ``CONCEPT_CODES_MIN`` concept vectors
+    where the graph is not searched, with the ``ann`` extra), or the float32 scan."""
+    if uses_concept_graph(config, graph):
+        return "hnsw"
     if config.concept_search == "auto" and config.ranking == "fused":
         from ..search.ann import ann_available
 
-        return (len(graph.vectors) >= CONCEPT_CODES_MIN and ann_available()
-                and not uses_concept_graph(config, graph))
-    return config.concept_search == "codes"
+        if len(graph.vectors) >= CONCEPT_CODES_MIN and ann_available():
+            return "codes"
+    return "codes" if config.concept_search == "codes" else "exact"
 
 
 def failed_self_recall(graph: DerivedGraph) -> float | None:
