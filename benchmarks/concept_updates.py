@@ -20,6 +20,15 @@ the oldest. After each it reports, over the dev set's questions:
 - the update's seconds, against the same update of an index that holds no concept
   graph (``concept_search="exact"``), and the seconds a fresh build of the graph takes.
 
+``--codes`` runs the same updates on an index that scans byte codes instead
+(``concept_search="codes"``), which an update carries (``CodedScan.refreshed``): after
+each, whether the codes were carried or trained again, how many rows wait beside them
+(outside the trained ranges, scored exactly by every query), the share of questions the
+first ask answered with the carried codes and with codes made afresh, the share whose
+direct concepts are the scan's, and the update's seconds against the same update of an
+index that holds no codes, next to the seconds coding them all afresh takes (what the
+first query after an update paid before updates carried the codes).
+
 ``--max-drift``, ``--max-beside`` and ``--max-dead`` run the whole sequence once per
 combination of values of ``search.concepts.MAX_ROW_DRIFT`` (how far a concept may move
 and keep its row), ``MAX_BESIDE`` (how many concepts may wait beside the graph before
@@ -70,35 +79,59 @@ def timed(update: Any) -> float:
     return round(time.perf_counter() - start, 3)
 
 
+class UpdateRun:
+    """Two indexes over the first ``start_share`` of ``texts``, one searching its direct
+    concepts as ``concept_search``, one scanning the floats, taken through the same
+    updates: each adds the next ``share`` of the texts and deletes half as many of the
+    oldest."""
+
+    def __init__(self, texts: list[str], ids: list[str], embedder: Any, start_share: float,
+                 share: float, concept_search: str) -> None:
+        from shared_core import ConceptGraphConfig, ConceptGraphIndex
+
+        self.texts, self.ids = texts, ids
+        first = int(start_share * len(texts))
+        self.step = max(1, int(share * len(texts)))
+        self.searched = ConceptGraphIndex.from_texts(
+            texts[:first], ids=ids[:first], embedder=embedder,
+            config=ConceptGraphConfig(concept_search=concept_search))  # type: ignore[arg-type]
+        self.scanned = ConceptGraphIndex.from_texts(
+            texts[:first], ids=ids[:first], embedder=embedder,
+            config=ConceptGraphConfig(concept_search="exact"))
+        self.oldest, self.end = 0, first
+
+    def update(self) -> tuple[float, float]:
+        """The next update on both indexes: its seconds on each (searched, scanned)."""
+        added = slice(self.end, min(self.end + self.step, len(self.texts)))
+        doomed = self.ids[self.oldest:self.oldest + self.step // 2]
+
+        def update(index: Any) -> None:
+            index.add(self.texts[added], ids=self.ids[added])
+            index.delete(doomed)
+
+        seconds = timed(lambda: update(self.searched)), timed(lambda: update(self.scanned))
+        self.end, self.oldest = added.stop, self.oldest + len(doomed)
+        return seconds
+
+
+def unit_queries(asked: Queries) -> np.ndarray:
+    queries = np.asarray(asked.vectors, dtype=np.float32)
+    return queries / np.linalg.norm(queries, axis=1, keepdims=True)
+
+
 def run_updates(texts: list[str], ids: list[str], asked: Queries, embedder: Any,
                 start_share: float, share: float, steps: int) -> dict[str, Any]:
     """One run of ``steps`` updates; the figures after the build and after each update."""
-    from shared_core import ConceptGraphConfig, ConceptGraphIndex
     from shared_core.search.concepts import ConceptHnsw
 
-    queries = np.asarray(asked.vectors, dtype=np.float32)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    first = int(start_share * len(texts))
-    step = max(1, int(share * len(texts)))
-    kept = ConceptGraphIndex.from_texts(texts[:first], ids=ids[:first], embedder=embedder,
-                                        config=ConceptGraphConfig(concept_search="hnsw"))
-    scanned = ConceptGraphIndex.from_texts(texts[:first], ids=ids[:first], embedder=embedder,
-                                           config=ConceptGraphConfig(concept_search="exact"))
+    queries = unit_queries(asked)
+    run = UpdateRun(texts, ids, embedder, start_share, share, "hnsw")
+    kept = run.searched
     rows: list[dict[str, Any]] = []
-    oldest, end = 0, first
     for number in range(steps + 1):
         if number:
-            added = slice(end, min(end + step, len(texts)))
-            doomed = ids[oldest:oldest + step // 2]
             previous = kept.state.graph.concept_index
-
-            def update(index: Any, added: slice = added, doomed: list[str] = doomed) -> None:
-                index.add(texts[added], ids=ids[added])
-                index.delete(doomed)
-
-            update_s = timed(lambda: update(kept))
-            exact_update_s = timed(lambda: update(scanned))
-            end, oldest = added.stop, oldest + len(doomed)
+            update_s, exact_update_s = run.update()
             now = kept.state.graph.concept_index.graph
             rebuilt = now.segments[0] is not previous.graph.segments[0]
             written = not rebuilt and now is not previous.graph
@@ -127,6 +160,55 @@ def run_updates(texts: list[str], ids: list[str], asked: Queries, embedder: Any,
         context_recall(kept_contexts, scan_contexts), 4)}
 
 
+def first_ask_share(codes: Any, vectors: Any, queries: np.ndarray, k: int) -> float:
+    """The share of ``queries`` whose ``k`` best ``codes`` answered on the first ask (which
+    scores the best ``FIRST_ASK * k`` codes and the rows beside them)."""
+    from shared_core.search.coded_scan import FIRST_ASK
+
+    first = FIRST_ASK * k + len(codes.beside)
+    return round(float(np.mean([len(codes.top(vectors, q, k)[1]) <= first
+                                for q in queries])), 4)
+
+
+def run_code_updates(texts: list[str], ids: list[str], asked: Queries, embedder: Any,
+                     start_share: float, share: float, steps: int) -> dict[str, Any]:
+    """``--codes``: the same updates on an index that scans byte codes, which the first
+    query codes and each update carries; the figures after the build and each update."""
+    from shared_core.search.coded_scan import CodedScan
+
+    queries = unit_queries(asked)
+    run = UpdateRun(texts, ids, embedder, start_share, share, "codes")
+    coded = run.searched
+    rows: list[dict[str, Any]] = []
+    for number in range(steps + 1):
+        previous = coded.state.graph.concept_codes  # coded by the build's first query
+        if number:
+            update_s, exact_update_s = run.update()
+        graph = coded.state.graph
+        held = graph.concept_codes
+        start = time.perf_counter()
+        fresh = CodedScan.build(graph.vectors, graph.unit_linked_concepts)
+        build_s = round(time.perf_counter() - start, 3)
+        k = coded.config.top_k
+        exact = exact_directs(coded, queries)
+
+        row = {"step": number, "chunks": len(coded), "usable": len(held),
+               "carried": graph.coded_concepts is not None,
+               "trained_again": held.low is not previous.low,  # carried codes share it
+               "beside": len(held.beside),
+               "first_ask_carried": first_ask_share(held, graph.vectors, queries, k),
+               "first_ask_fresh": first_ask_share(fresh, graph.vectors, queries, k),
+               "same_as_scan": round(float(np.mean([
+                   set(held.top(graph.vectors, q, k)[0].tolist()) == set(e.tolist())
+                   for q, e in zip(queries, exact, strict=True)])), 4),
+               "fresh_codes_s": build_s}
+        if number:
+            row.update({"update_s": update_s, "update_s_without_codes": exact_update_s})
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+    return {"steps": rows}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     from shared_core.embeddings.cache import resolve_embedder
     from shared_core.search import concepts
@@ -145,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-drift", type=float, nargs="*", default=[concepts.MAX_ROW_DRIFT])
     parser.add_argument("--max-beside", type=int, nargs="*", default=[concepts.MAX_BESIDE])
     parser.add_argument("--max-dead", type=float, nargs="*", default=[concepts.MAX_DEAD_SHARE])
+    parser.add_argument("--codes", action="store_true",
+                        help="the byte codes (concept_search='codes') through the updates")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     embedder = resolve_embedder(args.embedder, args.cache)
@@ -160,6 +244,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "embedder": embedder.model_id, "dataset": args.dataset, "passages": len(texts),
         "questions": len(questions), "runs": []}
     defaults = concepts.MAX_ROW_DRIFT, concepts.MAX_BESIDE, concepts.MAX_DEAD_SHARE
+    if args.codes:
+        report["runs"].append(run_code_updates(texts, ids, asked, embedder, args.start,
+                                               args.share, args.steps))
+        args.max_drift = args.max_beside = args.max_dead = []  # no concept HNSW to sweep
     try:
         for drift, beside, dead in itertools.product(args.max_drift, args.max_beside,
                                                      args.max_dead):

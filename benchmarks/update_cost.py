@@ -11,7 +11,10 @@ only the loaded index, the pool the passages are drawn from and the questions: t
 figures are the update's, not a build's beside it (``benchmarks.scale`` runs its
 updates after its build).
 Queries are timed before the add, after it and after the delete, two passes each
-(the second's p50/p95), asked with their text as in ``benchmarks.query_cost``.
+(the second's p50/p95), asked with their text as in ``benchmarks.query_cost``; the first
+question of each state is also timed alone, as it pays for what the state makes on first
+use (the concept codes, where an update did not carry them). What the concept graph and
+the concept codes hold is reported after each update, and whether it kept them.
 
 ``--cycles N`` then adds and deletes the same passages N more times, timing each
 update alone (no queries between): at 10 K passages one update's spread between
@@ -69,6 +72,27 @@ def concept_graph(index: Any, before: Any = None) -> dict[str, Any] | None:
     return out
 
 
+def concept_codes(index: Any, before: Any = None) -> dict[str, Any] | None:
+    """What the concept codes (``concept_search="codes"``) hold, and whether the last
+    update carried them (``before``: the ones held before it); None where none are held."""
+    held = index.state.graph.held_concept_codes()
+    if held is None:
+        return None
+    out: dict[str, Any] = {"coded": len(held.rows), "beside": len(held.beside)}
+    if before is not None:  # carried codes keep the ranges they were trained on
+        out["carried"] = index.state.graph.coded_concepts is held
+        out["trained_again"] = held.low is not before.low
+    return out
+
+
+def first_query_ms(index: Any, asked: Queries) -> float:
+    """The first question's milliseconds: what a state's first query pays (codes it
+    makes, pages it reads), which the passes' p50 leaves out."""
+    start = time.perf_counter()
+    index.retrieve_by_vector(asked.vectors[0], query=asked.texts[0])
+    return round((time.perf_counter() - start) * 1000, 1)
+
+
 def timed(heap: HeapSampler, update: Any) -> dict[str, Any]:
     """Seconds, heap peak (and where the main thread was then) and heap after one update."""
     heap.phase()
@@ -98,18 +122,24 @@ def measure_index(path: Path, pool: list[str], asked: Queries, share: float,
     if uses_concept_graph(index.config, graph) and graph.held_concept_index() is None:
         # the save holds no concept graph: built here, not inside the first query's time
         row["concept_graph_build"] = timed(heap, lambda: graph.concept_hnsw)
+    row["first_query_loaded_ms"] = first_query_ms(index, asked)
     row["query_loaded"], _ = warm_latency(index, asked)
     row["heap_queried_mb"] = round(heap.anonymous_mb())  # what queries keep: the base of an add
-    held = index.state.graph.held_concept_index()
+    held, codes = index.state.graph.held_concept_index(), index.state.graph.held_concept_codes()
     row["concept_graph_loaded"] = concept_graph(index)
+    row["concept_codes_loaded"] = concept_codes(index)
     row["add"] = timed(heap, partial(index.add, texts, ids=ids))
     row["segments_after_add"] = segment_sizes(index)
     row["concept_graph_after_add"] = concept_graph(index, held)
-    held = index.state.graph.held_concept_index()
+    row["concept_codes_after_add"] = concept_codes(index, codes)
+    row["first_query_after_add_ms"] = first_query_ms(index, asked)
+    held, codes = index.state.graph.held_concept_index(), index.state.graph.held_concept_codes()
     row["query_after_add"], _ = warm_latency(index, asked)
     row["delete"] = timed(heap, partial(index.delete, ids))
     row["segments_after_delete"] = segment_sizes(index)
     row["concept_graph_after_delete"] = concept_graph(index, held)
+    row["concept_codes_after_delete"] = concept_codes(index, codes)
+    row["first_query_after_delete_ms"] = first_query_ms(index, asked)
     row["query_after_delete"], _ = warm_latency(index, asked)
     if cycles:
         row["cycles"] = {"add_s": [], "delete_s": []}

@@ -13,6 +13,14 @@ exact score, no row outside the ``n`` can reach the ``k`` best, so the best ``k`
 float32 scan runs after all. The answer is the float32 scan's, up to the last bits of the
 cosines: a row and a gathered copy of it can round differently in BLAS, so rows within
 float32 rounding of the ``k``-th may swap.
+
+An update carries the codes (:meth:`CodedScan.refreshed`): the rows whose vectors did not
+change keep theirs, and only the new and moved rows are coded, in the ranges the codes
+were trained on. A row beyond those ranges would be coded with a larger error than the
+rest, which would widen every query's bound; it is kept beside the codes instead, and
+scored exactly by every query. Past ``MAX_BESIDE`` such rows the codes are trained and
+made again. On MuSiQue a 1 % update puts about 20 rows beside 26 K codes
+(``benchmarks/results/NOTES.md``, forty-fifth round).
 """
 
 from __future__ import annotations
@@ -39,17 +47,24 @@ ROUNDING = 1e-4
 FIRST_ASK = 8
 SECOND_ASK = 128
 CODE_BLOCK = 8_192  # rows coded at a time: a float32 copy of them is 12 MB at 384 dimensions
+# rows beyond the trained ranges that an update may keep beside the codes, scored exactly
+# by every query (1.5 MB of rows at 384 dimensions), before the codes are made again
+MAX_BESIDE = 1_024
 
 
 @dataclass(frozen=True, eq=False)
 class CodedScan:
-    """Byte codes of some rows of a matrix (``rows``, ascending positions), and each
-    dimension's largest decoding error over them (``error``). Read-only once built:
-    concurrent queries may share it."""
+    """Byte codes of some rows of a matrix (``rows``, ascending positions), coded in the
+    ranges ``low`` to ``high`` of each dimension, and each dimension's largest decoding
+    error over them (``error``); and rows outside those ranges, scored exactly by every
+    query (``beside``, ascending). Read-only once built: concurrent queries may share it."""
 
     index: Any  # faiss.IndexScalarQuantizer, one code per row of ``rows``, in order
     rows: np.ndarray
     error: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    beside: np.ndarray
 
     @classmethod
     def build(cls, vectors: Rows, rows: np.ndarray, wanted_by: str = "concept_search='codes'"
@@ -61,45 +76,103 @@ class CodedScan:
         dim = int(vectors.shape[1])
         index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit,
                                            faiss.METRIC_INNER_PRODUCT)
-        error = np.zeros(dim, dtype=np.float64)
+        low = np.full(dim, np.inf, dtype=np.float32)
+        high = np.full(dim, -np.inf, dtype=np.float32)
         if len(rows):
-            low = np.full(dim, np.inf, dtype=np.float32)
-            high = np.full(dim, -np.inf, dtype=np.float32)
             for block in _blocks(vectors, rows):
                 low, high = np.minimum(low, block.min(axis=0)), np.maximum(high, block.max(axis=0))
             index.train(np.stack([low, high]))  # min-max ranges: its two ends train it
-            for block in _blocks(vectors, rows):
-                index.add(block)
-                decoded = index.sa_decode(index.sa_encode(block))
-                error = np.maximum(error, np.abs(block - decoded).max(axis=0))
-        return cls(index, rows, error)
+        scan = cls(index, rows, np.zeros(dim, dtype=np.float64), low, high,
+                   np.zeros(0, dtype=np.int64))
+        return scan._with_coded(vectors, rows, np.full(len(rows), -1), None)
+
+    def refreshed(self, vectors: Rows, new_of_old: np.ndarray, drift: np.ndarray,
+                  rows: np.ndarray) -> CodedScan:
+        """These codes after an update: of the rows ``rows`` (ascending) of ``vectors``.
+
+        ``new_of_old`` is each old row's new position (-1: gone) and ``drift`` how far
+        each new row's vector moved (0: not at all). A row that did not move keeps its
+        code; the others are coded in the trained ranges, or kept beside the codes where
+        they fall outside them. Past ``MAX_BESIDE`` of those, the codes are built again
+        (:meth:`build`)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(self.rows):  # nothing coded, so no ranges trained
+            return CodedScan.build(vectors, rows)
+        faiss = _faiss("concept_search='codes'")
+        moved_to = np.asarray(new_of_old)[self.rows]
+        kept = moved_to >= 0
+        kept[kept] = np.asarray(drift)[moved_to[kept]] == 0
+        old_code = np.full(len(drift), -1, dtype=np.int64)
+        old_code[moved_to[kept]] = np.flatnonzero(kept)
+        index = faiss.IndexScalarQuantizer(self.index.d, faiss.ScalarQuantizer.QT_8bit,
+                                           faiss.METRIC_INNER_PRODUCT)
+        faiss.copy_array_to_vector(faiss.vector_to_array(self.index.sq.trained),
+                                   index.sq.trained)
+        index.is_trained = True
+        codes = faiss.rev_swig_ptr(self.index.codes.data(), len(self.rows) * index.code_size)
+        carried = CodedScan(index, rows, self.error, self.low, self.high, self.beside[:0])
+        carried = carried._with_coded(vectors, rows, old_code[rows],
+                                      np.asarray(codes).reshape(len(self.rows), -1))
+        return carried if len(carried.beside) <= MAX_BESIDE else CodedScan.build(vectors, rows)
+
+    def _with_coded(self, vectors: Rows, rows: np.ndarray, old_code: np.ndarray,
+                    old_codes: np.ndarray | None) -> CodedScan:
+        """This scan with a code added to its trained, empty index for each row of
+        ``rows`` in order: ``old_codes[old_code[i]]`` where that is not -1, else the
+        row's of ``vectors``, coded here a block at a time where it lies in the ranges
+        and kept beside otherwise; the error widened by the errors of the rows coded."""
+        error = self.error
+        coded, beside = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+        for start in range(0, len(rows), CODE_BLOCK):
+            at = rows[start:start + CODE_BLOCK]
+            old = old_code[start:start + CODE_BLOCK]
+            codes = np.zeros((len(at), self.index.code_size), dtype=np.uint8)
+            fresh = old < 0
+            if old_codes is not None and not fresh.all():
+                codes[~fresh] = old_codes[old[~fresh]]
+            block = rows_at(vectors, at[fresh])
+            inside = np.all((block >= self.low) & (block <= self.high), axis=1)
+            held = ~fresh
+            held[np.flatnonzero(fresh)[inside]] = True
+            if inside.any():
+                block = block[inside]
+                made = self.index.sa_encode(block)
+                codes[np.flatnonzero(fresh)[inside]] = made
+                error = np.maximum(error, np.abs(block - self.index.sa_decode(made)).max(axis=0))
+            self.index.add_sa_codes(np.ascontiguousarray(codes[held]))
+            coded.append(at[held])
+            beside.append(at[~held])
+        return CodedScan(self.index, np.concatenate(coded), error, self.low, self.high,
+                         np.concatenate(beside))
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.rows) + len(self.beside)
 
     def top(self, vectors: Rows, query: np.ndarray, k: int
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(best, scored, their cosines)``: the ``k`` coded rows most similar to
+        """``(best, scored, their cosines)``: the ``k`` rows held most similar to
         ``query`` (positions in ``vectors``, best first, ties to the lower position), and
         the rows scored exactly to find them (ascending) with their float32 cosines."""
         q = np.asarray(query, dtype=np.float32)
-        total = len(self.rows)
-        k = min(k, total)
+        coded = len(self.rows)
+        k = min(k, len(self))
         if k <= 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, np.zeros(0, dtype=np.float32)
         bound = float(np.abs(q.astype(np.float64)) @ self.error) + ROUNDING
-        for ask in (min(total, FIRST_ASK * k), min(total, SECOND_ASK * k)):
-            coded, labels = self.index.search(q[None], ask)
-            scored = np.sort(self.rows[labels[0][labels[0] >= 0]])
+        for ask in (min(coded, FIRST_ASK * k), min(coded, SECOND_ASK * k)):
+            found, labels = (self.index.search(q[None], ask) if ask
+                             else (np.zeros((1, 0)), np.zeros((1, 0), dtype=np.int64)))
+            scored = np.union1d(self.rows[labels[0][labels[0] >= 0]], self.beside)
             scores = row_scores(vectors, scored, q)
             best = top_k_indices(scores, k)
-            if ask >= total or coded[0][ask - 1] + bound < scores[best[-1]]:
+            if ask >= coded or found[0][ask - 1] + bound < scores[best[-1]]:
                 return scored[best], scored, scores
         # too many codes within the bound of the k-th (near-ties, or a bound loosened by a
         # dense query over wide ranges): the float32 scan itself, with no gathered copy
-        scores = scan_scores(vectors, q)[self.rows]
-        return self.rows[top_k_indices(scores, k)], self.rows, scores
+        every = np.union1d(self.rows, self.beside)
+        scores = scan_scores(vectors, q)[every]
+        return every[top_k_indices(scores, k)], every, scores
 
 
 def _blocks(vectors: Rows, rows: np.ndarray) -> Iterator[np.ndarray]:

@@ -124,6 +124,10 @@ class DerivedGraph:
     # searches it builds it, an update keeps it, or a save holds it; None: built by the first
     # query that asks for it (:attr:`concept_hnsw`)
     concept_index: ConceptHnsw | None = None
+    # the concept vectors' byte codes (``concept_search="codes"``) an update carried from
+    # the state before (``CodedScan.refreshed``); None: coded by the first query that
+    # scans them (:attr:`concept_codes`). Never saved
+    coded_concepts: CodedScan | None = None
 
     @cached_property
     def edges(self) -> ConceptEdges:
@@ -152,10 +156,18 @@ class DerivedGraph:
     @cached_property
     def concept_codes(self) -> CodedScan:
         """Byte codes of the vectors of the concepts that link a unit, for
-        ``concept_search="codes"``: coded by the first query that scans them, and kept
-        with this state (a race between readers only codes them twice). Not saved:
-        coding is one pass over the vectors (about 0.3 s for 65 K concepts)."""
+        ``concept_search="codes"``: ``coded_concepts``, or coded by the first query that
+        scans them and kept with this state (a race between readers only codes them
+        twice). Not saved: coding is one pass over the vectors (about 0.3 s for 65 K
+        concepts)."""
+        if self.coded_concepts is not None:
+            return self.coded_concepts
         return CodedScan.build(self.vectors, self.unit_linked_concepts)
+
+    def held_concept_codes(self) -> CodedScan | None:
+        """The byte codes this graph holds or a query has made, else None."""
+        held = self.__dict__.get("concept_codes", self.coded_concepts)
+        return held if isinstance(held, CodedScan) else None
 
     @cached_property
     def mean_unit_tokens(self) -> float | None:

@@ -58,6 +58,7 @@ from .derived import (
     VectorSearch,
     assemble_graph,
     built_search,
+    concept_search_used,
     derive_graph,
     edge_adjacency,
     link_concepts,
@@ -157,7 +158,8 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
                                search, links_csc=links_csc, spill=spill,
                                sums=None if kept is None else kept.rows,
                                summed=None if kept is None else kept.concepts)
-    return _with_kept_concept_index(graph, refreshed, concepts, drift)
+    refreshed = _with_kept_concept_index(graph, refreshed, concepts, drift)
+    return _with_kept_concept_codes(graph, refreshed, config, concepts, drift)
 
 
 def _with_kept_concept_index(graph: DerivedGraph, refreshed: DerivedGraph,
@@ -171,6 +173,20 @@ def _with_kept_concept_index(graph: DerivedGraph, refreshed: DerivedGraph,
     index = (previous.refreshed(concepts.new_of_old, drift, usable, refreshed.vectors)
              or ConceptHnsw.build(refreshed.vectors, usable))
     return replace(refreshed, concept_index=index)
+
+
+def _with_kept_concept_codes(graph: DerivedGraph, refreshed: DerivedGraph,
+                             config: ConceptGraphConfig, concepts: ConceptChanges,
+                             drift: np.ndarray) -> DerivedGraph:
+    """``refreshed`` holding ``graph``'s concept codes carried through the update, the
+    changed concepts coded again, where it held codes and ``config`` scans them in the
+    new state: its next query does not code every concept again."""
+    previous = graph.held_concept_codes()
+    if previous is None or concept_search_used(config, refreshed) != "codes":
+        return refreshed
+    codes = previous.refreshed(refreshed.vectors, concepts.new_of_old, drift,
+                               refreshed.unit_linked_concepts)
+    return replace(refreshed, coded_concepts=codes)
 
 
 @dataclass(frozen=True, eq=False)

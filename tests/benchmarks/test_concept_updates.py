@@ -61,3 +61,24 @@ def test_a_run_of_updates_reports_the_kept_graph_after_each(tmp_path: Path) -> N
     assert all(not s["rebuilt"] and not s["segment_written"]
                and s["segments"] == [loose[0]["usable"]] for s in loose[1:])
     assert loose[1]["beside"] > 0  # the added passage's new names (Turing, tape ...)
+
+
+def test_the_codes_are_reported_through_the_same_updates(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    write_dev_set(data / "tiny", [{"id": f"p{i}", "title": "", "text": t}
+                                  for i, t in enumerate(TEXTS + MORE)],
+                  [{"id": "q1", "question": "Who designed the analytical engine?",
+                    "answers": ["Babbage"]}])
+    out = tmp_path / "codes.json"
+    main(["--dataset", "tiny", "--data", str(data), "--embedder", "hashing",
+          "--cache", str(tmp_path / "cache.sqlite"), "--start", "0.5", "--share", "0.1",
+          "--steps", "2", "--codes", "--out", str(out)])
+    (run,) = json.loads(out.read_text(encoding="utf-8"))["runs"]  # no concept graph swept
+    steps = run["steps"]
+    assert [s["chunks"] for s in steps] == [5, 6, 7]
+    assert not steps[0]["carried"] and all(s["carried"] for s in steps[1:])
+    assert not any(s["trained_again"] for s in steps)
+    for step in steps:
+        assert step["same_as_scan"] == 1.0
+        assert step["first_ask_carried"] == step["first_ask_fresh"] == 1.0  # 8 * top_k asked
+    assert "update_s" not in steps[0] and all(s["update_s"] > 0 for s in steps[1:])

@@ -61,3 +61,23 @@ def test_the_concept_graph_is_reported_through_the_updates(tmp_path: Path) -> No
     assert after_delete == {**loaded, "live_rows": rows - 2, "beside": 2,
                             "beside_share": round(2 / rows, 4),
                             "dead_share": round(2 / rows, 4), "rebuilt": False}
+
+
+def test_the_concept_codes_are_reported_and_carried_through_the_updates(tmp_path: Path) -> None:
+    embedder = HashingEmbedder(DIM)
+    ConceptGraphIndex.from_texts(TEXTS, embedder=embedder).save(str(tmp_path / "idx"))
+    pool = [f"Sentence number {i} names the engine of Babbage." for i in range(30)]
+    asked = Queries(["Who designed the engine?"], embedder.embed(["Who designed the engine?"]))
+    row = measure_index(tmp_path / "idx", pool, asked, share=0.2,
+                        settled={"concept_search": "codes"})
+    assert row["concept_graph_loaded"] is None
+    loaded = row["concept_codes_loaded"]  # coded by the first query after the load
+    assert loaded["coded"] > 0 and loaded["beside"] == 0
+    for update in ("add", "delete"):
+        after = row[f"concept_codes_after_{update}"]
+        assert after["carried"] and not after["trained_again"]
+        assert row[f"first_query_after_{update}_ms"] > 0
+    # the delete takes the added chunk's concepts away again, coded or beside
+    after_add, after_delete = row["concept_codes_after_add"], row["concept_codes_after_delete"]
+    assert after_add["coded"] + after_add["beside"] > loaded["coded"]
+    assert after_delete["coded"] + after_delete["beside"] == loaded["coded"]

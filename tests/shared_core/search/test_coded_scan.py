@@ -96,6 +96,7 @@ def test_a_build_in_blocks_codes_the_rows_as_one_block_does(
 # Rows and queries of multiples of 1/8 in [-1, 1]: every product and sum is exact in
 # float32, so a gathered row's cosine is the scan's to the bit and ties are real ties.
 eighths = st.integers(-8, 8).map(lambda i: i / 8)
+half_eighths = st.integers(-4, 4).map(lambda i: i / 8)
 
 
 @settings(max_examples=60, deadline=None)
@@ -114,6 +115,115 @@ def test_the_answer_is_the_scans_ties_to_the_lower_position(
     assert best.tolist() == expected.tolist()
     assert np.all(np.isin(scored, coded)) and np.all(np.diff(scored) > 0)
     assert scores.tolist() == scan_scores(vectors[scored], query).tolist()
+
+
+# ------------------------------------------------------------------ carried through updates
+def codes_of(scan: CodedScan) -> np.ndarray:
+    import faiss
+
+    return faiss.vector_to_array(scan.index.codes).reshape(len(scan.rows), scan.index.code_size)
+
+
+def trained_ranges(scan: CodedScan) -> list[float]:
+    import faiss
+
+    return faiss.vector_to_array(scan.index.sq.trained).tolist()
+
+
+def test_an_update_codes_only_the_new_and_moved_rows_in_the_trained_ranges() -> None:
+    """Worked by hand. Ten rows at 0, 9, ..., 81 degrees, all coded. The update drops old
+    row 3 and moves old row 5 (now row 4) from 45 to 47 degrees, and adds row 9 at 44
+    degrees: both inside the trained ranges, x in [cos 81, 1] and y in [0, sin 81]. The
+    seven rows that did not move keep their bytes; the two others are coded as the trained
+    quantiser codes them, and the bound's errors stay half a 255th of each range."""
+    before = fan(10, 9.0)
+    scan = CodedScan.build(before, np.arange(10))
+    new_of_old = np.array([0, 1, 2, -1, 3, 4, 5, 6, 7, 8])
+    after = np.concatenate([np.delete(before, 3, axis=0), fan(45, 1.0)[[44]]])
+    after[4] = fan(48, 1.0)[47]
+    drift = np.zeros(10)
+    drift[4] = np.linalg.norm(after[4] - before[5])
+    drift[9] = np.inf
+    carried = scan.refreshed(after, new_of_old, drift, np.arange(10))
+    assert trained_ranges(carried) == trained_ranges(scan)  # not trained again
+    assert carried.rows.tolist() == list(range(10)) and carried.beside.tolist() == []
+    kept = [0, 1, 2, 4, 6, 7, 8, 9]  # old rows; new rows 0, 1, 2, 3, 5, 6, 7, 8
+    assert np.array_equal(codes_of(carried)[[0, 1, 2, 3, 5, 6, 7, 8]], codes_of(scan)[kept])
+    assert np.array_equal(codes_of(carried)[[4, 9]], scan.index.sa_encode(after[[4, 9]]))
+    ranges = np.array([1 - np.cos(np.radians(81)), np.sin(np.radians(81))])
+    assert np.all(carried.error <= ranges / 510 + 1e-7)
+    query = fan(46, 1.0)[45]  # 45 degrees: rows 9 (44) and 4 (47) are the best two
+    best, _, _ = carried.top(after, query, 2)
+    assert best.tolist() == [9, 4] == top_k_indices(scan_scores(after, query), 2).tolist()
+
+
+def test_rows_beyond_the_trained_ranges_wait_beside_the_codes_and_are_always_scored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worked by hand. The same ten rows; new row 10 a little past the x range's low end
+    (x = cos 81 - 0.0005) and row 11 far past the y range's (y = -0.5). Coded at the
+    ranges' ends they would err by 0.0005 and 0.5 more than the codes' half step, so
+    they are kept beside the codes and every query scores them: the bound is unchanged,
+    and the first ask of a query at row 11 (k = 1: 8 codes) finds it, although its code
+    would have scored it at 0.5 * 0.866 - 0.5 * 0 below rows 0..3. Past MAX_BESIDE rows
+    beside, the codes are trained again on every row's ranges."""
+    before = fan(10, 9.0)
+    scan = CodedScan.build(before, np.arange(10))
+    x = np.cos(np.radians(81)) - 0.0005
+    after = np.concatenate([before, np.array([[x, np.sqrt(1 - x * x)],
+                                              [np.sqrt(0.75), -0.5]], dtype=np.float32)])
+    drift = np.r_[np.zeros(10), np.inf, np.inf]
+    carried = scan.refreshed(after, np.arange(10), drift, np.arange(12))
+    assert carried.rows.tolist() == list(range(10)) and carried.beside.tolist() == [10, 11]
+    assert carried.error.tolist() == scan.error.tolist() and len(carried) == 12
+    best, scored, _ = carried.top(after, after[11], 1)
+    assert best.tolist() == [11] and len(scored) == 8 + 2
+    assert carried.top(after, after[10], 1)[0].tolist() == [10]
+    monkeypatch.setattr(coded_scan, "MAX_BESIDE", 1)
+    trained = scan.refreshed(after, np.arange(10), drift, np.arange(12))
+    assert trained.rows.tolist() == list(range(12)) and trained.beside.tolist() == []
+    assert trained.low.tolist() == after.min(axis=0).tolist()
+    assert trained.error == pytest.approx(np.ptp(after, axis=0) / 510, abs=1e-6)
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data(), dim=st.integers(1, 4), count=st.integers(1, 80),
+       k=st.integers(1, 3))
+def test_carried_codes_answer_as_the_scan_of_the_rows_after_the_update(
+        data: st.DataObject, dim: int, count: int, k: int) -> None:
+    """Any update: rows gone, moved (to any vector, past the old ranges too: the rows
+    before are within [-1/2, 1/2]) or new, and rows no longer coded; the carried codes'
+    answer is the float32 scan's, and a row that did not move keeps its bytes. (A few
+    best rows of many, so that most rows are left to the bound.)"""
+    before = data.draw(arrays(np.float32, (count, dim), elements=half_eighths))
+    scan = CodedScan.build(before, np.flatnonzero(data.draw(arrays(np.bool_, count))))
+    survives = data.draw(arrays(np.bool_, count))
+    new_count = int(survives.sum()) + data.draw(st.integers(0, 10))
+    if not new_count:
+        return
+    new_of_old = np.where(survives, np.cumsum(survives) - 1, -1)
+    moved = data.draw(arrays(np.bool_, new_count))
+    moved[int(survives.sum()):] = True  # the new rows
+    after = np.zeros((new_count, dim), dtype=np.float32)
+    after[new_of_old[survives]] = before[survives]
+    after[moved] = data.draw(arrays(np.float32, (int(moved.sum()), dim), elements=eighths))
+    drift = np.where(moved, np.inf, 0.0)
+    held = np.flatnonzero(data.draw(arrays(np.bool_, new_count)))
+    carried = scan.refreshed(after, new_of_old, drift, held)
+    assert np.union1d(carried.rows, carried.beside).tolist() == held.tolist()
+    assert len(carried) == len(held) and np.all(np.diff(carried.beside) > 0)
+    query = data.draw(arrays(np.float32, dim, elements=eighths))
+    best, _, _ = carried.top(after, query, k)
+    assert best.tolist() == held[top_k_indices(scan_scores(after[held], query), k)].tolist()
+    if len(scan) and trained_ranges(carried) == trained_ranges(scan):  # the same quantiser
+        old_code = np.full(new_count, -1)
+        survived = new_of_old[scan.rows] >= 0
+        old_code[new_of_old[scan.rows][survived]] = np.flatnonzero(survived)
+        coded = carried.rows
+        still = ~moved[coded] & (old_code[coded] >= 0)
+        assert np.array_equal(codes_of(carried)[still], codes_of(scan)[old_code[coded][still]])
+        # what is beside lies outside the ranges, what is coded inside
+        outside = np.any((after < scan.low) | (after > scan.high), axis=1)
+        assert np.all(outside[carried.beside]) and not np.any(outside[coded[~still]])
 
 
 # ------------------------------------------------------------------ in the index
@@ -155,3 +265,24 @@ def test_auto_scans_codes_from_the_threshold(monkeypatch: pytest.MonkeyPatch) ->
 def test_codes_find_the_fused_rankings_concepts_only() -> None:
     with pytest.raises(ValueError, match="ranking='paper' scans them all"):
         ConceptGraphConfig(concept_search="codes", ranking="paper")
+
+
+def test_an_update_carries_the_codes_a_query_made_and_answers_as_the_scan() -> None:
+    coded = _index(concept_search="codes")
+    coded.retrieve("analytical engine")  # the first query codes the concepts
+    assert coded.state.graph.held_concept_codes() is not None
+    coded.add(["Charles Babbage also designed a difference engine."], ids=["t5"])
+    carried = coded.state.graph.coded_concepts  # the update's, not a query's
+    assert carried is not None
+    held = np.union1d(carried.rows, carried.beside)
+    assert held.tolist() == coded.state.graph.unit_linked_concepts.tolist()
+    assert_answers_as_the_scan(coded, coded.reconfigured(concept_search="exact"))
+    coded.delete(["t1"])
+    assert coded.state.graph.coded_concepts is not None
+    assert_answers_as_the_scan(coded, coded.reconfigured(concept_search="exact"))
+    # an index that scans the floats drops the codes a view of its graph made
+    scanned = _index(concept_search="exact")
+    scanned.reconfigured(concept_search="codes").retrieve("analytical engine")
+    assert scanned.state.graph.held_concept_codes() is not None
+    scanned.add(["Charles Babbage also designed a difference engine."], ids=["t5"])
+    assert scanned.state.graph.held_concept_codes() is None
