@@ -14,7 +14,9 @@ Queries are timed before the add, after it and after the delete, two passes each
 (the second's p50/p95), asked with their text as in ``benchmarks.query_cost``; the first
 question of each state is also timed alone, as it pays for what the state makes on first
 use (the concept codes, where an update did not carry them). What the concept graph and
-the concept codes hold is reported after each update, and whether it kept them.
+the concept codes hold is reported after each update, and whether it kept them; after
+the add, the seconds that coding every concept afresh takes, which the first query paid
+before updates carried the codes.
 
 ``--cycles N`` then adds and deletes the same passages N more times, timing each
 update alone (no queries between): at 10 K passages one update's spread between
@@ -132,6 +134,13 @@ def measure_index(path: Path, pool: list[str], asked: Queries, share: float,
     row["segments_after_add"] = segment_sizes(index)
     row["concept_graph_after_add"] = concept_graph(index, held)
     row["concept_codes_after_add"] = concept_codes(index, codes)
+    if row["concept_codes_after_add"] is not None:  # what coding them afresh would take
+        from shared_core.search.coded_scan import CodedScan
+
+        graph = index.state.graph
+        start = time.perf_counter()
+        CodedScan.build(graph.vectors, graph.unit_linked_concepts)
+        row["concept_codes_after_add"]["afresh_s"] = round(time.perf_counter() - start, 2)
     row["first_query_after_add_ms"] = first_query_ms(index, asked)
     held, codes = index.state.graph.held_concept_index(), index.state.graph.held_concept_codes()
     row["query_after_add"], _ = warm_latency(index, asked)

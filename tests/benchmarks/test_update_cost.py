@@ -80,4 +80,5 @@ def test_the_concept_codes_are_reported_and_carried_through_the_updates(tmp_path
     # the delete takes the added chunk's concepts away again, coded or beside
     after_add, after_delete = row["concept_codes_after_add"], row["concept_codes_after_delete"]
     assert after_add["coded"] + after_add["beside"] > loaded["coded"]
+    assert after_add["afresh_s"] >= 0 and "afresh_s" not in after_delete
     assert after_delete["coded"] + after_delete["beside"] == loaded["coded"]
