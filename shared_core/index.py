@@ -1432,7 +1432,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
                 graph.vectors, graph.adjacency, q, top_k=cfg.top_k, hops=hops,
                 decay=cfg.expansion_decay, exact=exact)
         else:
-            concept_similarity = graph.vectors @ q
+            concept_similarity = scan_scores(graph.vectors, q)
         term_ids = _term_ids(corpus, analyzer, query) if cfg.lexical else None
         found = _found_by_engine(graph, cfg, concept_similarity, hops, exact, term_ids,
                                  weighting)
@@ -1472,7 +1472,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
         )
     else:
         hits, trace = local_search(
-            graph.vectors @ q,
+            scan_scores(graph.vectors, q),
             graph.unit_links_csc,
             graph.adjacency,
             _unit_scorer(corpus, graph, q),

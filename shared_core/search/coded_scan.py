@@ -10,9 +10,10 @@ far a code's score can be from its row's: ``|q.v - q.v'| <= sum_d |q_d| err_d``.
 the ``n``-th code's score plus that bound (and float32 rounding) is below the ``k``-th
 exact score, no row outside the ``n`` can reach the ``k`` best, so the best ``k`` of the
 ``n`` are the scan's; otherwise a second pass asks for sixteen times as many, and then the
-float32 scan runs after all. The answer is the float32 scan's, up to the last bits of the
-cosines: a row and a gathered copy of it can round differently in BLAS, so rows within
-float32 rounding of the ``k``-th may swap.
+float32 scan runs after all. The answer is the float32 scan's: a gathered row scores as it
+does in the whole scan (``products.grouped_product``), so ties go the same way too. A
+BLAS whose products round by a row's position in other ways could still swap rows within
+float32 rounding of the ``k``-th.
 
 An update carries the codes (:meth:`CodedScan.refreshed`): the rows whose vectors did not
 change keep theirs, and only the new and moved rows are coded, in the ranges the codes

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from .products import grouped_product
+
 if TYPE_CHECKING:  # the state package imports this module
     from ..state.rows import Rows
 
@@ -41,11 +43,13 @@ def scan_scores(matrix: Rows, query: np.ndarray) -> np.ndarray:
     """
     q = np.asarray(query, dtype=np.float32)
     if matrix.dtype == np.float32:
-        return np.asarray(matrix @ q, dtype=np.float32)
+        if isinstance(matrix, np.ndarray):
+            return grouped_product(matrix, q)
+        return np.asarray(matrix @ q, dtype=np.float32)  # rows in runs: each run grouped
     out = np.empty(len(matrix), dtype=np.float32)
     for start in range(0, len(matrix), SCAN_BLOCK):
         block = np.asarray(matrix[start:start + SCAN_BLOCK], dtype=np.float32)
-        out[start:start + len(block)] = block @ q
+        out[start:start + len(block)] = grouped_product(block, q)
     return out
 
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..search.products import grouped_product
 from .spill import VectorSpill, gather_rows
 
 # arrays a state's rows may sit in; past that, all but the largest are gathered into one
@@ -98,7 +99,7 @@ class VectorRows:
         """Every row's product with ``query`` (float32): each run scanned once in full,
         dead rows included (at most ``MAX_DEAD_SHARE`` of them), then gathered."""
         q = np.asarray(query, dtype=np.float32)
-        scores = np.concatenate([np.asarray(run @ q, dtype=np.float32) for run in self._runs])
+        scores = np.concatenate([grouped_product(np.asarray(run), q) for run in self._runs])
         return scores[self._index]
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:

@@ -79,6 +79,6 @@ def test_the_codes_are_reported_through_the_same_updates(tmp_path: Path) -> None
     assert not steps[0]["carried"] and all(s["carried"] for s in steps[1:])
     assert not any(s["trained_again"] for s in steps)
     for step in steps:
-        assert step["same_as_scan"] == 1.0
+        assert step["same_as_scan"] == step["same_as_scan_fresh"] == 1.0
         assert step["first_ask_carried"] == step["first_ask_fresh"] == 1.0  # 8 * top_k asked
     assert "update_s" not in steps[0] and all(s["update_s"] > 0 for s in steps[1:])
