@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from benchmarks.scale import Queries
 from benchmarks.update_cost import measure_index
@@ -39,13 +40,19 @@ def test_an_add_and_delete_on_a_saved_hnsw_index_are_measured(tmp_path: Path) ->
     assert row["concept_graph_loaded"] is None  # concept_search="exact" holds no graph
 
 
-def test_the_concept_graph_is_reported_through_the_updates(tmp_path: Path) -> None:
+def updated_with(tmp_path: Path, concept_search: str) -> dict[str, Any]:
+    """The benchmark's row for a 20 % add and delete on the sample saved with the default
+    config and loaded with ``concept_search``."""
     embedder = HashingEmbedder(DIM)
     ConceptGraphIndex.from_texts(TEXTS, embedder=embedder).save(str(tmp_path / "idx"))
     pool = [f"Sentence number {i} names the engine of Babbage." for i in range(30)]
     asked = Queries(["Who designed the engine?"], embedder.embed(["Who designed the engine?"]))
-    row = measure_index(tmp_path / "idx", pool, asked, share=0.2,
-                        settled={"concept_search": "hnsw"})
+    return measure_index(tmp_path / "idx", pool, asked, share=0.2,
+                         settled={"concept_search": concept_search})
+
+
+def test_the_concept_graph_is_reported_through_the_updates(tmp_path: Path) -> None:
+    row = updated_with(tmp_path, "hnsw")
     # the save holds none: built after the load, timed, over every concept linking a unit
     assert row["concept_graph_build"]["s"] >= 0
     loaded = row["concept_graph_loaded"]
@@ -64,12 +71,7 @@ def test_the_concept_graph_is_reported_through_the_updates(tmp_path: Path) -> No
 
 
 def test_the_concept_codes_are_reported_and_carried_through_the_updates(tmp_path: Path) -> None:
-    embedder = HashingEmbedder(DIM)
-    ConceptGraphIndex.from_texts(TEXTS, embedder=embedder).save(str(tmp_path / "idx"))
-    pool = [f"Sentence number {i} names the engine of Babbage." for i in range(30)]
-    asked = Queries(["Who designed the engine?"], embedder.embed(["Who designed the engine?"]))
-    row = measure_index(tmp_path / "idx", pool, asked, share=0.2,
-                        settled={"concept_search": "codes"})
+    row = updated_with(tmp_path, "codes")
     assert row["concept_graph_loaded"] is None
     loaded = row["concept_codes_loaded"]  # coded by the first query after the load
     assert loaded["coded"] > 0 and loaded["beside"] == 0
