@@ -25,9 +25,9 @@ the oldest. After each it reports, over the dev set's questions:
 each, whether the codes were carried or trained again, how many rows wait beside them
 (outside the trained ranges, scored exactly by every query), the share of questions the
 first ask answered with the carried codes and with codes made afresh, the share whose
-direct concepts are the scan's (by both), and the update's seconds against the same update of an
-index that holds no codes, next to the seconds coding them all afresh takes (what the
-first query after an update paid before updates carried the codes).
+direct concepts are the scan's (by both), and the update's seconds against the same
+update of an index that holds no codes, next to the seconds coding them all afresh takes
+(what the first query after an update paid before updates carried the codes).
 
 ``--max-drift``, ``--max-beside`` and ``--max-dead`` run the whole sequence once per
 combination of values of ``search.concepts.MAX_ROW_DRIFT`` (how far a concept may move
@@ -160,24 +160,19 @@ def run_updates(texts: list[str], ids: list[str], asked: Queries, embedder: Any,
         context_recall(kept_contexts, scan_contexts), 4)}
 
 
-def first_ask_share(codes: Any, vectors: Any, queries: np.ndarray, k: int) -> float:
-    """The share of ``queries`` whose ``k`` best ``codes`` answered on the first ask (which
-    scores the best ``FIRST_ASK * k`` codes and the rows beside them)."""
+def code_answers(codes: Any, vectors: Any, queries: np.ndarray, exact: list[np.ndarray],
+                 k: int) -> tuple[float, float]:
+    """Over ``queries``: the share whose ``k`` best ``codes`` answered on the first ask
+    (which scores the best ``FIRST_ASK * k`` codes and the rows beside them), and the
+    share whose direct concepts are the scan's (``exact``)."""
     from shared_core.search.coded_scan import FIRST_ASK
 
     first = FIRST_ASK * k + len(codes.beside)
-    return round(float(np.mean([len(codes.top(vectors, q, k)[1]) <= first
-                                for q in queries])), 4)
-
-
-def same_as_scan(codes: Any, vectors: Any, queries: np.ndarray, exact: list[np.ndarray],
-                 k: int) -> float:
-    """The share of ``queries`` whose direct concepts by ``codes`` are the scan's
-    (``exact``). Two concepts of one vector (in the same sentences alone) tie, and a
-    gathered row's cosine may differ from the whole scan's in the last bit, so a tie at
-    the ``k``-th place may go either way."""
-    return round(float(np.mean([set(codes.top(vectors, q, k)[0].tolist()) == set(e.tolist())
-                                for q, e in zip(queries, exact, strict=True)])), 4)
+    answers = [codes.top(vectors, q, k) for q in queries]
+    first_ask = np.mean([len(scored) <= first for _, scored, _ in answers])
+    same = np.mean([set(best.tolist()) == set(e.tolist())
+                    for (best, _, _), e in zip(answers, exact, strict=True)])
+    return round(float(first_ask), 4), round(float(same), 4)
 
 
 def run_code_updates(texts: list[str], ids: list[str], asked: Queries, embedder: Any,
@@ -201,15 +196,14 @@ def run_code_updates(texts: list[str], ids: list[str], asked: Queries, embedder:
         build_s = round(time.perf_counter() - start, 3)
         k = coded.config.top_k
         exact = exact_directs(coded, queries)
-
+        first_ask, same = code_answers(held, graph.vectors, queries, exact, k)
+        first_ask_fresh, same_fresh = code_answers(fresh, graph.vectors, queries, exact, k)
         row = {"step": number, "chunks": len(coded), "usable": len(held),
                "carried": graph.coded_concepts is not None,
                "trained_again": held.low is not previous.low,  # carried codes share it
                "beside": len(held.beside),
-               "first_ask_carried": first_ask_share(held, graph.vectors, queries, k),
-               "first_ask_fresh": first_ask_share(fresh, graph.vectors, queries, k),
-               "same_as_scan": same_as_scan(held, graph.vectors, queries, exact, k),
-               "same_as_scan_fresh": same_as_scan(fresh, graph.vectors, queries, exact, k),
+               "first_ask_carried": first_ask, "first_ask_fresh": first_ask_fresh,
+               "same_as_scan": same, "same_as_scan_fresh": same_fresh,
                "fresh_codes_s": build_s}
         if number:
             row.update({"update_s": update_s, "update_s_without_codes": exact_update_s})

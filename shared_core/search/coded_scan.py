@@ -72,11 +72,9 @@ class CodedScan:
               ) -> CodedScan:
         """Codes of the rows ``rows`` (ascending positions) of ``vectors``, read a block
         at a time: the quantiser's range in each dimension is the rows' own."""
-        faiss = _faiss(wanted_by)
         rows = np.asarray(rows, dtype=np.int64)
         dim = int(vectors.shape[1])
-        index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit,
-                                           faiss.METRIC_INNER_PRODUCT)
+        index = _quantiser(dim, wanted_by)
         low = np.full(dim, np.inf, dtype=np.float32)
         high = np.full(dim, -np.inf, dtype=np.float32)
         if len(rows):
@@ -99,14 +97,13 @@ class CodedScan:
         rows = np.asarray(rows, dtype=np.int64)
         if not len(self.rows):  # nothing coded, so no ranges trained
             return CodedScan.build(vectors, rows)
-        faiss = _faiss("concept_search='codes'")
         moved_to = np.asarray(new_of_old)[self.rows]
         kept = moved_to >= 0
         kept[kept] = np.asarray(drift)[moved_to[kept]] == 0
         old_code = np.full(len(drift), -1, dtype=np.int64)
         old_code[moved_to[kept]] = np.flatnonzero(kept)
-        index = faiss.IndexScalarQuantizer(self.index.d, faiss.ScalarQuantizer.QT_8bit,
-                                           faiss.METRIC_INNER_PRODUCT)
+        faiss = _faiss("concept_search='codes'")
+        index = _quantiser(self.index.d)  # empty, trained as these codes were
         faiss.copy_array_to_vector(faiss.vector_to_array(self.index.sq.trained),
                                    index.sq.trained)
         index.is_trained = True
@@ -133,12 +130,13 @@ class CodedScan:
                 codes[~fresh] = old_codes[old[~fresh]]
             block = rows_at(vectors, at[fresh])
             inside = np.all((block >= self.low) & (block <= self.high), axis=1)
+            coded_here = np.flatnonzero(fresh)[inside]
             held = ~fresh
-            held[np.flatnonzero(fresh)[inside]] = True
-            if inside.any():
+            held[coded_here] = True
+            if len(coded_here):
                 block = block[inside]
                 made = self.index.sa_encode(block)
-                codes[np.flatnonzero(fresh)[inside]] = made
+                codes[coded_here] = made
                 error = np.maximum(error, np.abs(block - self.index.sa_decode(made)).max(axis=0))
             self.index.add_sa_codes(np.ascontiguousarray(codes[held]))
             coded.append(at[held])
@@ -174,6 +172,13 @@ class CodedScan:
         every = np.union1d(self.rows, self.beside)
         scores = scan_scores(vectors, q)[every]
         return every[top_k_indices(scores, k)], every, scores
+
+
+def _quantiser(dim: int, wanted_by: str = "concept_search='codes'") -> Any:
+    """An empty, untrained 8-bit scalar quantiser over inner products in ``dim``."""
+    faiss = _faiss(wanted_by)
+    return faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit,
+                                      faiss.METRIC_INNER_PRODUCT)
 
 
 def _blocks(vectors: Rows, rows: np.ndarray) -> Iterator[np.ndarray]:
