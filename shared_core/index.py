@@ -1054,7 +1054,8 @@ class ConceptGraphIndex:
         walks = _walk_hops(cfg, graph) > 0 and cfg.walk_nodes == "sentences"
         save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann,
                     saved_parts(graph, walk=walks,
-                                concept_graph=wants_concept_graph(cfg, graph)),
+                                concept_graph=wants_concept_graph(cfg, graph),
+                                codes=concept_search_used(cfg, graph) == "codes"),
                     store_generation=generation)
 
     def _save_in_store(self, path: str) -> None:

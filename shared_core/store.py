@@ -93,7 +93,13 @@ or ``"auto"`` past ``state.derived.CONCEPT_ANN_MIN`` concepts) also holds it, in
 manifest's ``concept_ann`` gives their sizes, and the share of its own concepts' best
 matches it found when built, which ``"auto"`` reads; ``search.concepts.ConceptHnsw``). A
 save without it, with one segment it does not list, or without that share (its graph
-then passes), loads as before.
+then passes), loads as before. A version-6 save of an index that scans byte codes of its
+concept vectors (``concept_search="codes"``, or ``"auto"`` where it scans them) holds
+them too (``concept_codes.npy`` and the ``concept_code_*.npy`` they are read with; the
+manifest's ``concept_codes`` counts the concepts coded and beside them;
+``search.coded_scan.CodedScan``): a first query had coded them, 8.5 s at 1.55 M
+concepts. Their values rest on the checksum; ``verify`` decodes every code against its
+vector. A save without them loads as before.
 """
 
 from __future__ import annotations
@@ -125,6 +131,7 @@ from .paging import sequential_reads
 from .search.ann import FILE_NAME as ANN_FILE
 from .search.ann import ROWS_FILE_NAME as ANN_ROWS_FILE
 from .search.ann import HnswSegments, HnswVectorIndex, segment_file
+from .search.coded_scan import CodedScan
 from .search.concepts import ConceptHnsw
 from .search.external import NO_METADATA, EngineRows, VectorRowsBackend
 from .state.corpus import VECTOR_DTYPE, CorpusState, sorted_by_id, with_sorted_terms
@@ -212,6 +219,13 @@ CONCEPT_ANN_STEM = "concept_ann"  # segments: concept_ann.faiss, concept_ann.1.f
 CONCEPT_ANN_FILE = f"{CONCEPT_ANN_STEM}.faiss"
 CONCEPT_ANN_ARRAYS = {"concept_ann_rows": np.int64, "concept_ann_drift": np.float64,
                       "concept_ann_beside": np.int64}
+# the concept vectors' byte codes (``concept_search="codes"``; ``search.coded_scan``):
+# each coded concept's bytes and position, the concepts beside them, each dimension's
+# largest decoding error and the ranges the quantiser was trained on
+CONCEPT_CODE_ARRAYS = {"concept_codes": (np.uint8, 2), "concept_code_rows": (np.int64, 1),
+                       "concept_code_beside": (np.int64, 1),
+                       "concept_code_error": (np.float64, 1),
+                       "concept_code_low": (np.float32, 1), "concept_code_high": (np.float32, 1)}
 # version 5: the texts as one UTF-8 byte run and each text's end in it (chunks.json then
 # holds ids and metadata); parsing them as JSON had been a quarter of a million-passage load
 TEXT_ARRAYS = {"chunk_texts": (np.uint8, 1), "chunk_text_ends": (np.int64, 1)}
@@ -348,6 +362,9 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     concept_ann = None if graph is None else graph.concept_index
     if concept_ann is not None:
         _save_concept_ann(folder, concept_ann, file_mode)
+    concept_codes = None if graph is None else graph.concept_codes
+    if concept_codes is not None:
+        _save_concept_codes(folder, concept_codes, file_mode)
     for file in sorted(folder.iterdir()):
         digests[file.name] = _file_digest(file)
     manifest = {
@@ -372,6 +389,9 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
         if concept_ann.self_recall is not None:
             entry["self_recall"] = float(concept_ann.self_recall)
         manifest["concept_ann"] = entry
+    if concept_codes is not None:
+        manifest["concept_codes"] = {"rows": len(concept_codes.rows),
+                                     "beside": len(concept_codes.beside)}
     if graph is not None:
         manifest["graph"] = {"concepts": len(graph.rank),
                              "pairs" if graph.strong else "edges": len(graph.source)}
@@ -420,6 +440,14 @@ def _save_concept_ann(folder: Path, index: ConceptHnsw, file_mode: int) -> None:
         with _new_file(folder / f"{name}.npy", file_mode) as fh:
             np.save(fh, np.ascontiguousarray(array, dtype=CONCEPT_ANN_ARRAYS[name]),
                     allow_pickle=False)
+
+
+def _save_concept_codes(folder: Path, scan: CodedScan, file_mode: int) -> None:
+    """Write the concept codes and what reads them (``CONCEPT_CODE_ARRAYS``, ``.npy``)."""
+    parts = (scan.codes(), scan.rows, scan.beside, scan.error, scan.low, scan.high)
+    for (name, (dtype, _)), array in zip(CONCEPT_CODE_ARRAYS.items(), parts, strict=True):
+        with _new_file(folder / f"{name}.npy", file_mode) as fh:
+            np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
 
 
 def _matrix_arrays(matrices: GraphMatrices | None,
@@ -812,8 +840,9 @@ def _read_graph(folder: Path, manifest: dict[str, Any], stored: set[str],
     matrices = (_read_matrices(folder, manifest, files, corpus, concepts, digests)
                 if "concept_terms" in read else None)
     concept_index = _read_concept_ann(folder, manifest, dim, concepts, digests)
+    concept_codes = _read_concept_codes(folder, manifest, dim, concepts, digests)
     return SavedGraph(source, target, count, rank, strong=strong,
-                      concept_index=concept_index,
+                      concept_index=concept_index, concept_codes=concept_codes,
                       concept_terms=read.get("concept_terms"),
                       vectors=read.get("concept_vectors"), sums=read.get("concept_sums"),
                       summed=read.get("summed_concepts"),
@@ -858,6 +887,39 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
     graph = _load_segments(folder, CONCEPT_ANN_STEM, sizes, dim, "concept_search='hnsw'")
     return ConceptHnsw(graph, row_concept, row_drift, beside_concepts,
                        None if recall is None else float(recall))
+
+
+def _read_concept_codes(folder: Path, manifest: dict[str, Any], dim: int, concepts: int,
+                        digests: _FileDigests) -> CodedScan | None:
+    """The saved concept codes, shapes and positions checked (which concepts they hold is
+    checked on restore: ``CodedScan.check_holds``; what they say rests on the checksum,
+    and ``verify`` decodes every code: ``CodedScan.check_bound``)."""
+    entry = manifest.get("concept_codes")
+    if entry is None:
+        return None
+    if not (isinstance(entry, dict) and set(entry) == {"rows", "beside"}
+            and _is_count(entry["rows"]) and _is_count(entry["beside"])):
+        raise CorruptIndexError(f"{folder}/manifest.json: 'concept_codes' must be {{'rows': "
+                                f"<count>, 'beside': <count>}}, got {entry!r}")
+    rows, beside = int(entry["rows"]), int(entry["beside"])
+    digests.check([f"{name}.npy" for name in CONCEPT_CODE_ARRAYS])
+    shapes = {"concept_codes": (rows, None), "concept_code_rows": (rows,),
+              "concept_code_beside": (beside,), "concept_code_error": (dim,),
+              "concept_code_low": (dim,), "concept_code_high": (dim,)}
+    read = {name: _read_npy(folder / f"{name}.npy", dtype, shapes[name],
+                            mapped=name == "concept_codes")
+            for name, (dtype, _) in CONCEPT_CODE_ARRAYS.items()}
+    for name in ("concept_code_rows", "concept_code_beside"):
+        positions = read[name]
+        if len(positions) and (positions.min() < 0 or positions.max() >= concepts):
+            raise CorruptIndexError(f"{folder}/{name}.npy must hold positions of the "
+                                    f"{concepts} concepts")
+    try:
+        return CodedScan.of_codes(
+            read["concept_codes"], read["concept_code_rows"], read["concept_code_error"],
+            read["concept_code_low"], read["concept_code_high"], read["concept_code_beside"])
+    except ValueError as exc:
+        raise CorruptIndexError(f"{folder}: {exc}") from exc
 
 
 def _read_matrices(folder: Path, manifest: dict[str, Any], files: dict[str, Any],

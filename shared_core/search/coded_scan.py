@@ -80,7 +80,7 @@ class CodedScan:
         if len(rows):
             for block in _blocks(vectors, rows):
                 low, high = np.minimum(low, block.min(axis=0)), np.maximum(high, block.max(axis=0))
-            index.train(np.stack([low, high]))  # min-max ranges: its two ends train it
+            index = _trained(low, high)
         scan = cls(index, rows, np.zeros(dim, dtype=np.float64), low, high,
                    np.zeros(0, dtype=np.int64))
         return scan._with_coded(vectors, rows, np.full(len(rows), -1), None)
@@ -102,16 +102,68 @@ class CodedScan:
         kept[kept] = np.asarray(drift)[moved_to[kept]] == 0
         old_code = np.full(len(drift), -1, dtype=np.int64)
         old_code[moved_to[kept]] = np.flatnonzero(kept)
-        faiss = _faiss("concept_search='codes'")
-        index = _quantiser(self.index.d)  # empty, trained as these codes were
-        faiss.copy_array_to_vector(faiss.vector_to_array(self.index.sq.trained),
-                                   index.sq.trained)
-        index.is_trained = True
-        codes = faiss.rev_swig_ptr(self.index.codes.data(), len(self.rows) * index.code_size)
-        carried = CodedScan(index, rows, self.error, self.low, self.high, self.beside[:0])
-        carried = carried._with_coded(vectors, rows, old_code[rows],
-                                      np.asarray(codes).reshape(len(self.rows), -1))
+        carried = CodedScan(_trained(self.low, self.high), rows, self.error, self.low,
+                            self.high, self.beside[:0])
+        carried = carried._with_coded(vectors, rows, old_code[rows], self.codes())
         return carried if len(carried.beside) <= MAX_BESIDE else CodedScan.build(vectors, rows)
+
+    def codes(self) -> np.ndarray:
+        """The codes, one row of bytes per row of ``rows``: a read-only view of the
+        quantiser's own (valid while this scan is)."""
+        faiss = _faiss("concept_search='codes'")
+        size = len(self.rows) * self.index.code_size
+        codes = (np.asarray(faiss.rev_swig_ptr(self.index.codes.data(), size)) if size
+                 else np.zeros(0, dtype=np.uint8))
+        view = codes.reshape(len(self.rows), self.index.code_size)
+        view.flags.writeable = False
+        return view
+
+    @classmethod
+    def of_codes(cls, codes: np.ndarray, rows: np.ndarray, error: np.ndarray, low: np.ndarray,
+                 high: np.ndarray, beside: np.ndarray) -> CodedScan:
+        """The scan that :meth:`codes` and these fields were read from (a save's): its
+        quantiser trained on the ranges again, which is all its training is. Raises
+        ``ValueError`` where the parts do not fit together; what the codes say rests on
+        the save's checksum, as the vectors' do (:meth:`check_bound` reads them)."""
+        dim = len(low)
+        if not (low.shape == high.shape == error.shape == (dim,) and dim
+                and np.all(np.isfinite(error)) and np.all(error >= 0)):
+            raise ValueError("the saved concept codes must have one range and one finite, "
+                             "non-negative error per dimension")
+        if len(rows) and not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))
+                              and np.all(low <= high)):
+            raise ValueError("the saved concept codes' ranges must be finite, low <= high")
+        for name, positions in (("rows", rows), ("beside", beside)):
+            if positions.ndim != 1 or np.any(np.diff(positions) <= 0) or (
+                    len(positions) and positions[0] < 0):
+                raise ValueError(f"the saved concept codes' {name} must be ascending, "
+                                 "distinct positions")
+        index = _trained(low, high) if len(rows) else _quantiser(dim)
+        if codes.shape != (len(rows), index.code_size):
+            raise ValueError(f"the saved concept codes must be {len(rows)} rows of "
+                             f"{index.code_size} bytes, got {codes.shape}")
+        if len(rows):
+            index.add_sa_codes(np.ascontiguousarray(codes, dtype=np.uint8))
+        return cls(index, rows, error, low, high, beside)
+
+    def check_holds(self, rows: np.ndarray) -> None:
+        """Raise ``ValueError`` unless the codes and the rows beside them are ``rows``."""
+        held = np.union1d(self.rows, self.beside)
+        if len(held) != len(self.rows) + len(self.beside) or not np.array_equal(held, rows):
+            raise ValueError("the saved concept codes do not hold the concepts that link a "
+                             "unit (each one coded or beside the codes)")
+
+    def check_bound(self, vectors: Rows) -> None:
+        """Raise ``ValueError`` unless every code decodes within ``error`` of its row in
+        every dimension: the bound that makes the scan's answer exact (a save's
+        ``verify`` reads every code)."""
+        codes = self.codes()
+        for start in range(0, len(self.rows), CODE_BLOCK):
+            block = rows_at(vectors, self.rows[start:start + CODE_BLOCK])
+            decoded = self.index.sa_decode(np.ascontiguousarray(codes[start:start + CODE_BLOCK]))
+            if np.any(np.abs(block - decoded) > self.error):
+                raise ValueError("the saved concept codes decode farther from their "
+                                 "vectors than their error allows")
 
     def _with_coded(self, vectors: Rows, rows: np.ndarray, old_code: np.ndarray,
                     old_codes: np.ndarray | None) -> CodedScan:
@@ -179,6 +231,14 @@ def _quantiser(dim: int, wanted_by: str = "concept_search='codes'") -> Any:
     faiss = _faiss(wanted_by)
     return faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit,
                                       faiss.METRIC_INNER_PRODUCT)
+
+
+def _trained(low: np.ndarray, high: np.ndarray) -> Any:
+    """An empty quantiser trained on the ranges ``low`` to ``high`` (its min-max training
+    reads only each dimension's two ends, so these two rows train it)."""
+    index = _quantiser(len(low))
+    index.train(np.ascontiguousarray(np.stack([low, high]), dtype=np.float32))
+    return index
 
 
 def _blocks(vectors: Rows, rows: np.ndarray) -> Iterator[np.ndarray]:

@@ -126,6 +126,17 @@ class WalkGraph:
         return self._postings[0]
 
     @property
+    def has_postings(self) -> bool:
+        """Whether the postings are made (given, or built by a walk): an update makes its
+        new graph's then (:meth:`make_postings`), so a walked index's first query after
+        it does not (4 s at a million passages, benchmarks/results/NOTES.md)."""
+        return self.given_csc is not None or "_postings" in self.__dict__
+
+    def make_postings(self) -> None:
+        """Build the postings now rather than on the first walk."""
+        _ = self._postings
+
+    @property
     def entry_unit(self) -> np.ndarray | None:
         """The unit of every entry of ``links_csc`` (None when the nodes are the units).
 

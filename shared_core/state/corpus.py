@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, cast
@@ -97,8 +97,11 @@ class CorpusState:
 
     @cached_property
     def term_position(self) -> Mapping[str, int]:
-        """Each term's column."""
-        return {t: i for i, t in enumerate(self.terms)}
+        """Each term's column, found by bisection in the sorted terms: a dict over a
+        vocabulary of millions of names had cost each state's first query 1.6 s
+        (benchmarks/results/NOTES.md, forty-fifth round), and a query or an update
+        looks up a handful of terms."""
+        return SortedPositions(self.terms)
 
     def _arrays(self) -> list[np.ndarray]:
         matrix = self.sentence_terms
@@ -386,6 +389,34 @@ def _placed(matrix: sp.csr_matrix, where: np.ndarray, n_terms: int) -> sp.csr_ma
         return sp.csr_matrix((matrix.shape[0], n_terms), dtype=np.int32)
     return _canonical(sp.csr_matrix((matrix.data, where[matrix.indices], matrix.indptr),
                                     shape=(matrix.shape[0], n_terms)))
+
+
+class SortedPositions(Mapping[str, int]):
+    """Each string's position in a sorted tuple of distinct strings, read by bisection."""
+
+    def __init__(self, keys: Sequence[str]) -> None:
+        self._keys = keys
+
+    def _at(self, key: object) -> int:
+        if not isinstance(key, str):
+            return -1
+        at = bisect_left(self._keys, key)
+        return at if at < len(self._keys) and self._keys[at] == key else -1
+
+    def __getitem__(self, key: str) -> int:
+        at = self._at(key)
+        if at < 0:
+            raise KeyError(key)
+        return at
+
+    def __contains__(self, key: object) -> bool:
+        return self._at(key) >= 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 def term_union(parts: Sequence[CorpusState]) -> tuple[tuple[str, ...], list[np.ndarray]]:

@@ -139,7 +139,9 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
     changed_chunks = moves.added_chunks + int((moves.chunk < 0).sum())
     if (graph.pairs is None or not len(before) or not len(after)
             or changed_chunks > max_changed * len(after)):
-        return derive_graph(after, config, vector_store=vector_store, spill=spill)
+        derived = derive_graph(after, config, vector_store=vector_store, spill=spill)
+        _make_walk_postings(graph, derived)
+        return derived
     # the vector index first, as a derivation does: its copy is the largest allocation
     unit_vectors = _refreshed_unit_vectors(graph, after, config, moves)
     search = (_refreshed_search(graph, after, config, unit_vectors, moves, spill)
@@ -158,8 +160,16 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
                                search, links_csc=links_csc, spill=spill,
                                sums=None if kept is None else kept.rows,
                                summed=None if kept is None else kept.concepts)
+    _make_walk_postings(graph, refreshed)
     refreshed = _with_kept_concept_index(graph, refreshed, concepts, drift)
     return _with_kept_concept_codes(graph, refreshed, config, concepts, drift)
+
+
+def _make_walk_postings(graph: DerivedGraph, refreshed: DerivedGraph) -> None:
+    """Make ``refreshed``'s walk postings in the update where ``graph``'s were made: its
+    state was walked, so the next query walks too, and would build them first."""
+    if graph.walk is not None and graph.walk.has_postings and refreshed.walk is not None:
+        refreshed.walk.make_postings()
 
 
 def _with_kept_concept_index(graph: DerivedGraph, refreshed: DerivedGraph,

@@ -71,6 +71,7 @@ from ..graph.edges import (
     vectors_of_sums,
 )
 from ..graph.pagerank import pagerank_residual
+from ..search.coded_scan import CodedScan
 from ..search.concepts import ConceptHnsw
 from ..search.external import VectorStoreBackend
 from ..search.walk import WalkGraph
@@ -126,29 +127,35 @@ class SavedGraph:
     sums: np.ndarray | None = None  # fixed-point sums of the concepts ``summed`` (None: none)
     summed: np.ndarray | None = None  # sorted; None with sums: every concept (older saves)
     concept_index: ConceptHnsw | None = None  # the concept HNSW, where the save holds one
+    concept_codes: CodedScan | None = None  # the concept codes, where the save holds them
 
 
 def saved_parts(graph: DerivedGraph, walk: bool = False,
-                concept_graph: bool = False) -> SavedGraph:
+                concept_graph: bool = False, codes: bool = False) -> SavedGraph:
     """What a save keeps of ``graph``; ``walk``: with the walk's postings (where queries
     walk the sentences); ``concept_graph``: with the concept HNSW it holds (where the
     config asks for it, ``derived.wants_concept_graph``, even where ``"auto"`` scans
     because it failed its check, so that no load builds it again; not one that a
-    reconfigured view's query built, which a load would need faiss for and never read)."""
+    reconfigured view's query built, which a load would need faiss for and never read);
+    ``codes``: with the concept codes (where the config scans them,
+    ``derived.concept_search_used``), made here if no query has made them: coding had
+    been 8.5 s of the first query after a load at 1.55 M concepts."""
     matrices = GraphMatrices.of(graph, walk)
     concept_index = graph.held_concept_index() if concept_graph else None
+    concept_codes = graph.concept_codes if codes else None
     if graph.pairs is None:
         edges = graph.edges
         return SavedGraph(edges.source, edges.target, edges.cooccurrence, graph.rank,
                           strong=False, concept_terms=graph.concept_terms,
                           vectors=graph.vectors, matrices=matrices, sums=graph.concept_sums,
-                          summed=graph.summed_concepts, concept_index=concept_index)
+                          summed=graph.summed_concepts, concept_index=concept_index,
+                          concept_codes=concept_codes)
     pairs = graph.pairs
     return SavedGraph(pairs.source, pairs.target, pairs.count, graph.rank,
                       concept_terms=graph.concept_terms, vectors=graph.vectors,
                       edge=pairs.edge, margin=pairs.margin, matrices=matrices,
                       sums=graph.concept_sums, summed=graph.summed_concepts,
-                      concept_index=concept_index)
+                      concept_index=concept_index, concept_codes=concept_codes)
 
 
 def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedGraph,
@@ -241,6 +248,11 @@ def restore_graph(corpus: CorpusState, config: ConceptGraphConfig, saved: SavedG
                            search, rank=rank, links_csc=links_csc,
                            saved=matrices if found.chunk_terms is None else None,
                            edge_list=edge_list, spill=spill, sums=sums, summed=summed)
+    if saved.concept_codes is not None:
+        saved.concept_codes.check_holds(graph.unit_linked_concepts)
+        if verify:
+            saved.concept_codes.check_bound(graph.vectors)
+        graph = replace(graph, coded_concepts=saved.concept_codes)
     if saved.concept_index is None:
         return graph
     saved.concept_index.check_holds(graph.unit_linked_concepts, corpus.dim)

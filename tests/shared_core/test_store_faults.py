@@ -59,7 +59,8 @@ def results(index: ConceptGraphIndex) -> list[object]:
     (ConceptGraphConfig(**SMALL, unit_tokens=12, chunk_similarity="direct"), False),
     (ConceptGraphConfig(**SMALL, concept_search="hnsw", vector_index="hnsw"), False),
     (ConceptGraphConfig(**SMALL, concept_search="hnsw", vector_index="hnsw"), True),
-], ids=["default", "units_direct", "hnsw_graphs", "hnsw_graphs_in_segments"])
+    (ConceptGraphConfig(**SMALL, concept_search="codes"), False),
+], ids=["default", "units_direct", "hnsw_graphs", "hnsw_graphs_in_segments", "codes"])
 def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
         config: ConceptGraphConfig, in_segments: bool, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,6 +100,12 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
         assert "not an HNSW index" in errors[("concept_ann.faiss", "truncated")]
         assert "not an HNSW index" in errors[("ann.faiss", "truncated")]
         assert "each of the" in errors[("ann_rows.npy", "duplicate entries")]
+    if config.concept_search == "codes":  # the concept codes' files
+        assert "ascending, distinct" in errors[("concept_code_rows.npy", "duplicate entries")]
+        assert "positions of the" in errors[("concept_code_rows.npy", "negative values")]
+        assert "non-negative error" in errors[("concept_code_error.npy", "NaN values")]
+        assert "non-negative error" in errors[("concept_code_error.npy", "negative values")]
+        assert "must be finite" in errors[("concept_code_high.npy", "NaN values")]
     assert "unit length" in errors[("sentence_embeddings.npy", "negative values")]
     # what loads is a sound index (checked inside the matrix), e.g. a duplicated row of
     # term counts is a different but valid corpus. A saved strong pair moved to another
@@ -136,7 +143,15 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
                       # a concept-graph row's drift bound replaced by another in range: it
                       # only decides when an update drops the row (the graph proposes,
                       # every candidate is scored exactly)
-                      ("concept_ann_drift.npy", "duplicate entries")} | {
+                      ("concept_ann_drift.npy", "duplicate entries"),
+                      # the concept codes, their ranges and error bound: their values rest
+                      # on the checksum, and verify=True decodes every code against its
+                      # vector (test_coded_scan.py)
+                      ("concept_codes.npy", "duplicate entries"),
+                      ("concept_code_error.npy", "duplicate entries"),
+                      ("concept_code_low.npy", "duplicate entries"),
+                      ("concept_code_low.npy", "negative values"),
+                      ("concept_code_high.npy", "duplicate entries")} | {
         (f"{name}_{part}.npy", "duplicate entries")
         for name in DERIVED_MATRICES for part in MATRIX_PARTS}
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -286,3 +289,69 @@ def test_an_update_carries_the_codes_a_query_made_and_answers_as_the_scan() -> N
     assert scanned.state.graph.held_concept_codes() is not None
     scanned.add(["Charles Babbage also designed a difference engine."], ids=["t5"])
     assert scanned.state.graph.held_concept_codes() is None
+
+
+# ------------------------------------------------------------------ in a save
+def test_a_save_keeps_the_codes_and_a_load_answers_with_them(tmp_path: Path) -> None:
+    from benchmarks.faults import rehash
+    from shared_core.store import CorruptIndexError, index_folder, read_manifest
+
+    unqueried = _index(concept_search="codes")
+    assert unqueried.state.graph.held_concept_codes() is None
+    unqueried.save(str(tmp_path / "unqueried"))  # the save makes them: a load reads them
+    assert read_manifest(tmp_path / "unqueried")["concept_codes"]["rows"] > 0
+    coded = _index(concept_search="codes")
+    coded.retrieve("analytical engine")
+    coded.add(["Charles Babbage also designed a difference engine."], ids=["t5"])
+    held = coded.state.graph.coded_concepts  # carried by the add
+    assert held is not None
+    coded.save(str(tmp_path / "idx"))
+    assert read_manifest(tmp_path / "idx")["concept_codes"] == {
+        "rows": len(held.rows), "beside": len(held.beside)}
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
+    restored = loaded.state.graph.coded_concepts
+    assert restored is not None  # read from the save, not coded by a query
+    np.testing.assert_array_equal(restored.codes(), held.codes())
+    for name in ("rows", "beside", "error", "low", "high"):
+        np.testing.assert_array_equal(getattr(restored, name), getattr(held, name), name)
+    assert_answers_as_the_scan(loaded, loaded.reconfigured(concept_search="exact"))
+    ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64), verify=True)
+    # an index that scans the floats saves no codes
+    _index(concept_search="exact").save(str(tmp_path / "exact"))
+    assert "concept_codes" not in read_manifest(tmp_path / "exact")
+
+    folder = index_folder(tmp_path / "idx")
+
+    def rewritten(name: str, array: np.ndarray) -> None:
+        (folder / name).unlink()
+        np.save(folder / name, array, allow_pickle=False)
+        rehash(folder, name)  # past the checksum, as an attacker would
+
+    codes = np.load(folder / "concept_codes.npy")
+    error = np.load(folder / "concept_code_error.npy")
+    rewritten("concept_code_error.npy", error / 4)  # a bound the codes do not keep
+    ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))  # rests on the checksum
+    with pytest.raises(CorruptIndexError, match="farther from their vectors"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64), verify=True)
+    rewritten("concept_code_error.npy", error)
+    rewritten("concept_codes.npy", 255 - codes)  # every code another's
+    with pytest.raises(CorruptIndexError, match="farther from their vectors"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64), verify=True)
+    rewritten("concept_codes.npy", codes)
+    low = np.load(folder / "concept_code_low.npy")
+    rewritten("concept_code_low.npy", low - 0.25)  # trained on other ranges: decoded apart
+    with pytest.raises(CorruptIndexError, match="farther from their vectors"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64), verify=True)
+    rewritten("concept_code_low.npy", low)
+    ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64), verify=True)
+    rows = np.load(folder / "concept_code_rows.npy")
+    rewritten("concept_code_rows.npy", rows[::-1].copy())
+    with pytest.raises(CorruptIndexError, match="ascending, distinct"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
+    rewritten("concept_code_rows.npy", rows)
+    rewritten("concept_code_beside.npy", rows[-1:])  # a concept both coded and beside
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest["concept_codes"]["beside"] = 1
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(CorruptIndexError, match="do not hold the concepts"):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))

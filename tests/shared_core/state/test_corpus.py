@@ -71,6 +71,20 @@ def test_merged_counts_are_every_part_s_counts_under_the_sorted_union(parts: lis
         assert_canonical(merged.sentence_terms)
 
 
+@given(st.lists(rows, min_size=1, max_size=4),
+       st.lists(st.sampled_from([*WORDS, "", "w", "w0", "w99", "zz"]), max_size=8))
+@settings(max_examples=60, deadline=None)
+def test_term_positions_are_the_columns_of_the_merged_terms(parts: list, asked: list) -> None:
+    merged = merge_many([state(f"p{k}-", counts) for k, counts in enumerate(parts)])
+    column = {t: j for j, t in enumerate(merged.terms)}
+    positions = merged.term_position
+    assert len(positions) == len(column) and list(positions) == list(merged.terms)
+    for term in asked:
+        assert (term in positions) == (term in column)
+        assert positions.get(term, -1) == column.get(term, -1)
+    assert 3 not in positions and positions.get(None, -1) == -1  # type: ignore[call-overload]
+
+
 def assert_canonical(matrix: sp.csr_matrix) -> None:
     """int32 counts, int64 index arrays, every row's columns strictly increasing: checked
     from the arrays, not from scipy's flag."""

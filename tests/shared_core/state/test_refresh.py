@@ -12,6 +12,7 @@ from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
 from shared_core.graph import edges as edges_module
 from shared_core.graph.edges import certificate_slack, cooccurrence_change
 from shared_core.search.ann import HnswSegments, segment_plan
+from shared_core.search.walk import WalkGraph
 from shared_core.state import derive_graph, merge_many, refresh_graph, take
 from shared_core.state import derived as derived_module
 from shared_core.state.corpus import CorpusState
@@ -252,6 +253,28 @@ def test_chunk_moves_follow_ids_through_sentences_and_units() -> None:
             assert (np.diff(units_before)[old] == np.diff(units_after)[new])
     assert (moves.unit < 0).sum() == np.diff(np.searchsorted(before.unit_starts,
                                                              before.sentence_offsets))[1]
+
+
+def test_an_update_makes_the_walk_postings_where_the_state_was_walked() -> None:
+    index = ConceptGraphIndex.from_texts(CHUNKS[:30], ids=[f"c{i:02d}" for i in range(30)],
+                                         embedder=HashingEmbedder(DIM),
+                                         config=ConceptGraphConfig(walk_hops=2))
+    assert index.state.graph.walk is not None and not index.state.graph.walk.has_postings
+    index.add([CHUNKS[30]], ids=["c30"])
+    assert index.state.graph.walk is not None
+    assert not index.state.graph.walk.has_postings  # never walked: the update makes none
+    index.retrieve("Who wrote the first program?")
+    assert index.state.graph.walk.has_postings
+    for update in (lambda: index.add([CHUNKS[31]], ids=["c31"]),
+                   lambda: index.delete(["c00", "c07"])):
+        update()
+        walk = index.state.graph.walk
+        assert walk is not None and walk.has_postings  # made by the update, before a query
+        built = WalkGraph(walk.links_csr, walk.node_unit)  # as a first walk builds them
+        assert (walk.links_csc != built.links_csc).nnz == 0
+        assert walk.links_csc.shape == built.links_csc.shape
+        assert walk.entry_unit is not None and built.entry_unit is not None
+        np.testing.assert_array_equal(walk.entry_unit, built.entry_unit)
 
 
 def test_a_large_change_derives_the_graph_whole() -> None:
