@@ -391,6 +391,25 @@ def _placed(matrix: sp.csr_matrix, where: np.ndarray, n_terms: int) -> sp.csr_ma
                                     shape=(matrix.shape[0], n_terms)))
 
 
+def insertion_points(keys: Sequence[str], wanted: Sequence[str]) -> np.ndarray:
+    """Where each of ``wanted`` (ascending) would be inserted in ``keys`` (sorted): one
+    bisection each, from the last one's point on."""
+    points, low = [], 0
+    for key in wanted:
+        low = bisect_left(keys, key, low)
+        points.append(low)
+    return np.asarray(points, dtype=np.int64)
+
+
+def positions_in(keys: Sequence[str], wanted: Sequence[str]) -> np.ndarray:
+    """Each of ``wanted``'s (ascending) position in ``keys`` (sorted, distinct), -1 where
+    it is not there: an add's few thousand terms looked up in millions."""
+    points = insertion_points(keys, wanted)
+    n = len(keys)
+    held = [at < n and keys[at] == key for key, at in zip(wanted, points.tolist(), strict=True)]
+    return np.where(np.asarray(held, dtype=bool), points, -1) if len(points) else points
+
+
 class SortedPositions(Mapping[str, int]):
     """Each string's position in a sorted tuple of distinct strings, read by bisection."""
 
@@ -422,15 +441,18 @@ class SortedPositions(Mapping[str, int]):
 def term_union(parts: Sequence[CorpusState]) -> tuple[tuple[str, ...], list[np.ndarray]]:
     """The sorted union of the parts' terms, and where each part's terms fall in it.
 
-    Built around the part with the most terms: only the terms it lacks are sorted
-    and found in it (by bisection), and its own positions shift by how many of
-    those precede them. An add of a few chunks to a large index thus costs its
-    new terms, not a sort and a string-array search of the whole vocabulary.
+    Built around the part with the most terms: only the others' terms are sorted and
+    found in it (by bisection; a dict over its terms had cost 1.6 s at 1.55 M), and
+    its own positions shift by how many of those it lacks precede them. An add of a few
+    chunks to a large index thus costs its own terms, not a sort and a string-array
+    search of the whole vocabulary.
     """
     big = max(parts, key=lambda part: len(part.terms))
-    known = big.term_position
-    fresh = sorted({t for part in parts if part is not big for t in part.terms if t not in known})
-    inserted_at = np.asarray([bisect_left(big.terms, t) for t in fresh], dtype=np.int64)
+    # the other parts' terms looked up once each, though batches share most of them
+    wanted = sorted(set().union(*(part.terms for part in parts if part is not big)))
+    found = dict(zip(wanted, positions_in(big.terms, wanted).tolist(), strict=True))
+    fresh = [t for t in wanted if found[t] < 0]
+    inserted_at = insertion_points(big.terms, fresh)
     if fresh:
         merged: list[str] = []
         start = 0
@@ -452,7 +474,7 @@ def term_union(parts: Sequence[CorpusState]) -> tuple[tuple[str, ...], list[np.n
         if part is big:
             places.append(old_place(np.arange(len(big.terms), dtype=np.int64)))
             continue
-        own = np.asarray([known.get(t, -1) for t in part.terms], dtype=np.int64)
+        own = np.asarray([found[t] for t in part.terms], dtype=np.int64)
         where = old_place(own)
         missing = np.flatnonzero(own < 0)
         where[missing] = [fresh_place[part.terms[i]] for i in missing.tolist()]

@@ -7,7 +7,14 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared_core.state.corpus import VECTOR_DTYPE, CorpusState, merge_many, term_union
+from shared_core.state.corpus import (
+    VECTOR_DTYPE,
+    CorpusState,
+    insertion_points,
+    merge_many,
+    positions_in,
+    term_union,
+)
 
 WORDS = [f"w{i:02d}" for i in range(30)]
 
@@ -83,6 +90,13 @@ def test_term_positions_are_the_columns_of_the_merged_terms(parts: list, asked: 
         assert (term in positions) == (term in column)
         assert positions.get(term, -1) == column.get(term, -1)
     assert 3 not in positions and positions.get(None, -1) == -1  # type: ignore[call-overload]
+
+
+def test_positions_in_sorted_keys_worked_by_hand() -> None:
+    keys = ("ada", "babbage", "engine", "loom")
+    assert insertion_points(keys, ["aaa", "ada", "card", "loom", "zz"]).tolist() == [0, 0, 2, 3, 4]
+    assert positions_in(keys, ["aaa", "ada", "card", "loom", "zz"]).tolist() == [-1, 0, -1, 3, -1]
+    assert positions_in(keys, []).tolist() == [] and positions_in((), ["ada"]).tolist() == [-1]
 
 
 def assert_canonical(matrix: sp.csr_matrix) -> None:
