@@ -93,19 +93,23 @@ def test_every_tampered_file_gives_a_clear_error_or_a_sound_index(
     assert "must be unique" in errors[("terms.json", "duplicate entries")]
     assert "must be unique" in errors[("chunks.json", "duplicate entries")]
     assert "non-finite" in errors[("sentence_embeddings.npy", "NaN values")]
-    if config.concept_search == "hnsw":  # the HNSW graphs' files
-        assert "links a unit once" in errors[("concept_ann_rows.npy", "duplicate entries")]
-        assert "positions of the" in errors[("concept_ann_rows.npy", "negative values")]
-        assert "row drifts" in errors[("concept_ann_drift.npy", "NaN values")]
-        assert "not an HNSW index" in errors[("concept_ann.faiss", "truncated")]
-        assert "not an HNSW index" in errors[("ann.faiss", "truncated")]
-        assert "each of the" in errors[("ann_rows.npy", "duplicate entries")]
-    if config.concept_search == "codes":  # the concept codes' files
-        assert "ascending, distinct" in errors[("concept_code_rows.npy", "duplicate entries")]
-        assert "positions of the" in errors[("concept_code_rows.npy", "negative values")]
-        assert "non-negative error" in errors[("concept_code_error.npy", "NaN values")]
-        assert "non-negative error" in errors[("concept_code_error.npy", "negative values")]
-        assert "must be finite" in errors[("concept_code_high.npy", "NaN values")]
+    # the files of the HNSW graphs and of the concept codes: (file, mutation) -> rule named
+    rules_of = {"hnsw": {
+        ("concept_ann_rows.npy", "duplicate entries"): "links a unit once",
+        ("concept_ann_rows.npy", "negative values"): "positions of the",
+        ("concept_ann_drift.npy", "NaN values"): "row drifts",
+        ("concept_ann.faiss", "truncated"): "not an HNSW index",
+        ("ann.faiss", "truncated"): "not an HNSW index",
+        ("ann_rows.npy", "duplicate entries"): "each of the",
+    }, "codes": {
+        ("concept_code_rows.npy", "duplicate entries"): "ascending, distinct",
+        ("concept_code_rows.npy", "negative values"): "positions of the",
+        ("concept_code_error.npy", "NaN values"): "non-negative error",
+        ("concept_code_error.npy", "negative values"): "non-negative error",
+        ("concept_code_high.npy", "NaN values"): "must be finite",
+    }}
+    for case, rule in rules_of.get(config.concept_search, {}).items():
+        assert rule in errors[case], case
     assert "unit length" in errors[("sentence_embeddings.npy", "negative values")]
     # what loads is a sound index (checked inside the matrix), e.g. a duplicated row of
     # term counts is a different but valid corpus. A saved strong pair moved to another
