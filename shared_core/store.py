@@ -99,7 +99,8 @@ them too (``concept_codes.npy`` and the ``concept_code_*.npy`` they are read wit
 manifest's ``concept_codes`` counts the concepts coded and beside them;
 ``search.coded_scan.CodedScan``): a first query had coded them, 8.5 s at 1.55 M
 concepts. Their values rest on the checksum; ``verify`` decodes every code against its
-vector. A save without them loads as before.
+vector. A save without them loads as before, and so does one with them where faiss is
+not installed (``"auto"`` then scans the float32 vectors).
 """
 
 from __future__ import annotations
@@ -894,8 +895,10 @@ def _read_concept_codes(folder: Path, manifest: dict[str, Any], dim: int, concep
     """The saved concept codes, shapes and positions checked (which concepts they hold is
     checked on restore: ``CodedScan.check_holds``; what they say rests on the checksum,
     and ``verify`` decodes every code: ``CodedScan.check_bound``)."""
+    from .search.ann import ann_available
+
     entry = manifest.get("concept_codes")
-    if entry is None:
+    if entry is None or not ann_available():  # without faiss, "auto" scans the floats
         return None
     if not (isinstance(entry, dict) and set(entry) == {"rows", "beside"}
             and _is_count(entry["rows"]) and _is_count(entry["beside"])):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
-from shared_core.search import coded_scan
+from shared_core.search import ann, coded_scan
 from shared_core.search.coded_scan import CodedScan
 from shared_core.search.vector_index import scan_scores, top_k_indices
 from tests.shared_core.search.test_concepts import assert_answers_as_the_scan
@@ -292,7 +292,8 @@ def test_an_update_carries_the_codes_a_query_made_and_answers_as_the_scan() -> N
 
 
 # ------------------------------------------------------------------ in a save
-def test_a_save_keeps_the_codes_and_a_load_answers_with_them(tmp_path: Path) -> None:
+def test_a_save_keeps_the_codes_and_a_load_answers_with_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks.faults import rehash
     from shared_core.store import CorruptIndexError, index_folder, read_manifest
 
@@ -316,6 +317,18 @@ def test_a_save_keeps_the_codes_and_a_load_answers_with_them(tmp_path: Path) -> 
         np.testing.assert_array_equal(getattr(restored, name), getattr(held, name), name)
     assert_answers_as_the_scan(loaded, loaded.reconfigured(concept_search="exact"))
     ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64), verify=True)
+    # "auto" saves them where it scans them; where faiss is not installed the load leaves
+    # them, and "auto" scans the floats
+    from shared_core.state import derived
+
+    monkeypatch.setattr(derived, "CONCEPT_CODES_MIN", 1)
+    _index().save(str(tmp_path / "auto"))
+    assert "concept_codes" in read_manifest(tmp_path / "auto")
+    monkeypatch.setattr(ann, "ann_available", lambda: False)
+    without = ConceptGraphIndex.load(str(tmp_path / "auto"), HashingEmbedder(64))
+    assert without.state.graph.coded_concepts is None
+    assert without.stats()["concept_search"] == "exact"
+    monkeypatch.undo()
     # an index that scans the floats saves no codes
     _index(concept_search="exact").save(str(tmp_path / "exact"))
     assert "concept_codes" not in read_manifest(tmp_path / "exact")
