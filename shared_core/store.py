@@ -223,10 +223,9 @@ CONCEPT_ANN_ARRAYS = {"concept_ann_rows": np.int64, "concept_ann_drift": np.floa
 # the concept vectors' byte codes (``concept_search="codes"``; ``search.coded_scan``):
 # each coded concept's bytes and position, the concepts beside them, each dimension's
 # largest decoding error and the ranges the quantiser was trained on
-CONCEPT_CODE_ARRAYS = {"concept_codes": (np.uint8, 2), "concept_code_rows": (np.int64, 1),
-                       "concept_code_beside": (np.int64, 1),
-                       "concept_code_error": (np.float64, 1),
-                       "concept_code_low": (np.float32, 1), "concept_code_high": (np.float32, 1)}
+CONCEPT_CODE_ARRAYS = {"concept_codes": np.uint8, "concept_code_rows": np.int64,
+                       "concept_code_beside": np.int64, "concept_code_error": np.float64,
+                       "concept_code_low": np.float32, "concept_code_high": np.float32}
 # version 5: the texts as one UTF-8 byte run and each text's end in it (chunks.json then
 # holds ids and metadata); parsing them as JSON had been a quarter of a million-passage load
 TEXT_ARRAYS = {"chunk_texts": (np.uint8, 1), "chunk_text_ends": (np.int64, 1)}
@@ -436,17 +435,21 @@ def _save_concept_ann(folder: Path, index: ConceptHnsw, file_mode: int) -> None:
     """Write the concept HNSW's graph (faiss's format) and its row map, drifts and the
     concepts beside it (``.npy``)."""
     _save_segments(folder, index.graph, CONCEPT_ANN_STEM, file_mode)
-    for name, array in zip(CONCEPT_ANN_ARRAYS, (index.row_concept, index.row_drift,
-                                                 index.beside), strict=True):
-        with _new_file(folder / f"{name}.npy", file_mode) as fh:
-            np.save(fh, np.ascontiguousarray(array, dtype=CONCEPT_ANN_ARRAYS[name]),
-                    allow_pickle=False)
+    _save_typed(folder, CONCEPT_ANN_ARRAYS, (index.row_concept, index.row_drift, index.beside),
+                file_mode)
 
 
 def _save_concept_codes(folder: Path, scan: CodedScan, file_mode: int) -> None:
     """Write the concept codes and what reads them (``CONCEPT_CODE_ARRAYS``, ``.npy``)."""
-    parts = (scan.codes(), scan.rows, scan.beside, scan.error, scan.low, scan.high)
-    for (name, (dtype, _)), array in zip(CONCEPT_CODE_ARRAYS.items(), parts, strict=True):
+    _save_typed(folder, CONCEPT_CODE_ARRAYS,
+                (scan.codes(), scan.rows, scan.beside, scan.error, scan.low, scan.high),
+                file_mode)
+
+
+def _save_typed(folder: Path, dtypes: dict[str, Any], arrays: Sequence[np.ndarray],
+                file_mode: int) -> None:
+    """Write each array as ``<name>.npy`` in its dtype, names and dtypes in ``dtypes``' order."""
+    for (name, dtype), array in zip(dtypes.items(), arrays, strict=True):
         with _new_file(folder / f"{name}.npy", file_mode) as fh:
             np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
 
@@ -880,14 +883,20 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
         _read_npy(folder / f"{name}.npy", dtype, (size,))
         for (name, dtype), size in zip(CONCEPT_ANN_ARRAYS.items(), (rows, rows, beside),
                                        strict=True))
-    for name, positions in (("concept_ann_rows", row_concept),
-                            ("concept_ann_beside", beside_concepts)):
-        if len(positions) and (positions.min() < -1 or positions.max() >= concepts):
-            raise CorruptIndexError(f"{folder}/{name}.npy must hold positions of the "
-                                    f"{concepts} concepts")
+    _check_positions(folder, {"concept_ann_rows": row_concept,
+                              "concept_ann_beside": beside_concepts}, concepts, least=-1)
     graph = _load_segments(folder, CONCEPT_ANN_STEM, sizes, dim, "concept_search='hnsw'")
     return ConceptHnsw(graph, row_concept, row_drift, beside_concepts,
                        None if recall is None else float(recall))
+
+
+def _check_positions(folder: Path, named: dict[str, np.ndarray], concepts: int,
+                     least: int) -> None:
+    """Refuse a file of concept positions outside ``least`` .. ``concepts - 1``."""
+    for name, positions in named.items():
+        if len(positions) and (positions.min() < least or positions.max() >= concepts):
+            raise CorruptIndexError(f"{folder}/{name}.npy must hold positions of the "
+                                    f"{concepts} concepts")
 
 
 def _read_concept_codes(folder: Path, manifest: dict[str, Any], dim: int, concepts: int,
@@ -911,12 +920,10 @@ def _read_concept_codes(folder: Path, manifest: dict[str, Any], dim: int, concep
               "concept_code_low": (dim,), "concept_code_high": (dim,)}
     read = {name: _read_npy(folder / f"{name}.npy", dtype, shapes[name],
                             mapped=name == "concept_codes")
-            for name, (dtype, _) in CONCEPT_CODE_ARRAYS.items()}
-    for name in ("concept_code_rows", "concept_code_beside"):
-        positions = read[name]
-        if len(positions) and (positions.min() < 0 or positions.max() >= concepts):
-            raise CorruptIndexError(f"{folder}/{name}.npy must hold positions of the "
-                                    f"{concepts} concepts")
+            for name, dtype in CONCEPT_CODE_ARRAYS.items()}
+    _check_positions(folder, {name: read[name] for name in ("concept_code_rows",
+                                                            "concept_code_beside")},
+                     concepts, least=0)
     try:
         return CodedScan.of_codes(
             read["concept_codes"], read["concept_code_rows"], read["concept_code_error"],

@@ -74,13 +74,11 @@ class CodedScan:
         at a time: the quantiser's range in each dimension is the rows' own."""
         rows = np.asarray(rows, dtype=np.int64)
         dim = int(vectors.shape[1])
-        index = _quantiser(dim, wanted_by)
         low = np.full(dim, np.inf, dtype=np.float32)
         high = np.full(dim, -np.inf, dtype=np.float32)
-        if len(rows):
-            for block in _blocks(vectors, rows):
-                low, high = np.minimum(low, block.min(axis=0)), np.maximum(high, block.max(axis=0))
-            index = _trained(low, high)
+        for block in _blocks(vectors, rows):
+            low, high = np.minimum(low, block.min(axis=0)), np.maximum(high, block.max(axis=0))
+        index = _trained(low, high, wanted_by) if len(rows) else _quantiser(dim, wanted_by)
         scan = cls(index, rows, np.zeros(dim, dtype=np.float64), low, high,
                    np.zeros(0, dtype=np.int64))
         return scan._with_coded(vectors, rows, np.full(len(rows), -1), None)
@@ -233,10 +231,11 @@ def _quantiser(dim: int, wanted_by: str = "concept_search='codes'") -> Any:
                                       faiss.METRIC_INNER_PRODUCT)
 
 
-def _trained(low: np.ndarray, high: np.ndarray) -> Any:
+def _trained(low: np.ndarray, high: np.ndarray, wanted_by: str = "concept_search='codes'"
+             ) -> Any:
     """An empty quantiser trained on the ranges ``low`` to ``high`` (its min-max training
     reads only each dimension's two ends, so these two rows train it)."""
-    index = _quantiser(len(low))
+    index = _quantiser(len(low), wanted_by)
     index.train(np.ascontiguousarray(np.stack([low, high]), dtype=np.float32))
     return index
 
