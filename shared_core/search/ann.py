@@ -43,6 +43,7 @@ def ann_available() -> bool:
 
 def _faiss(wanted_by: str = "vector_index='hnsw'") -> Any:
     # spinning OpenMP threads steal the other core from everything else on a small machine
+    # (only where faiss is first imported here: OpenMP reads this once)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import faiss
@@ -51,6 +52,29 @@ def _faiss(wanted_by: str = "vector_index='hnsw'") -> Any:
             f"{wanted_by} needs the faiss-cpu package: pip install 'conceptgraph[ann]'"
         ) from exc
     return faiss
+
+
+def one_query_search(index: Any, query: np.ndarray, k: int, **kwargs: Any
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``index.search`` of the one ``query`` row, on this thread's OpenMP team of one.
+
+    A team for one query has nothing to share out, and its second thread then waits
+    beside the rest of the query. Where it spins (OpenMP's default, which the wait
+    policy set in :func:`_faiss` changes only if faiss was not imported before), it
+    took the other core from the query's numpy work: the scale corpus's 80 K-passage
+    query took 36-41 ms p50 with a team of two, 22-23 ms with one
+    (``benchmarks/results/NOTES.md``, forty-seventh round). The thread count is
+    OpenMP's per calling thread, so a build on another thread keeps its team.
+    """
+    faiss = _faiss()
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        found: tuple[np.ndarray, np.ndarray] = index.search(
+            np.asarray(query, dtype=np.float32).reshape(1, -1), k, **kwargs)
+        return found
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,8 +135,7 @@ class HnswVectorIndex:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         # the beam is a per-call parameter, so concurrent queries never share it
         params = _faiss().SearchParametersHNSW(efSearch=max(beam, k))
-        scores, rows = self.index.search(np.asarray(query, dtype=np.float32)[None, :], k,
-                                         params=params)
+        scores, rows = one_query_search(self.index, query, k, params=params)
         found = rows[0] >= 0  # faiss pads with -1 when it finds fewer than k
         return rows[0][found].astype(np.int64), scores[0][found].astype(np.float32)
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .ann import _faiss
+from .ann import _faiss, one_query_search
 from .vector_index import row_scores, rows_at, scan_scores, top_k_indices
 
 if TYPE_CHECKING:  # the state package imports the search package
@@ -210,7 +210,7 @@ class CodedScan:
             return empty, empty, np.zeros(0, dtype=np.float32)
         bound = float(np.abs(q.astype(np.float64)) @ self.error) + ROUNDING
         for ask in (min(coded, FIRST_ASK * k), min(coded, SECOND_ASK * k)):
-            found, labels = (self.index.search(q[None], ask) if ask
+            found, labels = (one_query_search(self.index, q, ask) if ask
                              else (np.zeros((1, 0)), np.zeros((1, 0), dtype=np.int64)))
             scored = np.union1d(self.rows[labels[0][labels[0] >= 0]], self.beside)
             scores = row_scores(vectors, scored, q)

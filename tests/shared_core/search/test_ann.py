@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from shared_core.search.ann import (
     MAX_SEGMENTS,
     HnswSegments,
     HnswVectorIndex,
+    one_query_search,
     segment_file,
     segment_plan,
 )
@@ -154,3 +156,86 @@ def test_a_build_over_mapped_rows_indexes_every_row_and_leaves_the_map_as_it_was
     assert "rr" not in advice_of(path) and "mr" in advice_of(path)
     found = [int(index.search(np.asarray(row), 1)[0][0]) for row in mapped[::40]]
     assert found == list(range(0, 400, 40))  # each row is its own nearest
+
+
+class _TeamRecorder:
+    """A stand-in for a faiss index (not for our code): it records the OpenMP team size
+    that a search would run with, and may wait for another thread or fail."""
+
+    def __init__(self, inside: threading.Event | None = None,
+                 leave: threading.Event | None = None, error: Exception | None = None) -> None:
+        self.teams: list[int] = []
+        self.inside, self.leave, self.error = inside, leave, error
+
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        import faiss
+
+        self.teams.append(faiss.omp_get_max_threads())
+        if self.inside is not None and self.leave is not None:
+            self.inside.set()
+            assert self.leave.wait(10)
+        if self.error is not None:
+            raise self.error
+        return np.zeros((len(query), k), dtype=np.float32), np.zeros((len(query), k),
+                                                                     dtype=np.int64)
+
+
+def test_one_query_searches_on_a_team_of_one_and_gives_the_thread_its_count_back() -> None:
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(3)
+    try:
+        recorder = _TeamRecorder()
+        one_query_search(recorder, np.ones(4), 2)
+        assert recorder.teams == [1]
+        assert faiss.omp_get_max_threads() == 3
+        failing = _TeamRecorder(error=RuntimeError("faiss failed"))
+        with pytest.raises(RuntimeError, match="faiss failed"):
+            one_query_search(failing, np.ones(4), 2)
+        assert failing.teams == [1]
+        assert faiss.omp_get_max_threads() == 3  # given back after an error too
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def test_a_query_team_of_one_leaves_other_threads_teams_alone() -> None:
+    """OpenMP's thread count is per calling thread: a build on another thread keeps its
+    team while a query searches on one."""
+    import faiss
+
+    inside, leave = threading.Event(), threading.Event()
+    recorder = _TeamRecorder(inside, leave)
+    searching = threading.Thread(target=one_query_search, args=(recorder, np.ones(4), 2))
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(3)
+    try:
+        searching.start()
+        assert inside.wait(10)
+        assert faiss.omp_get_max_threads() == 3  # this thread's, while the other searches
+        leave.set()
+        searching.join(10)
+        assert recorder.teams == [1]
+    finally:
+        leave.set()
+        faiss.omp_set_num_threads(before)
+
+
+def test_one_query_search_gives_what_the_index_gives_a_team_of_two() -> None:
+    import faiss
+
+    rng = np.random.default_rng(5)
+    rows = rng.standard_normal((500, 16)).astype(np.float32)
+    query = rng.standard_normal(16).astype(np.float32)
+    index = HnswVectorIndex.build(rows)
+    params = faiss.SearchParametersHNSW(efSearch=64)
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(2)
+    try:
+        scores, found = index.index.search(query[None], 10, params=params)
+    finally:
+        faiss.omp_set_num_threads(before)
+    one_scores, one_found = one_query_search(index.index, query, 10, params=params)
+    np.testing.assert_array_equal(one_found, found)
+    np.testing.assert_array_equal(one_scores, scores)
+    assert one_found.shape == (1, 10)
