@@ -43,7 +43,8 @@ def ann_available() -> bool:
 
 def _faiss(wanted_by: str = "vector_index='hnsw'") -> Any:
     # spinning OpenMP threads steal the other core from everything else on a small machine
-    # (only where faiss is first imported here: OpenMP reads this once)
+    # (OpenMP reads this once; a query's searches also run on a team of one, since this
+    # was measured not to help where the first import came during a load)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import faiss
@@ -58,13 +59,13 @@ def one_query_search(index: Any, query: np.ndarray, k: int, **kwargs: Any
                      ) -> tuple[np.ndarray, np.ndarray]:
     """``index.search`` of the one ``query`` row, on this thread's OpenMP team of one.
 
-    A team for one query has nothing to share out, and its second thread then waits
-    beside the rest of the query. Where it spins (OpenMP's default, which the wait
-    policy set in :func:`_faiss` changes only if faiss was not imported before), it
-    took the other core from the query's numpy work: the scale corpus's 80 K-passage
-    query took 36-41 ms p50 with a team of two, 22-23 ms with one
-    (``benchmarks/results/NOTES.md``, forty-seventh round). The thread count is
-    OpenMP's per calling thread, so a build on another thread keeps its team.
+    A team for one query has nothing to share out: its idle second thread waited beside
+    the rest of the query and, spinning, took the other core from the query's numpy
+    work. The wait policy :func:`_faiss` sets did not stop that where faiss was first
+    imported during a load (why was not found). The scale corpus's 80 K-passage query
+    took 35-42 ms p50 with a team of two, 23-29 ms with one
+    (``benchmarks/results/NOTES.md``, forty-seventh round). OpenMP keeps the count per
+    calling thread, so a build on another thread keeps its team.
     """
     faiss = _faiss()
     before = faiss.omp_get_max_threads()
