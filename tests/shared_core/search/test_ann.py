@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -180,12 +182,23 @@ class _TeamRecorder:
                                                                      dtype=np.int64)
 
 
-def test_one_query_searches_on_a_team_of_one_and_gives_the_thread_its_count_back() -> None:
+@contextmanager
+def this_threads_team(size: int) -> Iterator[None]:
+    """This thread's OpenMP team set to ``size`` for the block, then as it was."""
     import faiss
 
     before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(3)
+    faiss.omp_set_num_threads(size)
     try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def test_one_query_searches_on_a_team_of_one_and_gives_the_thread_its_count_back() -> None:
+    import faiss
+
+    with this_threads_team(3):
         recorder = _TeamRecorder()
         one_query_search(recorder, np.ones(4), 2)
         assert recorder.teams == [1]
@@ -195,8 +208,6 @@ def test_one_query_searches_on_a_team_of_one_and_gives_the_thread_its_count_back
             one_query_search(failing, np.ones(4), 2)
         assert failing.teams == [1]
         assert faiss.omp_get_max_threads() == 3  # given back after an error too
-    finally:
-        faiss.omp_set_num_threads(before)
 
 
 def test_a_query_team_of_one_leaves_other_threads_teams_alone() -> None:
@@ -207,18 +218,16 @@ def test_a_query_team_of_one_leaves_other_threads_teams_alone() -> None:
     inside, leave = threading.Event(), threading.Event()
     recorder = _TeamRecorder(inside, leave)
     searching = threading.Thread(target=one_query_search, args=(recorder, np.ones(4), 2))
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(3)
-    try:
-        searching.start()
-        assert inside.wait(10)
-        assert faiss.omp_get_max_threads() == 3  # this thread's, while the other searches
-        leave.set()
-        searching.join(10)
-        assert recorder.teams == [1]
-    finally:
-        leave.set()
-        faiss.omp_set_num_threads(before)
+    with this_threads_team(3):
+        try:
+            searching.start()
+            assert inside.wait(10)
+            assert faiss.omp_get_max_threads() == 3  # this thread's, while the other searches
+            leave.set()
+            searching.join(10)
+            assert recorder.teams == [1]
+        finally:
+            leave.set()
 
 
 def test_one_query_search_gives_what_the_index_gives_a_team_of_two() -> None:
@@ -229,12 +238,8 @@ def test_one_query_search_gives_what_the_index_gives_a_team_of_two() -> None:
     query = rng.standard_normal(16).astype(np.float32)
     index = HnswVectorIndex.build(rows)
     params = faiss.SearchParametersHNSW(efSearch=64)
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(2)
-    try:
+    with this_threads_team(2):
         scores, found = index.index.search(query[None], 10, params=params)
-    finally:
-        faiss.omp_set_num_threads(before)
     one_scores, one_found = one_query_search(index.index, query, 10, params=params)
     np.testing.assert_array_equal(one_found, found)
     np.testing.assert_array_equal(one_scores, scores)
