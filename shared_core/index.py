@@ -21,7 +21,7 @@ import operator
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
@@ -92,7 +92,7 @@ from .state.spill import DEFAULT_SPILL, VectorSpill
 from .text.hygiene import check_query, invalid_character
 from .text.sentences import concatenated_ranges
 from .text.terms import Analyzer, resolve_cjk_segmenter, term_analyzer
-from .text.tokens import count_tokens_batch
+from .text.tokens import count_tokens_batch, load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,8 @@ ADD_BATCH = 2048
 # batches submitted to an add's executor and not yet collected: keeps its workers busy
 # while bounding what waits in memory
 SHARDS_IN_FLIGHT = 8
+# units recounted per step of warm(): two cores' worth of texts (text.tokens), bounded
+WARM_BATCH = 8192
 # what reconfigured() must rebuild or re-derive (see config.KNOB_GROUPS)
 CORPUS_KNOBS = KNOB_GROUPS["build"]
 GRAPH_KNOBS = (*KNOB_GROUPS["graph"], "chunk_similarity")
@@ -1014,6 +1016,34 @@ class ConceptGraphIndex:
             state, self._analyzer, q / norm, query, _overrides(state.config, top_k, hops,
                                                                budget, min_score)), state)
 
+    def warm(self, *, batch_size: int = WARM_BATCH) -> int:
+        """Recount now every token count a load took as read, so that no query pays for it;
+        returns how many were recounted.
+
+        A loaded index confirms a unit's saved count against its text the first time a
+        query returns it (see :meth:`load`): about 4.5 ms of a 30 ms query at 80,000
+        passages whose units were never returned (``benchmarks/results/NOTES.md``). A
+        server calls this once after ``load``, before it takes queries, or on a thread
+        beside them (at about 3.5 M tokens a second a core). It confirms the state
+        current when it starts; an update carries the confirmed counts over. Raises
+        :class:`~shared_core.store.CorruptIndexError` where a count differs, as the
+        query that returned that unit would, before confirming any count of that batch.
+        """
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        state = self._state
+        corpus, graph = state.corpus, state.graph
+        if graph.unit_tokens_unconfirmed is None:
+            return 0
+        pending = np.flatnonzero(graph.unit_tokens_unconfirmed)
+        confirmed = 0
+        for start in range(0, len(pending), batch_size):
+            units = pending[start:start + batch_size]
+            confirmed += _confirm_token_counts(
+                graph, units, lambda i, units=units: _unit(corpus, graph, int(units[i]),
+                                                           metadata=False))
+        return confirmed
+
     def _searched(self, search: Callable[[IndexState], RetrievalResult],
                   state: IndexState | None = None) -> RetrievalResult:
         """``search`` on the current state. Where this index writes rows it reads from
@@ -1164,8 +1194,13 @@ class ConceptGraphIndex:
         if writer and scores_in_store:
             raise ValueError("scores_in_store=True is for a read-only replica, not a writer, "
                              "whose updates need the rows themselves")
-        saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify,
-                            vectors_from=vectors_from)
+        with ThreadPoolExecutor(1, thread_name_prefix="conceptgraph-tokenizer") as beside:
+            # a retrieval recounts the saved counts of what it returns: read the tokenizer
+            # while the save is read, not in the first query (0.25 of its 0.29 s at 80 K)
+            tokenizer = beside.submit(load_tokenizer)
+            saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify,
+                                vectors_from=vectors_from)
+            tokenizer.result()
         generation = saved.store_generation
         if saved.store_keys_outdated:
             if vectors_in_store:
@@ -1494,8 +1529,9 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
         )
         for h in hits
     )
-    if graph.unit_tokens_unconfirmed is not None:
-        _confirm_token_counts(graph.unit_tokens_unconfirmed, [h.chunk for h in hits], chunks)
+    _confirm_token_counts(graph, np.fromiter((h.chunk for h in hits), dtype=np.int64,
+                                             count=len(hits)),
+                          lambda i: chunks[i].chunk)
     return RetrievalResult(
         query=query,
         chunks=chunks,
@@ -1506,19 +1542,23 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     )
 
 
-def _confirm_token_counts(unconfirmed: np.ndarray, units: list[int],
-                          chunks: tuple[RetrievedChunk, ...]) -> None:
-    """Recount, once per unit, the returned units whose counts were read from a save.
+def _confirm_token_counts(graph: DerivedGraph, units: np.ndarray,
+                          chunk_at: Callable[[int], Chunk]) -> int:
+    """Recount those of ``units`` whose counts were read from a save and not yet recounted,
+    and clear their marks; returns how many. ``chunk_at(i)`` is ``units[i]``'s chunk.
 
     A load takes saved counts as read (recounting a large corpus is most of a
     load); the budget rests on them, so none reaches a caller unconfirmed.
     """
-    todo = [i for i, unit in enumerate(units) if unconfirmed[unit]]
-    if not todo:
-        return
-    counted = count_tokens_batch([chunks[i].chunk.text for i in todo]).tolist()
-    for i, tokens in zip(todo, counted, strict=True):
-        chunk = chunks[i].chunk
+    unconfirmed = graph.unit_tokens_unconfirmed
+    if unconfirmed is None or not len(units):
+        return 0
+    todo = np.flatnonzero(unconfirmed[units])
+    if not len(todo):
+        return 0
+    todo_chunks = [chunk_at(int(i)) for i in todo]
+    counted = count_tokens_batch([chunk.text for chunk in todo_chunks])
+    for chunk, tokens in zip(todo_chunks, counted.tolist(), strict=True):
         if tokens != chunk.tokens:
             from .store import CorruptIndexError
 
@@ -1526,7 +1566,8 @@ def _confirm_token_counts(unconfirmed: np.ndarray, units: list[int],
                 f"the saved token count of {chunk.id!r} is {chunk.tokens}, but its text has "
                 f"{tokens} tokens: the index was edited after it was saved. Rebuild it, or "
                 "load it with verify=True to check every count before use")
-    unconfirmed[[units[i] for i in todo]] = False
+    unconfirmed[units[todo]] = False
+    return len(todo)
 
 
 def _term_ids(corpus: CorpusState, analyzer: Analyzer, query: str) -> list[int]:
@@ -1541,10 +1582,13 @@ def _exact_seeds(graph: DerivedGraph, analyzer: Analyzer, query: str) -> np.ndar
                       dtype=np.int64)
 
 
-def _unit(corpus: CorpusState, graph: DerivedGraph, pos: int) -> Chunk:
-    """A retrieval unit: the chunk itself, or a sentence run tagged with its chunk."""
+def _unit(corpus: CorpusState, graph: DerivedGraph, pos: int, *,
+          metadata: bool = True) -> Chunk:
+    """A retrieval unit: the chunk itself, or a sentence run tagged with its chunk.
+    ``metadata=False`` leaves the metadata empty, unparsed (a recount reads none)."""
     if not corpus.has_units:
-        return _chunk(corpus, pos)
+        return _chunk(corpus, pos) if metadata else Chunk(
+            corpus.ids[pos], corpus.texts[pos], int(corpus.tokens[pos]), {})
     parent = int(graph.unit_chunk[pos])
     first, end = int(graph.unit_offsets[pos]), int(graph.unit_offsets[pos + 1])
     spans = corpus.sentence_spans
@@ -1552,7 +1596,8 @@ def _unit(corpus: CorpusState, graph: DerivedGraph, pos: int) -> Chunk:
     k = pos - int(np.searchsorted(graph.unit_chunk, parent))
     chunk_id = corpus.ids[parent]
     return Chunk(f"{chunk_id}#u{k}", text, int(graph.unit_tokens[pos]),
-                 {**corpus.metadata_of(parent), "parent_chunk_id": chunk_id, "unit": k})
+                 {**corpus.metadata_of(parent), "parent_chunk_id": chunk_id, "unit": k}
+                 if metadata else {})
 
 
 def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,

@@ -141,7 +141,7 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
             or changed_chunks > max_changed * len(after)):
         derived = derive_graph(after, config, vector_store=vector_store, spill=spill)
         _make_walk_postings(graph, derived)
-        return derived
+        return _with_confirmed_counts(graph, derived, moves)
     # the vector index first, as a derivation does: its copy is the largest allocation
     unit_vectors = _refreshed_unit_vectors(graph, after, config, moves)
     search = (_refreshed_search(graph, after, config, unit_vectors, moves, spill)
@@ -162,7 +162,23 @@ def refresh_graph(before: CorpusState, graph: DerivedGraph, after: CorpusState,
                                summed=None if kept is None else kept.concepts)
     _make_walk_postings(graph, refreshed)
     refreshed = _with_kept_concept_index(graph, refreshed, concepts, drift)
+    refreshed = _with_confirmed_counts(graph, refreshed, moves)
     return _with_kept_concept_codes(graph, refreshed, config, concepts, drift)
+
+
+def _with_confirmed_counts(graph: DerivedGraph, refreshed: DerivedGraph,
+                           moves: ChunkMoves) -> DerivedGraph:
+    """``refreshed`` with the saved token counts ``graph`` had confirmed still confirmed,
+    so an update does not send queries back to recounting (``index._confirm_token_counts``):
+    a unit that moved is the same text (same chunk id, same text), and an added one was
+    counted here. None where no count is left unconfirmed."""
+    if refreshed.unit_tokens_unconfirmed is None:
+        return refreshed
+    unconfirmed = np.zeros(len(refreshed.unit_tokens), dtype=bool)
+    if graph.unit_tokens_unconfirmed is not None:
+        kept = moves.unit >= 0
+        unconfirmed[moves.unit[kept]] = graph.unit_tokens_unconfirmed[kept]
+    return replace(refreshed, unit_tokens_unconfirmed=unconfirmed if unconfirmed.any() else None)
 
 
 def _make_walk_postings(graph: DerivedGraph, refreshed: DerivedGraph) -> None:

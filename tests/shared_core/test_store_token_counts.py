@@ -153,3 +153,96 @@ def test_a_zero_count_is_refused_on_load(tmp_path: Path) -> None:
     edit_count(index_folder(tmp_path / "idx"), "tokens.npy", 0, 0)
     with pytest.raises(CorruptIndexError, match=r"tokens\.npy: token counts must be positive"):
         load(tmp_path / "idx")
+
+
+def unit_ids(index: ConceptGraphIndex) -> list[str]:
+    """Every unit's id in position order: ``chunk`` for whole chunks, ``chunk#uK`` else."""
+    corpus, graph = index.state.corpus, index.state.graph
+    if not index.config.unit_tokens:
+        return list(corpus.ids)
+    per_chunk = np.bincount(graph.unit_chunk, minlength=len(corpus.ids))
+    return [f"{cid}#u{k}" for cid, n in zip(corpus.ids, per_chunk, strict=True)
+            for k in range(n)]
+
+
+def unconfirmed_ids(index: ConceptGraphIndex) -> set[str]:
+    pending = index.state.graph.unit_tokens_unconfirmed
+    if pending is None:
+        return set()
+    return {unit for unit, todo in zip(unit_ids(index), pending, strict=True) if todo}
+
+
+@pytest.mark.parametrize("knobs", list(CONFIGS.values()), ids=list(CONFIGS))
+def test_warm_recounts_every_saved_count_so_no_query_does(
+        knobs: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = build(**knobs)
+    original.save(str(tmp_path / "idx"))
+    loaded = load(tmp_path / "idx")
+    units = len(original.state.graph.unit_tokens)
+    assert units == (len(TEXTS) if not knobs else len(unit_ids(loaded)))
+    assert len(unconfirmed_ids(loaded)) == units
+    assert loaded.warm(batch_size=2) == units
+    assert unconfirmed_ids(loaded) == set()
+    assert loaded.warm() == 0
+    assert original.warm() == 0  # built here: every count was counted from its text
+
+    def no_recount(texts: object) -> None:
+        raise AssertionError("a query recounted a count warm() had confirmed")
+
+    monkeypatch.setattr("shared_core.index.count_tokens_batch", no_recount)
+    assert retrieved(loaded) == retrieved(original)
+
+
+def test_warm_refuses_an_edited_count_and_keeps_what_it_confirmed_before(tmp_path: Path) -> None:
+    index = build()
+    index.save(str(tmp_path / "idx"))
+    edit_count(index_folder(tmp_path / "idx"), "tokens.npy", 2, 1)
+    loaded = load(tmp_path / "idx")
+    text = TEXTS[2]
+    with pytest.raises(CorruptIndexError, match=rf"token count of 't2' is 1, but its text has "
+                                                rf"{count_tokens(text)} tokens"):
+        loaded.warm(batch_size=2)
+    # batches of two: t0 and t1 were confirmed, the batch holding t2 was not
+    assert unconfirmed_ids(loaded) == {"t2", "t3", "t4"}
+    with pytest.raises(CorruptIndexError, match=r"token count of 't2' is 1"):
+        loaded.warm()
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        loaded.warm(batch_size=0)
+
+
+ADDED = ["Konrad Zuse built the Z3 computer. It used relays.",
+         "Alan Turing described a universal machine. It reads a tape.",
+         "John von Neumann described stored programs. Memory held the code."]
+
+
+@pytest.mark.parametrize("knobs", list(CONFIGS.values()), ids=list(CONFIGS))
+@pytest.mark.parametrize("added", [1, 3], ids=["refreshed", "derived-again"])
+def test_an_update_keeps_the_counts_already_confirmed(
+        knobs: dict[str, object], added: int, tmp_path: Path) -> None:
+    """One chunk of six is refreshed; three of eight pass MAX_CHANGED_CHUNKS (a quarter),
+    and the graph is derived again: both keep what was confirmed."""
+    build(**knobs).save(str(tmp_path / "idx"))
+    loaded = load(tmp_path / "idx")
+    returned = {unit_id for unit_id, _, _ in retrieved(loaded)}
+    before = set(unit_ids(loaded))
+    assert returned and returned < before
+    gone = next(cid for cid in IDS if not any(u.partition("#u")[0] == cid for u in returned))
+    new_ids = [f"n{i}" for i in range(added)]
+    loaded.add(ADDED[:added], ids=new_ids)
+    loaded.delete([gone])
+    assert {u.partition("#u")[0] for u in unit_ids(loaded)} == set(IDS) - {gone} | set(new_ids)
+    # every unit of the old corpus that no query returned, less the deleted chunk's
+    expected = {u for u in before - returned if u.partition("#u")[0] != gone}
+    assert expected and unconfirmed_ids(loaded) == expected
+    assert loaded.warm() == len(expected)
+    loaded.add(["Charles Babbage also drew a difference engine."], ids=["t8"])
+    assert loaded.state.graph.unit_tokens_unconfirmed is None
+
+
+def test_a_load_reads_the_tokenizer_before_the_first_query(tmp_path: Path) -> None:
+    from shared_core.text.tokens import _encoding
+
+    build().save(str(tmp_path / "idx"))
+    _encoding.cache_clear()
+    load(tmp_path / "idx")
+    assert _encoding.cache_info().currsize == 1
