@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import hashlib
 import itertools
 import json
@@ -1036,12 +1037,14 @@ class ConceptGraphIndex:
         if graph.unit_tokens_unconfirmed is None:
             return 0
         pending = np.flatnonzero(graph.unit_tokens_unconfirmed)
+
+        def unit_at(units: np.ndarray, i: int) -> Chunk:
+            return _unit(corpus, graph, int(units[i]), metadata=False)
+
         confirmed = 0
         for start in range(0, len(pending), batch_size):
             units = pending[start:start + batch_size]
-            confirmed += _confirm_token_counts(
-                graph, units, lambda i, units=units: _unit(corpus, graph, int(units[i]),
-                                                           metadata=False))
+            confirmed += _confirm_token_counts(graph, units, functools.partial(unit_at, units))
         return confirmed
 
     def _searched(self, search: Callable[[IndexState], RetrievalResult],
