@@ -1199,7 +1199,7 @@ class ConceptGraphIndex:
                              "whose updates need the rows themselves")
         with ThreadPoolExecutor(1, thread_name_prefix="conceptgraph-tokenizer") as beside:
             # a retrieval recounts the saved counts of what it returns: read the tokenizer
-            # while the save is read, not in the first query (0.25 of its 0.29 s at 80 K)
+            # while the save is read, not in the first query (0.12 of its 0.17 s at 80 K)
             tokenizer = beside.submit(load_tokenizer)
             saved = load_corpus(path, embedder.model_id, embedder.dim, verify=verify,
                                 vectors_from=vectors_from)
