@@ -54,6 +54,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from benchmarks.scale import DATA, sentence_pool
+from shared_core.search.ann import ROW_CODE_MAX, coded_rows, row_scale
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -162,18 +163,23 @@ class FaissBackend(Backend):
 
 
 class FaissHnsw(FaissBackend):
-    """faiss ``IndexHNSWFlat`` (float32) or ``IndexHNSWSQ`` (``sq8``/``fp16`` codes), IP.
+    """faiss ``IndexHNSWFlat`` (float32) or ``IndexHNSWSQ`` (``sq8``/``sq8s``/``fp16``
+    codes), IP.
 
-    A mapped load maps the codes only (``IO_FLAG_MMAP_IFC``); the graph is read.
+    ``sq8`` codes each dimension by its trained range; ``sq8s`` codes rows and each query
+    in signed bytes by one scale each (``shared_core.search.ann``, as the index builds
+    HNSW since the forty-ninth round). A mapped load maps the codes only
+    (``IO_FLAG_MMAP_IFC``); the graph is read.
     """
 
     knob = "efSearch"
 
-    QTYPES: ClassVar[dict[str, str]] = {"sq8": "QT_8bit", "fp16": "QT_fp16"}
+    QTYPES: ClassVar[dict[str, str]] = {"sq8": "QT_8bit", "sq8s": "QT_8bit_direct_signed",
+                                        "fp16": "QT_fp16"}
 
     def __init__(self, codes: str, m: int = 32, ef_construction: int = 200) -> None:
         if codes not in ("flat", *self.QTYPES):
-            raise ValueError(f"codes must be flat, sq8 or fp16, got {codes!r}")
+            raise ValueError(f"codes must be flat, sq8, sq8s or fp16, got {codes!r}")
         super().__init__(f"faiss-hnsw-{codes}-m{m}-efc{ef_construction}",
                          {"index": f"IndexHNSWSQ({self.QTYPES[codes]})" if codes != "flat"
                           else "IndexHNSWFlat", "M": m, "efConstruction": ef_construction})
@@ -188,11 +194,21 @@ class FaissHnsw(FaissBackend):
         if self.codes != "flat":
             qtype = getattr(faiss.ScalarQuantizer, self.QTYPES[self.codes])
             self.index = faiss.IndexHNSWSQ(dim, qtype, self.m, faiss.METRIC_INNER_PRODUCT)
-            self.index.train(training_sample(vectors, 100_000))
+            if self.codes == "sq8s":  # byte codes need no training: rows are scaled instead
+                vectors = coded_rows(vectors, row_scale(vectors))
+            else:
+                self.index.train(training_sample(vectors, 100_000))
         else:
             self.index = faiss.IndexHNSWFlat(dim, self.m, faiss.METRIC_INNER_PRODUCT)
         self.index.hnsw.efConstruction = self.ef_construction
         self.index.add(vectors)
+
+    def search(self, queries: Vectors, count: int, threads: int) -> np.ndarray:
+        if self.codes == "sq8s":  # each query coded by a scale of its own, as rows are
+            largest = np.abs(queries).max(axis=1, keepdims=True)
+            queries = np.rint(queries * (ROW_CODE_MAX / np.where(largest > 0, largest, 1.0)))
+            queries = np.ascontiguousarray(queries, dtype=np.float32)
+        return super().search(queries, count, threads)
 
     def grid(self, k: int) -> list[int]:
         return hnsw_grid(k)
@@ -299,6 +315,7 @@ CONFIGS: dict[str, Callable[[int, int], Backend]] = {
     "faiss-hnsw-flat": lambda n, efc: FaissHnsw("flat", 32, efc),
     "faiss-hnsw-fp16": lambda n, efc: FaissHnsw("fp16", 32, efc),
     "faiss-hnsw-sq8": lambda n, efc: FaissHnsw("sq8", 32, efc),
+    "faiss-hnsw-sq8s": lambda n, efc: FaissHnsw("sq8s", 32, efc),
     "faiss-ivfpq": lambda n, efc: FaissIvfPq(n, 96, 4),
     "usearch-f16-c16": lambda n, efc: Usearch("f16", 16, min(128, efc)),
     "usearch-f16-c32": lambda n, efc: Usearch("f16", 32, min(128, efc)),

@@ -2,16 +2,14 @@
 
 By default a page fault on a mapped file reads the pages around it too, up to the
 disk's read-ahead size (``/sys/block/*/queue/read_ahead_kb``: 128 KB by default,
-8 MB on the machine measured here). That suits a scan. Two readers here instead
-touch scattered 1.5 KB rows of a large map: a query of an index with an
-approximate vector index (a few thousand rows), and faiss building HNSW (every
-row once, in shuffled order). Once the file no longer fits in memory, read-around
-multiplies what they read from disk. A 1 M index in an 8 GiB memory cgroup
-answered in 2.4 s p50 with it and 0.17-0.25 s without. A 1 M build in the same
-cgroup read 1 GB/s in HNSW construction with it, and with this advice finished
-in 29 minutes (26 with no limit). ``MADV_RANDOM`` turns read-around off. Pages
-already in memory are read as before, so nothing changes where the file fits,
-and the advice never changes what is read, only how.
+8 MB on the machine measured here). That suits a scan. A query of an index with an
+approximate vector index instead touches scattered 1.5 KB rows of a large map (a
+few thousand rows). Once the file no longer fits in memory, read-around multiplies
+what it reads from disk: a 1 M index in an 8 GiB memory cgroup answered in 2.4 s p50
+with it and 0.17-0.25 s without. (faiss building HNSW had read every row once in
+shuffled order too; it now reads a block of coded rows at a time, ``search.ann``.)
+``MADV_RANDOM`` turns read-around off. Pages already in memory are read as before, so
+nothing changes where the file fits, and the advice never changes what is read, only how.
 """
 
 from __future__ import annotations
@@ -79,14 +77,6 @@ def _advised_block(array: object, advice_name: str) -> Iterator[bool]:
     finally:
         for mapped in maps:
             _advise(mapped, _default_after(mapped))
-
-
-def random_reads(array: object) -> contextlib.AbstractContextManager[bool]:
-    """``MADV_RANDOM`` on the maps behind ``array`` inside the block, the kernel's default
-    (``MADV_NORMAL``) after it: for one pass of random reads over a map that is later
-    read in order (a build's rows, which a save then copies). A map advised for good
-    (:func:`advise_random_reads`, an index's rows once it has HNSW) keeps its advice."""
-    return _advised_block(array, "MADV_RANDOM")
 
 
 def sequential_reads(array: object) -> contextlib.AbstractContextManager[bool]:

@@ -1,6 +1,6 @@
 """Persistence of an index's chunks as a versioned directory of JSON and ``.npy`` files.
 
-Layout (format version 6)::
+Layout (format version 7)::
 
     my_index/
         CURRENT              the name of the complete version, replaced atomically
@@ -100,7 +100,11 @@ manifest's ``concept_codes`` counts the concepts coded and beside them;
 ``search.coded_scan.CodedScan``): a first query had coded them, 8.5 s at 1.55 M
 concepts. Their values rest on the checksum; ``verify`` decodes every code against its
 vector. A save without them loads as before, and so does one with them where faiss is
-not installed (``"auto"`` then scans the float32 vectors).
+not installed (``"auto"`` then scans the float32 vectors). Version 7 codes each HNSW
+segment's rows in signed bytes by one scale of its own (``search.ann``; the manifest's
+``ann`` and ``concept_ann`` list ``scales``). Segments of earlier saves were coded by
+ranges trained per dimension; they load as they are, and a later save lists them with a
+null scale. Earlier versions of this library refuse a version-7 save by its version.
 """
 
 from __future__ import annotations
@@ -110,6 +114,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import mmap
 import os
 import re
@@ -146,8 +151,8 @@ from .text.hygiene import invalid_character
 from .text.tokens import count_tokens_batch
 
 FORMAT = "conceptgraph-index"
-VERSION = 6
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+VERSION = 7
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 POINTER = "CURRENT"
 LOCK = ".lock"
 _VERSION_NAME = re.compile(r"^v(\d{6,})-([0-9a-f]{8})$")
@@ -355,7 +360,7 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     if ann is not None:
         if not isinstance(ann.index, HnswSegments):
             raise TypeError(f"only an HNSW index is saved, got {type(ann.index).__name__}")
-        ann_segments = ann.index.sizes()
+        ann_segments, ann_scales = ann.index.sizes(), ann.index.scales()
         _save_segments(folder, ann.index, "ann", file_mode)
         with _new_file(folder / ANN_ROWS_FILE, file_mode) as fh:
             np.save(fh, np.ascontiguousarray(ann.rows, dtype=np.int64), allow_pickle=False)
@@ -381,11 +386,12 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     }
     if ann is not None:
         manifest["ann"] = {"file": ANN_FILE, "rows": len(ann.rows), "row_map": ANN_ROWS_FILE,
-                           "segments": ann_segments}
+                           "segments": ann_segments, "scales": ann_scales}
     if concept_ann is not None:
         entry: dict[str, Any] = {"file": CONCEPT_ANN_FILE, "rows": len(concept_ann.row_concept),
                                  "beside": len(concept_ann.beside),
-                                 "segments": concept_ann.graph.sizes()}
+                                 "segments": concept_ann.graph.sizes(),
+                                 "scales": concept_ann.graph.scales()}
         if concept_ann.self_recall is not None:
             entry["self_recall"] = float(concept_ann.self_recall)
         manifest["concept_ann"] = entry
@@ -415,14 +421,37 @@ def _save_segments(folder: Path, index: HnswSegments, stem: str, file_mode: int)
 
 
 def _load_segments(folder: Path, stem: str, sizes: list[int], dim: int,
-                   wanted_by: str) -> HnswSegments:
-    """Map the saved segments of ``sizes`` rows each; a file that is not one is corrupt."""
+                   wanted_by: str, scales: list[float | None]) -> HnswSegments:
+    """Map the saved segments of ``sizes`` rows each, coded by ``scales``; a file that is
+    not one is corrupt."""
     try:
         return HnswSegments(tuple(
-            HnswVectorIndex.load(folder / segment_file(position, stem), size, dim, wanted_by)
-            for position, size in enumerate(sizes)))
+            HnswVectorIndex.load(folder / segment_file(position, stem), size, dim, wanted_by,
+                                 scale)
+            for position, (size, scale) in enumerate(zip(sizes, scales, strict=True))))
     except ValueError as exc:
         raise CorruptIndexError(str(exc)) from exc
+
+
+def _segment_scales(folder: Path, manifest: dict[str, Any], key: str,
+                    sizes: list[int]) -> list[float | None]:
+    """The code scale of each segment of the manifest's ``key`` entry: listed since format
+    version 7 (a positive number, or null for a segment coded by trained ranges, kept
+    from an earlier save), and None for every segment before it."""
+    entry = manifest[key]
+    if manifest["version"] < 7:  # every earlier version coded by trained ranges
+        if "scales" in entry:
+            raise CorruptIndexError(f"{folder}/manifest.json: '{key}' lists 'scales', which "
+                                    f"format version {manifest.get('version')} does not have")
+        return [None] * len(sizes)
+    scales = entry.get("scales")
+    if not isinstance(scales, list) or len(scales) != len(sizes) or not all(
+            scale is None or (isinstance(scale, float) and math.isfinite(scale) and scale > 0)
+            for scale in scales):
+        raise CorruptIndexError(f"{folder}/manifest.json: '{key}' must list 'scales', one "
+                                f"positive number (or null) for each of its {len(sizes)} "
+                                f"segments, got {scales!r}")
+    return scales
 
 
 def _are_segment_sizes(sizes: object, rows: object) -> TypeGuard[list[int]]:
@@ -868,14 +897,18 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
     sizes = entry.get("segments", [rows]) if isinstance(entry, dict) else None
     recall = entry.get("self_recall") if isinstance(entry, dict) else None
     listed = {"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside}
-    if entry not in (listed, {**listed, "segments": sizes},
-                     {**listed, "segments": sizes, "self_recall": recall}) \
+    given = ({k: v for k, v in entry.items() if k != "scales"} if isinstance(entry, dict)
+             else entry)
+    if given not in (
+            listed, {**listed, "segments": sizes},
+            {**listed, "segments": sizes, "self_recall": recall}) \
             or not _is_count(rows) or not _is_count(beside) or not _are_segment_sizes(sizes, rows) \
             or ("self_recall" in entry and not _is_share(recall)):
         raise CorruptIndexError(f"{folder}/manifest.json: 'concept_ann' must be {{'file': "
                                 f"'{CONCEPT_ANN_FILE}', 'rows': <count>, 'beside': <count>, "
                                 f"'segments': <counts adding up to rows>, 'self_recall': "
-                                f"<share in [0, 1]>}}, got {entry!r}")
+                                f"<share in [0, 1]>, 'scales': <one for each segment>}}, "
+                                f"got {entry!r}")
     rows, beside = int(entry["rows"]), int(entry["beside"])
     files = [segment_file(i, CONCEPT_ANN_STEM) for i in range(len(sizes))]
     digests.check([*files, *(f"{name}.npy" for name in CONCEPT_ANN_ARRAYS)])
@@ -885,7 +918,8 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
                                        strict=True))
     _check_positions(folder, {"concept_ann_rows": row_concept,
                               "concept_ann_beside": beside_concepts}, concepts, least=-1)
-    graph = _load_segments(folder, CONCEPT_ANN_STEM, sizes, dim, "concept_search='hnsw'")
+    graph = _load_segments(folder, CONCEPT_ANN_STEM, sizes, dim, "concept_search='hnsw'",
+                           _segment_scales(folder, manifest, "concept_ann", sizes))
     return ConceptHnsw(graph, row_concept, row_drift, beside_concepts,
                        None if recall is None else float(recall))
 
@@ -1038,14 +1072,17 @@ def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
     rows = entry.get("rows") if isinstance(entry, dict) else None
     row_map = entry.get("row_map") if isinstance(entry, dict) else None
     sizes = entry.get("segments", [rows]) if isinstance(entry, dict) else None
-    if entry not in ({"file": ANN_FILE, "rows": rows},
-                     {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE},
-                     {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE,
-                      "segments": sizes}) \
+    listed = ({k: v for k, v in entry.items() if k != "scales"} if isinstance(entry, dict)
+              else entry)
+    if listed not in ({"file": ANN_FILE, "rows": rows},
+                      {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE},
+                      {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE,
+                       "segments": sizes}) \
             or not _is_count(rows) or not _are_segment_sizes(sizes, rows):
         raise CorruptIndexError(f"{folder}/manifest.json: 'ann' must be "
                                 f"{{'file': '{ANN_FILE}', 'rows': <count>, 'row_map': "
-                                f"'{ANN_ROWS_FILE}', 'segments': <counts adding up to rows>}}, "
+                                f"'{ANN_ROWS_FILE}', 'segments': <counts adding up to rows>, "
+                                f"'scales': <one for each segment>}}, "
                                 f"got {entry!r}")
     rows = int(entry["rows"])
     files = [segment_file(i) for i in range(len(sizes))]
@@ -1061,7 +1098,8 @@ def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
                                     f"the {vectors} vectors once (-1 for a dead row)")
     else:
         where = np.arange(rows, dtype=np.int64)
-    return VectorSearch(_load_segments(folder, "ann", sizes, corpus.dim, "vector_index='hnsw'"),
+    return VectorSearch(_load_segments(folder, "ann", sizes, corpus.dim, "vector_index='hnsw'",
+                                       _segment_scales(folder, manifest, "ann", sizes)),
                         where)
 
 

@@ -2,7 +2,17 @@
 
 It only proposes candidates: the ranking rescores what it returns from the
 index's own float32 vectors, so the quantised copy never decides a score. Rows
-are positions in the matrix it was built from. ``benchmarks/ann_compare.py``
+are positions in the matrix it was built from.
+
+A row is coded as ``round(scale * row)`` in signed bytes, with one ``scale`` for the
+whole index (``ROW_CODE_MAX`` over its largest magnitude), and a query is coded alike
+with a scale of its own: faiss then compares integers, exactly. One scale for every
+dimension keeps a code's inner products proportional to the rows' own, up to the
+rounding. The per-dimension ranges coded before (``QT_8bit``, which saves of format
+version 6 and earlier hold, and which still load) decoded every byte to a float in
+each comparison: building over the scale corpus's 442 K rows took 104 of its 160
+seconds, twice what the byte codes take (``benchmarks/results/NOTES.md``,
+forty-ninth round). ``benchmarks/ann_compare.py``
 measured it against usearch's HNSW (float16 and int8) and faiss's HNSW-flat and
 IVF-PQ on MiniLM vectors of the dev corpora: at 1,000 candidates it had the best
 recall for its latency (0.993 at efSearch 1,000) and a quarter of float32's bytes
@@ -25,13 +35,13 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
-from ..paging import random_reads
-
 FILE_NAME = "ann.faiss"
 ROWS_FILE_NAME = "ann_rows.npy"  # each HNSW row's vector in the saved corpus (-1: dead)
 LINKS_PER_NODE = 32  # HNSW's M
 EF_CONSTRUCTION = 100  # the units' construction beam (the concept graph's is wider)
 EF_SEARCH = 128  # the search beam; never narrower than the answer asked for
+ROW_CODE_MAX = 127  # a coded row's largest magnitude: faiss's signed byte codes
+BUILD_BLOCK = 131_072  # rows coded and added at a time: 200 MB of float32 at 384 dimensions
 
 
 def ann_available() -> bool:
@@ -78,6 +88,25 @@ def one_query_search(index: Any, query: np.ndarray, k: int, **kwargs: Any
         faiss.omp_set_num_threads(before)
 
 
+def row_scale(vectors: np.ndarray) -> float:
+    """The scale that codes ``vectors`` into signed bytes: ``ROW_CODE_MAX`` over their
+    largest magnitude (1 where every value is 0), read a block of rows at a time."""
+    largest = 0.0
+    for start in range(0, len(vectors), BUILD_BLOCK):
+        block = np.asarray(vectors[start:start + BUILD_BLOCK])
+        if block.size:
+            largest = max(largest, float(np.abs(block).max()))
+    return ROW_CODE_MAX / largest if largest > 0 else 1.0
+
+
+def coded_rows(vectors: np.ndarray, scale: float) -> np.ndarray:
+    """``vectors`` as float32 integers in ``[-ROW_CODE_MAX, ROW_CODE_MAX]`` (``scale``
+    times, rounded, clipped): faiss's signed byte codes then hold them exactly."""
+    scaled = np.multiply(vectors, np.float32(scale), dtype=np.float32)  # the one copy
+    np.rint(scaled, out=scaled)
+    return np.clip(scaled, -ROW_CODE_MAX, ROW_CODE_MAX, out=scaled)
+
+
 @dataclass(frozen=True, eq=False)
 class HnswVectorIndex:
     """Inner-product HNSW over unit vectors; satisfies ``VectorIndex``."""
@@ -87,25 +116,28 @@ class HnswVectorIndex:
     # with this object): a later save may remove its folder, and the file must stay
     # readable for as long as the codes are used
     source: int | None = None
+    # rows are coded as round(scale * row) in signed bytes; None: an index of format
+    # version 6 or earlier, coded by trained per-dimension ranges (``QT_8bit``)
+    scale: float | None = None
 
     @classmethod
     def build(cls, vectors: np.ndarray, wanted_by: str = "vector_index='hnsw'",
               ef_construction: int = EF_CONSTRUCTION) -> HnswVectorIndex:
         """Index every row of ``vectors`` (unit rows) under its position, each row linked
         through a search with a beam of ``ef_construction`` (saved with the graph, so rows
-        appended later are linked alike)."""
+        appended later are linked alike).
+
+        The rows are read in order, twice (their largest magnitude, then their codes) and a
+        block at a time: no float32 copy of a mapped matrix is made, and faiss reads only
+        the block it is given."""
         faiss = _faiss(wanted_by)
-        rows = np.ascontiguousarray(vectors, dtype=np.float32)
-        index = faiss.IndexHNSWSQ(rows.shape[1], faiss.ScalarQuantizer.QT_8bit,
+        index = faiss.IndexHNSWSQ(vectors.shape[1], faiss.ScalarQuantizer.QT_8bit_direct_signed,
                                   LINKS_PER_NODE, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = ef_construction
-        if len(rows):
-            index.train(rows)  # the quantiser's range per dimension, one pass in order
-            # faiss then reads each row once in shuffled order: where ``rows`` is a map
-            # larger than memory, read-around would read up to megabytes for each (``paging``)
-            with random_reads(rows):
-                index.add(rows)
-        return cls(index)
+        index.hnsw.efConstruction = ef_construction  # byte codes need no training
+        scale = row_scale(vectors)
+        for start in range(0, len(vectors), BUILD_BLOCK):
+            index.add(coded_rows(vectors[start:start + BUILD_BLOCK], scale))
+        return cls(index, scale=scale)
 
     def __len__(self) -> int:
         return int(self.index.ntotal)
@@ -114,9 +146,10 @@ class HnswVectorIndex:
         """A copy with ``vectors`` appended as the next rows; this index is unchanged.
 
         Readers may be searching this one, so the graph is copied (about 300
-        bytes a row) rather than grown in place. The quantiser keeps the value
-        range it was trained on; rows outside it are clipped, which only blurs
-        which rows are proposed, never a score (rescoring is exact).
+        bytes a row) rather than grown in place. The rows are coded with the scale
+        (or the trained ranges) of the rows before them; a value beyond those is
+        clipped, which only blurs which rows are proposed, never a score (rescoring
+        is exact).
         """
         faiss = _faiss()
         if self.source is None:
@@ -126,8 +159,15 @@ class HnswVectorIndex:
             # the process when those are grown: an owned copy is read from the file
             # (through faiss's bytes, the copy had taken ten times as long at 1 M rows)
             grown = faiss.read_index(faiss.PyCallbackIOReader(_reader_at(self.source)))
-        grown.add(np.ascontiguousarray(vectors, dtype=np.float32))
-        return HnswVectorIndex(grown)
+        grown.add(self._coded(vectors))
+        return HnswVectorIndex(grown, scale=self.scale)
+
+    def _coded(self, vectors: np.ndarray) -> np.ndarray:
+        """Rows as this index codes them: its byte codes' integers, or as they are for an
+        index coded by trained ranges."""
+        if self.scale is None:
+            return np.ascontiguousarray(vectors, dtype=np.float32)
+        return coded_rows(vectors, self.scale)
 
     def search(self, query: np.ndarray, k: int, beam: int = EF_SEARCH
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -136,9 +176,19 @@ class HnswVectorIndex:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         # the beam is a per-call parameter, so concurrent queries never share it
         params = _faiss().SearchParametersHNSW(efSearch=max(beam, k))
+        query = np.asarray(query, dtype=np.float32).reshape(-1)
+        # a query is coded with a scale of its own, as rows are (faiss codes it as it codes
+        # rows, truncating: integers pass exactly), and scores are given back as cosines
+        unscale = 1.0
+        if self.scale is not None:
+            largest = float(np.abs(query).max(initial=0.0))
+            query_scale = ROW_CODE_MAX / largest if largest > 0 else 1.0
+            query = coded_rows(query, query_scale)
+            unscale = 1.0 / (self.scale * query_scale)
         scores, rows = one_query_search(self.index, query, k, params=params)
         found = rows[0] >= 0  # faiss pads with -1 when it finds fewer than k
-        return rows[0][found].astype(np.int64), scores[0][found].astype(np.float32)
+        return (rows[0][found].astype(np.int64),
+                (scores[0][found] * unscale).astype(np.float32))
 
     def code_bytes(self) -> int:
         """Bytes of its quantised vectors: what mapping it takes off the heap."""
@@ -160,12 +210,12 @@ class HnswVectorIndex:
         faiss.write_index(self.index, faiss.PyCallbackIOWriter(file.write))
         file.flush()
         index = faiss.read_index(name, faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
-        return HnswVectorIndex._holding(index, os.dup(file.fileno()))
+        return HnswVectorIndex._holding(index, os.dup(file.fileno()), self.scale)
 
     @classmethod
-    def _holding(cls, index: Any, source: int) -> HnswVectorIndex:
+    def _holding(cls, index: Any, source: int, scale: float | None) -> HnswVectorIndex:
         """``index``, which maps the file open as ``source``; closes it with the index."""
-        held = cls(index, source)
+        held = cls(index, source, scale)
         weakref.finalize(held, os.close, source)
         return held
 
@@ -175,8 +225,11 @@ class HnswVectorIndex:
 
     @classmethod
     def load(cls, path: Path, rows: int, dim: int,
-             wanted_by: str = "vector_index='hnsw'") -> HnswVectorIndex:
-        """Map a saved index read-only; it must be an HNSW-SQ index of ``rows`` x ``dim``.
+             wanted_by: str = "vector_index='hnsw'", scale: float | None = None
+             ) -> HnswVectorIndex:
+        """Map a saved index read-only; it must be an HNSW-SQ index of ``rows`` x ``dim``,
+        coded in signed bytes by ``scale`` (the manifest's), or by trained ranges where
+        ``scale`` is None (saves of format version 6 and earlier).
 
         A mapped index is never added to: a changed corpus derives a new one.
         """
@@ -192,7 +245,14 @@ class HnswVectorIndex:
         if (index.ntotal, index.d) != (rows, dim):
             raise ValueError(f"{path} holds {index.ntotal} vectors of {index.d} dimensions; "
                              f"the index has {rows} of {dim}")
-        return cls._holding(index, os.open(path, os.O_RDONLY))
+        coding = faiss.downcast_index(index.storage).sq.qtype
+        expected = (faiss.ScalarQuantizer.QT_8bit if scale is None
+                    else faiss.ScalarQuantizer.QT_8bit_direct_signed)
+        if coding != expected:
+            said = "no scale" if scale is None else "a scale"
+            raise ValueError(f"{path} codes its vectors as faiss quantiser type {coding}; the "
+                             f"manifest gives {said}, which means type {expected}")
+        return cls._holding(index, os.open(path, os.O_RDONLY), scale)
 
 
 SegmentPlan = Literal["grow", "append", "merge", "rebuild"]
@@ -253,6 +313,10 @@ class HnswSegments:
 
     def sizes(self) -> list[int]:
         return [len(segment) for segment in self.segments]
+
+    def scales(self) -> list[float | None]:
+        """Each segment's code scale (None: coded by trained ranges), as a save lists them."""
+        return [segment.scale for segment in self.segments]
 
     def offsets(self) -> list[int]:
         """Each segment's first row in the whole."""

@@ -71,8 +71,10 @@ def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
     folder = index_folder(tmp_path / "idx")
     manifest = json.loads((folder / "manifest.json").read_text())
     rows = len(index.state.corpus.sentence_spans)
+    # one segment, coded so that the sentence vectors' largest magnitude is the largest byte
+    largest = float(np.abs(np.asarray(index.state.corpus.sentence_vectors)).max())
     assert manifest["ann"] == {"file": FILE_NAME, "rows": rows, "row_map": ROWS_FILE_NAME,
-                               "segments": [rows]}
+                               "segments": [rows], "scales": [pytest.approx(127 / largest)]}
 
     def no_build(*args: object, **kwargs: object) -> None:
         raise AssertionError("the saved HNSW index should have been loaded")
@@ -173,6 +175,7 @@ def test_a_row_map_that_does_not_cover_every_vector_once_is_refused(
 def test_an_hnsw_index_saved_before_row_maps_loads_in_vector_order(tmp_path: Path) -> None:
     folder = _saved_hnsw(tmp_path)
     rows = json.loads((folder / "manifest.json").read_text())["ann"]["rows"]
+    _as_version_6(folder)
     _rewrite(folder, None, {"file": FILE_NAME, "rows": rows})  # as the first v3 saves wrote it
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     np.testing.assert_array_equal(loaded.state.graph.ann_rows, np.arange(rows))  # type: ignore[arg-type]
@@ -183,10 +186,57 @@ def test_an_hnsw_index_saved_in_one_file_before_segments_loads_as_one_segment(
         tmp_path: Path) -> None:
     folder = _saved_hnsw(tmp_path)
     rows = json.loads((folder / "manifest.json").read_text())["ann"]["rows"]
+    _as_version_6(folder)
     _rewrite(folder, None, {"file": FILE_NAME, "rows": rows, "row_map": ROWS_FILE_NAME})
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
     assert loaded.state.graph.ann.sizes() == [rows]  # type: ignore[union-attr]
     assert contexts(loaded) == contexts(build(vector_index="hnsw"))
+
+
+def test_a_version_6_save_loads_grows_and_saves_its_ranged_segment_beside_a_coded_one(
+        tmp_path: Path) -> None:
+    folder = _saved_hnsw(tmp_path)
+    _as_version_6(folder)
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert loaded.state.graph.ann.scales() == [None]  # type: ignore[union-attr]
+    assert contexts(loaded) == contexts(build(vector_index="hnsw"))
+    loaded.add(["Grace Hopper wrote the first compiler for the Harvard Mark I."], ids=["new"])
+    ann = loaded.state.graph.ann
+    assert isinstance(ann, HnswSegments) and len(ann.segments) == 2
+    scale = ann.scales()[1]
+    assert ann.scales()[0] is None and scale is not None and scale > 0
+    answers = contexts(loaded)
+    loaded.save(str(tmp_path / "idx"))
+    manifest = json.loads((index_folder(tmp_path / "idx") / "manifest.json").read_text())
+    assert manifest["version"] == 7 and manifest["ann"]["scales"] == [None, scale]
+    again = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    assert again.state.graph.ann.scales() == [None, scale]  # type: ignore[union-attr]
+    assert contexts(again) == answers
+
+
+@pytest.mark.parametrize(("version", "scales", "error"), [
+    (7, None, "must list 'scales'"),  # the key missing
+    (7, [], "must list 'scales'"),
+    (7, [1.0, 1.0], "must list 'scales'"),  # one segment
+    (7, [0.0], "must list 'scales'"),
+    (7, [-2.5], "must list 'scales'"),
+    (7, ["2.5"], "must list 'scales'"),
+    (7, [True], "must list 'scales'"),
+    (7, [None], "codes its vectors as"),  # a coded file said to be coded by ranges
+    (6, [2.5], "does not have"),  # scales came with version 7
+])
+def test_wrong_segment_scales_are_refused(tmp_path: Path, version: int, scales: object,
+                                          error: str) -> None:
+    folder = _saved_hnsw(tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["version"] = version
+    if scales is None:
+        del manifest["ann"]["scales"]
+    else:
+        manifest["ann"]["scales"] = scales
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CorruptIndexError, match=error):
+        ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
 
 
 def test_an_exact_index_saves_no_hnsw_file(tmp_path: Path) -> None:
@@ -199,6 +249,25 @@ def test_an_exact_index_saves_no_hnsw_file(tmp_path: Path) -> None:
 def _saved_hnsw(tmp_path: Path) -> Path:
     build(vector_index="hnsw").save(str(tmp_path / "idx"))
     return index_folder(tmp_path / "idx")
+
+
+def _as_version_6(folder: Path) -> None:
+    """Make a one-segment save one of format version 6: its HNSW file coded by ranges
+    trained per dimension (faiss's ``QT_8bit``), as that version built it, and its
+    manifest without scales."""
+    import faiss
+
+    vectors = np.load(folder / "sentence_embeddings.npy")
+    old = faiss.IndexHNSWSQ(DIM, faiss.ScalarQuantizer.QT_8bit, 32, faiss.METRIC_INNER_PRODUCT)
+    old.hnsw.efConstruction = 100
+    old.train(vectors)
+    old.add(vectors)
+    faiss.write_index(old, str(folder / FILE_NAME))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"][FILE_NAME] = bytes_digest((folder / FILE_NAME).read_bytes())
+    manifest["version"] = 6
+    del manifest["ann"]["scales"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
 def test_a_changed_hnsw_file_fails_its_checksum(tmp_path: Path) -> None:
@@ -224,7 +293,7 @@ def test_a_file_that_is_not_an_hnsw_index_is_refused_before_it_is_mapped(
         tmp_path: Path) -> None:
     folder = _saved_hnsw(tmp_path)
     rows = json.loads((folder / "manifest.json").read_text())["ann"]["rows"]
-    _rewrite(folder, b"not an index" * 100, {"file": FILE_NAME, "rows": rows})
+    _rewrite(folder, b"not an index" * 100, {"file": FILE_NAME, "rows": rows, "scales": [1.0]})
     with pytest.raises(CorruptIndexError, match="not an HNSW index"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
 
@@ -254,7 +323,8 @@ def test_a_faiss_index_of_another_kind_is_refused(tmp_path: Path) -> None:
     flat = faiss.IndexFlatIP(DIM)
     flat.add(np.zeros((rows, DIM), dtype=np.float32))
     faiss.write_index(flat, str(tmp_path / "flat.faiss"))
-    _rewrite(folder, (tmp_path / "flat.faiss").read_bytes(), {"file": FILE_NAME, "rows": rows})
+    _rewrite(folder, (tmp_path / "flat.faiss").read_bytes(),
+             {"file": FILE_NAME, "rows": rows, "scales": [1.0]})
     with pytest.raises(CorruptIndexError, match="holds a IndexFlat"):
         ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared_core.paging import advise_random_reads, random_reads, sequential_reads
+from shared_core.paging import advise_random_reads, sequential_reads
 
 needs_smaps = pytest.mark.skipif(not Path("/proc/self/smaps").exists(),
                                  reason="the kernel shows a mapping's advice in Linux's /proc")
@@ -48,17 +48,6 @@ def mapped_rows(tmp_path: Path, rows: int = 64, dim: int = 8) -> tuple[Path, np.
     return path, np.load(path, mmap_mode="r")
 
 
-def test_random_reads_advise_the_map_inside_the_block_and_restore_the_default_after(
-        tmp_path: Path) -> None:
-    path, rows = mapped_rows(tmp_path)
-    assert "rr" not in advice_of(path)
-    with random_reads(np.ascontiguousarray(rows)) as advised:  # a view of the map
-        assert advised is True
-        assert "rr" in advice_of(path)
-        assert float(rows[63, 7]) == 63 * 8 + 7  # reads are the same
-    assert "rr" not in advice_of(path) and "mr" in advice_of(path)
-
-
 def test_advice_for_a_slice_reaches_the_whole_map_and_stays(tmp_path: Path) -> None:
     path, rows = mapped_rows(tmp_path)
     assert advise_random_reads(rows[10:20]) is True
@@ -68,17 +57,8 @@ def test_advice_for_a_slice_reaches_the_whole_map_and_stays(tmp_path: Path) -> N
 def test_arrays_on_the_heap_are_not_advised_and_raise_nothing() -> None:
     rows = np.zeros((4, 4), dtype=np.float32)
     assert advise_random_reads(rows) is False
-    with random_reads(rows) as advised:
+    with sequential_reads(rows) as advised:
         assert advised is False
-
-
-def test_a_map_advised_for_good_keeps_its_advice_after_a_block(tmp_path: Path) -> None:
-    # a loaded index's rows, read at random by its queries, rebuilt into HNSW by an update
-    path, rows = mapped_rows(tmp_path)
-    advise_random_reads(rows)
-    with random_reads(rows):
-        assert "rr" in advice_of(path)
-    assert "rr" in advice_of(path)
 
 
 def test_sequential_reads_leave_each_map_with_the_advice_it_had_for_good(tmp_path: Path) -> None:

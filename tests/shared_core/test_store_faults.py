@@ -437,7 +437,7 @@ def test_a_save_lists_each_file_by_its_xxh3_128_checksum(tmp_path: Path) -> None
     path = tmp_path / "idx"
     build().save(str(path))
     manifest = read_manifest(path)
-    assert manifest["version"] == VERSION == 6 and manifest["digest"] == "xxh3_128"
+    assert manifest["version"] == VERSION == 7 and manifest["digest"] == "xxh3_128"
     folder = index_folder(path)
     assert manifest["files"] == {f.name: bytes_digest(f.read_bytes())
                                  for f in folder.iterdir() if f.name != "manifest.json"}

@@ -10,14 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shared_core.search import ann
 from shared_core.search.ann import (
     EF_CONSTRUCTION,
     GROW_SHARE,
     LATER_SEGMENT_K,
     MAX_SEGMENTS,
+    ROW_CODE_MAX,
     HnswSegments,
     HnswVectorIndex,
+    coded_rows,
     one_query_search,
+    row_scale,
     segment_file,
     segment_plan,
 )
@@ -148,8 +152,8 @@ def test_segment_files_are_named_in_order() -> None:
 @needs_smaps
 def test_a_build_over_mapped_rows_indexes_every_row_and_leaves_the_map_as_it_was(
         tmp_path: Path) -> None:
-    # faiss reads the rows at random while it adds them (paging.random_reads); the advice
-    # ends with the build, since a save then copies the rows in order
+    # faiss is given a block of coded rows at a time, read from the map in order: the
+    # map keeps the kernel's default advice, which a save copying the rows wants
     path = tmp_path / "rows.npy"
     np.save(path, unit_rows(400, 16, seed=11))
     mapped = np.load(path, mmap_mode="r")
@@ -244,3 +248,70 @@ def test_one_query_search_gives_what_the_index_gives_a_team_of_two() -> None:
     np.testing.assert_array_equal(one_found, found)
     np.testing.assert_array_equal(one_scores, scores)
     assert one_found.shape == (1, 10)
+
+
+def stored_codes(index: HnswVectorIndex) -> np.ndarray:
+    """The signed byte codes faiss holds for a built (unmapped) index, one row each."""
+    import faiss
+
+    storage = faiss.downcast_index(index.index.storage)
+    codes = faiss.vector_to_array(storage.codes).reshape(len(index), index.index.d)
+    return codes.astype(np.int64) - 128  # faiss keeps a signed byte as its value + 128
+
+
+def test_rows_are_held_as_their_scale_times_rounded_and_the_largest_value_is_127() -> None:
+    rows = unit_rows(40, 8, seed=21)
+    index = HnswVectorIndex.build(rows)
+    assert index.scale == pytest.approx(ROW_CODE_MAX / np.abs(rows).max())
+    expected = np.rint(rows.astype(np.float64) * index.scale)
+    np.testing.assert_array_equal(stored_codes(index), expected)
+    assert np.abs(stored_codes(index)).max() == ROW_CODE_MAX
+
+
+def test_a_search_scores_coded_rows_against_the_coded_query_and_gives_back_cosines() -> None:
+    rows = unit_rows(60, 16, seed=22)
+    query = unit_rows(1, 16, seed=23)[0]
+    index = HnswVectorIndex.build(rows)
+    found, scores = index.search(query, 60)
+    assert sorted(found.tolist()) == list(range(60))  # a beam wider than the rows
+    query_scale = ROW_CODE_MAX / np.abs(query).max()
+    # integers times integers, exactly, over the two scales
+    by_hand = (np.rint(rows[found] * index.scale) @ np.rint(query * query_scale)
+               / (index.scale * query_scale))
+    np.testing.assert_allclose(scores, by_hand, rtol=1e-6)
+    # each rounding moves a value by at most half a step: the cosine moves by at most
+    # the two roundings times the other side's magnitudes, plus their product
+    cosines = rows[found] @ query
+    bound = (0.5 / index.scale * np.abs(query).sum() + 0.5 / query_scale
+             * np.abs(rows[found]).sum(axis=1) + 0.25 * 16 / (index.scale * query_scale))
+    assert np.all(np.abs(scores - cosines) <= bound + 1e-6)
+
+
+def test_a_build_in_blocks_reads_the_scale_over_every_block_and_indexes_every_row(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ann, "BUILD_BLOCK", 7)
+    rows = unit_rows(50, 16, seed=24)
+    rows[45] *= 0.0
+    rows[45, 3] = 1.0  # the largest value sits in the last block
+    index = HnswVectorIndex.build(rows)
+    assert index.scale == pytest.approx(ROW_CODE_MAX / 1.0)
+    assert len(index) == 50
+    np.testing.assert_array_equal(stored_codes(index), np.rint(rows * index.scale))
+    assert [int(index.search(row, 1)[0][0]) for row in rows] == list(range(50))
+
+
+def test_rows_added_later_keep_the_scale_and_are_clipped_beyond_it() -> None:
+    rows = 0.5 * unit_rows(20, 8, seed=25)  # the largest magnitude is half a unit's
+    index = HnswVectorIndex.build(rows)
+    grown = index.with_rows(unit_rows(2, 8, seed=26))
+    assert grown.scale == index.scale
+    added = stored_codes(grown)[20:]
+    np.testing.assert_array_equal(added, coded_rows(unit_rows(2, 8, seed=26), index.scale))
+    assert np.abs(added).max() == ROW_CODE_MAX  # clipped, not wrapped round to the far end
+
+
+def test_the_scale_of_rows_with_no_magnitude_is_one() -> None:
+    assert row_scale(np.zeros((3, 4), dtype=np.float32)) == 1.0
+    assert row_scale(np.zeros((0, 4), dtype=np.float32)) == 1.0
+    empty = HnswVectorIndex.build(np.zeros((0, 4), dtype=np.float32))
+    assert len(empty) == 0 and empty.scale == 1.0

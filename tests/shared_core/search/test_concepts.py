@@ -248,12 +248,15 @@ def test_an_index_asked_for_the_graph_builds_it_keeps_it_through_updates_and_sav
     assert held.self_recall == 1.0
     assert manifest["concept_ann"] == {"file": "concept_ann.faiss",
                                        "rows": len(held.row_concept), "beside": len(held.beside),
-                                       "segments": held.graph.sizes(), "self_recall": 1.0}
+                                       "segments": held.graph.sizes(), "self_recall": 1.0,
+                                       "scales": held.graph.scales()}
+    assert all(scale is not None and scale > 0 for scale in held.graph.scales())
     loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(64))
     restored = loaded.state.graph.concept_index
     assert restored is not None  # mapped from the save
     assert all(segment.source is not None for segment in restored.graph.segments)
     assert restored.graph.sizes() == held.graph.sizes()
+    assert restored.graph.scales() == held.graph.scales()
     assert restored.row_concept.tolist() == held.row_concept.tolist()
     assert restored.row_drift.tolist() == held.row_drift.tolist()
     assert restored.beside.tolist() == held.beside.tolist()
