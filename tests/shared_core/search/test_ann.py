@@ -21,6 +21,7 @@ from shared_core.search.ann import (
     HnswVectorIndex,
     coded_rows,
     one_query_search,
+    reserve_rows,
     row_scale,
     segment_file,
     segment_plan,
@@ -315,3 +316,35 @@ def test_the_scale_of_rows_with_no_magnitude_is_one() -> None:
     assert row_scale(np.zeros((0, 4), dtype=np.float32)) == 1.0
     empty = HnswVectorIndex.build(np.zeros((0, 4), dtype=np.float32))
     assert len(empty) == 0 and empty.scale == 1.0
+
+
+def test_reserved_rows_are_added_in_blocks_without_moving_the_codes_or_the_links() -> None:
+    # a vector that outgrows its capacity moves to one twice as large beside the old copy:
+    # sized first, the codes and links stay where they are through every block's add
+    import faiss
+
+    rows = coded_rows(unit_rows(300, 16, seed=27), 127.0)
+    reserved = faiss.IndexHNSWSQ(16, faiss.ScalarQuantizer.QT_8bit_direct_signed, 32,
+                                 faiss.METRIC_INNER_PRODUCT)
+    plain = faiss.IndexHNSWSQ(16, faiss.ScalarQuantizer.QT_8bit_direct_signed, 32,
+                              faiss.METRIC_INNER_PRODUCT)
+    reserve_rows(reserved, 300)
+    assert reserved.ntotal == 0
+    places: dict[str, set[tuple[int, int]]] = {"reserved": set(), "plain": set()}
+    for start in range(0, 300, 50):
+        for name, index in (("reserved", reserved), ("plain", plain)):
+            index.add(rows[start:start + 50])
+            places[name].add((int(faiss.downcast_index(index.storage).codes.data()),
+                              int(index.hnsw.neighbors.data())))
+    assert len(places["reserved"]) == 1 and len(places["plain"]) > 1
+    assert reserved.hnsw.neighbors.size() <= 300 * ann.LINK_SLOTS_PER_ROW
+    with this_threads_team(1):  # one thread builds both alike: the same graph, the same answers
+        one = faiss.IndexHNSWSQ(16, faiss.ScalarQuantizer.QT_8bit_direct_signed, 32,
+                                faiss.METRIC_INNER_PRODUCT)
+        two = faiss.IndexHNSWSQ(16, faiss.ScalarQuantizer.QT_8bit_direct_signed, 32,
+                                faiss.METRIC_INNER_PRODUCT)
+        reserve_rows(two, 300)
+        for start in range(0, 300, 50):
+            one.add(rows[start:start + 50])
+            two.add(rows[start:start + 50])
+        np.testing.assert_array_equal(one.search(rows[:20], 5)[1], two.search(rows[:20], 5)[1])
