@@ -54,7 +54,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from benchmarks.scale import DATA, sentence_pool
-from shared_core.search.ann import ROW_CODE_MAX, coded_rows, row_scale
+from shared_core.search.ann import coded_queries, coded_rows, row_scale
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -205,9 +205,7 @@ class FaissHnsw(FaissBackend):
 
     def search(self, queries: Vectors, count: int, threads: int) -> np.ndarray:
         if self.codes == "sq8s":  # each query coded by a scale of its own, as rows are
-            largest = np.abs(queries).max(axis=1, keepdims=True)
-            queries = np.rint(queries * (ROW_CODE_MAX / np.where(largest > 0, largest, 1.0)))
-            queries = np.ascontiguousarray(queries, dtype=np.float32)
+            queries = coded_queries(queries)[0]
         return super().search(queries, count, threads)
 
     def grid(self, k: int) -> list[int]:

@@ -420,10 +420,11 @@ def _save_segments(folder: Path, index: HnswSegments, stem: str, file_mode: int)
         _fsync_path(file)
 
 
-def _load_segments(folder: Path, stem: str, sizes: list[int], dim: int,
-                   wanted_by: str, scales: list[float | None]) -> HnswSegments:
-    """Map the saved segments of ``sizes`` rows each, coded by ``scales``; a file that is
-    not one is corrupt."""
+def _load_segments(folder: Path, manifest: dict[str, Any], stem: str, sizes: list[int],
+                   dim: int, wanted_by: str) -> HnswSegments:
+    """Map the saved segments of ``sizes`` rows each, coded by the scales the manifest's
+    ``stem`` entry lists; a file that is not one is corrupt."""
+    scales = _segment_scales(folder, manifest, stem, sizes)
     try:
         return HnswSegments(tuple(
             HnswVectorIndex.load(folder / segment_file(position, stem), size, dim, wanted_by,
@@ -452,6 +453,12 @@ def _segment_scales(folder: Path, manifest: dict[str, Any], key: str,
                                 f"positive number (or null) for each of its {len(sizes)} "
                                 f"segments, got {scales!r}")
     return scales
+
+
+def _without_scales(entry: object) -> object:
+    """A manifest's HNSW entry less its ``scales`` (checked on their own, by
+    :func:`_segment_scales`), to compare with the entries earlier versions wrote."""
+    return {k: v for k, v in entry.items() if k != "scales"} if isinstance(entry, dict) else entry
 
 
 def _are_segment_sizes(sizes: object, rows: object) -> TypeGuard[list[int]]:
@@ -897,9 +904,7 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
     sizes = entry.get("segments", [rows]) if isinstance(entry, dict) else None
     recall = entry.get("self_recall") if isinstance(entry, dict) else None
     listed = {"file": CONCEPT_ANN_FILE, "rows": rows, "beside": beside}
-    given = ({k: v for k, v in entry.items() if k != "scales"} if isinstance(entry, dict)
-             else entry)
-    if given not in (
+    if _without_scales(entry) not in (
             listed, {**listed, "segments": sizes},
             {**listed, "segments": sizes, "self_recall": recall}) \
             or not _is_count(rows) or not _is_count(beside) or not _are_segment_sizes(sizes, rows) \
@@ -918,8 +923,8 @@ def _read_concept_ann(folder: Path, manifest: dict[str, Any], dim: int, concepts
                                        strict=True))
     _check_positions(folder, {"concept_ann_rows": row_concept,
                               "concept_ann_beside": beside_concepts}, concepts, least=-1)
-    graph = _load_segments(folder, CONCEPT_ANN_STEM, sizes, dim, "concept_search='hnsw'",
-                           _segment_scales(folder, manifest, "concept_ann", sizes))
+    graph = _load_segments(folder, manifest, CONCEPT_ANN_STEM, sizes, dim,
+                           "concept_search='hnsw'")
     return ConceptHnsw(graph, row_concept, row_drift, beside_concepts,
                        None if recall is None else float(recall))
 
@@ -1072,12 +1077,10 @@ def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
     rows = entry.get("rows") if isinstance(entry, dict) else None
     row_map = entry.get("row_map") if isinstance(entry, dict) else None
     sizes = entry.get("segments", [rows]) if isinstance(entry, dict) else None
-    listed = ({k: v for k, v in entry.items() if k != "scales"} if isinstance(entry, dict)
-              else entry)
-    if listed not in ({"file": ANN_FILE, "rows": rows},
-                      {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE},
-                      {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE,
-                       "segments": sizes}) \
+    if _without_scales(entry) not in ({"file": ANN_FILE, "rows": rows},
+                                      {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE},
+                                      {"file": ANN_FILE, "rows": rows, "row_map": ANN_ROWS_FILE,
+                                       "segments": sizes}) \
             or not _is_count(rows) or not _are_segment_sizes(sizes, rows):
         raise CorruptIndexError(f"{folder}/manifest.json: 'ann' must be "
                                 f"{{'file': '{ANN_FILE}', 'rows': <count>, 'row_map': "
@@ -1098,9 +1101,8 @@ def _read_ann(folder: Path, manifest: dict[str, Any], corpus: CorpusState,
                                     f"the {vectors} vectors once (-1 for a dead row)")
     else:
         where = np.arange(rows, dtype=np.int64)
-    return VectorSearch(_load_segments(folder, "ann", sizes, corpus.dim, "vector_index='hnsw'",
-                                       _segment_scales(folder, manifest, "ann", sizes)),
-                        where)
+    return VectorSearch(_load_segments(folder, manifest, "ann", sizes, corpus.dim,
+                                       "vector_index='hnsw'"), where)
 
 
 def _is_count(value: object) -> bool:

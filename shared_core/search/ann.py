@@ -92,6 +92,12 @@ def one_query_search(index: Any, query: np.ndarray, k: int, **kwargs: Any
         faiss.omp_set_num_threads(before)
 
 
+def _scale_for(largest: np.ndarray) -> np.ndarray:
+    """``ROW_CODE_MAX`` over each largest magnitude (1 where it is 0)."""
+    largest = np.asarray(largest, dtype=np.float64)
+    return np.where(largest > 0, ROW_CODE_MAX / np.where(largest > 0, largest, 1.0), 1.0)
+
+
 def row_scale(vectors: np.ndarray) -> float:
     """The scale that codes ``vectors`` into signed bytes: ``ROW_CODE_MAX`` over their
     largest magnitude (1 where every value is 0), read a block of rows at a time."""
@@ -100,15 +106,25 @@ def row_scale(vectors: np.ndarray) -> float:
         block = np.asarray(vectors[start:start + BUILD_BLOCK])
         if block.size:
             largest = max(largest, float(np.abs(block).max()))
-    return ROW_CODE_MAX / largest if largest > 0 else 1.0
+    return float(_scale_for(np.asarray(largest)))
 
 
-def coded_rows(vectors: np.ndarray, scale: float) -> np.ndarray:
+def coded_rows(vectors: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
     """``vectors`` as float32 integers in ``[-ROW_CODE_MAX, ROW_CODE_MAX]`` (``scale``
-    times, rounded, clipped): faiss's signed byte codes then hold them exactly."""
-    scaled = np.multiply(vectors, np.float32(scale), dtype=np.float32)  # the one copy
+    times, rounded, clipped; one scale, or a column of one a row): faiss's signed byte
+    codes then hold them exactly."""
+    scaled = np.multiply(vectors, np.asarray(scale, dtype=np.float32),
+                         dtype=np.float32)  # the one copy
     np.rint(scaled, out=scaled)
     return np.clip(scaled, -ROW_CODE_MAX, ROW_CODE_MAX, out=scaled)
+
+
+def coded_queries(queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each query row coded by a scale of its own (:func:`row_scale` of that row alone),
+    and those scales: a query's codes use the byte range whatever its magnitudes."""
+    queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+    scales = _scale_for(np.abs(queries).max(axis=1, initial=0.0))
+    return coded_rows(queries, scales[:, None]), scales
 
 
 def reserve_rows(index: Any, rows: int) -> None:
@@ -200,15 +216,12 @@ class HnswVectorIndex:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         # the beam is a per-call parameter, so concurrent queries never share it
         params = _faiss().SearchParametersHNSW(efSearch=max(beam, k))
-        query = np.asarray(query, dtype=np.float32).reshape(-1)
         # a query is coded with a scale of its own, as rows are (faiss codes it as it codes
         # rows, truncating: integers pass exactly), and scores are given back as cosines
         unscale = 1.0
         if self.scale is not None:
-            largest = float(np.abs(query).max(initial=0.0))
-            query_scale = ROW_CODE_MAX / largest if largest > 0 else 1.0
-            query = coded_rows(query, query_scale)
-            unscale = 1.0 / (self.scale * query_scale)
+            coded, query_scale = coded_queries(query)
+            query, unscale = coded[0], 1.0 / (self.scale * float(query_scale[0]))
         scores, rows = one_query_search(self.index, query, k, params=params)
         found = rows[0] >= 0  # faiss pads with -1 when it finds fewer than k
         return (rows[0][found].astype(np.int64),
