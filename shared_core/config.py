@@ -38,7 +38,7 @@ KNOB_GROUPS: dict[str, tuple[str, ...]] = {
     "query": ("top_k", "hops", "budget", "ranking", "chunk_similarity", "overflow",
               "exact_match_seeds", "lexical", "rrf_k", "expansion_decay", "min_score",
               "candidates", "walk_hops", "walk_nodes", "walk_seeds", "walk_postings",
-              "concept_search"),
+              "concept_search", "query_threads"),
     "fusion": ("lam",),
 }
 
@@ -152,6 +152,13 @@ class ConceptGraphConfig:
     searched it is built with the index, kept through updates (a concept that moved
     little keeps its row; new and moved ones are scanned beside the graph, then written
     into segments of their own) and saved with the index.
+
+    ``query_threads`` is how many threads one query runs on. With 2 (the default), on
+    the candidate path over the index's own vectors, the units' vector search runs on a
+    second thread beside the concept search and the other views, and BLAS on one thread
+    meanwhile (``shared_core.search.side_thread``); the answers are the same. 1 runs a
+    query on the calling thread alone, for a server that already keeps every core busy
+    with concurrent queries.
     """
 
     theta_sem: float = 0.65
@@ -192,6 +199,9 @@ class ConceptGraphConfig:
     # posting entries a walk step reads on the candidate path (RESULTS.md)
     walk_postings: int | None = 30_000
     concept_search: ConceptSearch = "auto"
+    # 2: the units' vector search beside the rest of the query (search.side_thread):
+    # 15-18 % less time a query from 80 K to 1 M passages, the same answers (RESULTS.md)
+    query_threads: int = 2
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -223,6 +233,8 @@ class ConceptGraphConfig:
         if self.walk_postings is not None:
             _check_int("walk_postings", self.walk_postings, 1)
         _check_choice("concept_search", self.concept_search, ("auto", "exact", "codes", "hnsw"))
+        if isinstance(self.query_threads, bool) or self.query_threads not in (1, 2):
+            raise ValueError(f"query_threads must be 1 or 2; got {self.query_threads!r}")
         if self.concept_search in ("codes", "hnsw") and self.ranking != "fused":
             raise ValueError(f"concept_search={self.concept_search!r} finds the fused ranking's "
                              "direct concepts; ranking='paper' scans them all: use "

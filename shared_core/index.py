@@ -22,6 +22,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
@@ -39,6 +40,7 @@ from .search.candidates import (
     GatheredUnits,
     UnitSimilarity,
     UnitView,
+    similarity_beside,
 )
 from .search.concepts import searched_weighting
 from .search.external import (
@@ -1452,53 +1454,13 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     if not len(corpus):
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
-        weighting: ConceptWeighting | None = None
-        concept_similarity: np.ndarray | None = None
-        concept_search = concept_search_used(cfg, graph)
-        if concept_search != "exact":
-            weighting = searched_weighting(
-                graph.concept_hnsw if concept_search == "hnsw" else graph.concept_codes,
-                graph.vectors, graph.adjacency, q, top_k=cfg.top_k, hops=hops,
-                decay=cfg.expansion_decay, exact=exact)
-        else:
-            concept_similarity = scan_scores(graph.vectors, q)
-        term_ids = _term_ids(corpus, analyzer, query) if cfg.lexical else None
-        found = _found_by_engine(graph, cfg, concept_similarity, hops, exact, term_ids,
-                                 weighting)
-        lexical = (None if term_ids is None else graph.unit_bm25.view(term_ids) if found is None
-                   else found.lexical)
-        similarity: np.ndarray | UnitSimilarity = (
-            _all_unit_similarity(corpus, graph, q) if graph.ann is None
-            else CandidateSimilarity(graph.ann, graph.ann_row_unit,
-                                     _unit_scorer(corpus, graph, q), q,
-                                     len(graph.unit_tokens),
-                                     _unit_scorer(corpus, graph, q, graph.gathered_units)))
-        hits, trace = fused_search(
-            concept_similarity,
-            graph.unit_links_csr,
-            graph.adjacency,
-            similarity,
-            graph.unit_tokens,
-            graph.unit_idf,
-            lexical=lexical,
-            top_k=cfg.top_k,
-            hops=hops,
-            decay=cfg.expansion_decay,
-            rrf_k=cfg.rrf_k,
-            budget=cfg.budget,
-            overflow=cfg.overflow,
-            exact=exact,
-            usable=graph.unit_linked_concepts,
-            min_similarity=cfg.min_score,
-            candidates=None if graph.ann is None else cfg.candidates,
-            unit_links_csc=graph.unit_links_csc,
-            walk=graph.walk if cfg.walk_nodes == "sentences" else None,
-            walk_seeds=query_concepts if walks_from_terms else None,
-            walk_hops=walk_hops,
-            walk_postings=None if graph.ann is None else cfg.walk_postings,  # candidates only
-            weighting=weighting if found is None else found.weighting,
-            evidence_found=None if found is None else found.evidence,
-        )
+        found = _unit_similarity(corpus, graph, q)
+        with (similarity_beside(found, cfg.candidates)
+              if isinstance(found, CandidateSimilarity) and _similarity_beside(cfg, graph)
+              else nullcontext(found)) as similarity:
+            hits, trace = _fused_hits(state, analyzer, q, query, cfg, similarity, hops,
+                                      exact, query_concepts if walks_from_terms else None,
+                                      walk_hops)
     else:
         hits, trace = local_search(
             scan_scores(graph.vectors, q),
@@ -1532,6 +1494,56 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
         expanded_concepts=trace.expanded_concepts,
         stopped_by_budget=trace.stopped_by_budget,
         budget=cfg.budget,
+    )
+
+
+def _fused_hits(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
+                cfg: ConceptGraphConfig, similarity: np.ndarray | UnitSimilarity, hops: int,
+                exact: np.ndarray | None, walk_seeds: np.ndarray | None, walk_hops: int
+                ) -> tuple[list[Hit], SearchTrace]:
+    """The fused ranking's hits for one query, its units' cosines given
+    (:func:`_unit_similarity`)."""
+    corpus, graph = state.corpus, state.graph
+    weighting: ConceptWeighting | None = None
+    concept_similarity: np.ndarray | None = None
+    concept_search = concept_search_used(cfg, graph)
+    if concept_search != "exact":
+        weighting = searched_weighting(
+            graph.concept_hnsw if concept_search == "hnsw" else graph.concept_codes,
+            graph.vectors, graph.adjacency, q, top_k=cfg.top_k, hops=hops,
+            decay=cfg.expansion_decay, exact=exact)
+    else:
+        concept_similarity = scan_scores(graph.vectors, q)
+    term_ids = _term_ids(corpus, analyzer, query) if cfg.lexical else None
+    found = _found_by_engine(graph, cfg, concept_similarity, hops, exact, term_ids,
+                             weighting)
+    lexical = (None if term_ids is None else graph.unit_bm25.view(term_ids) if found is None
+               else found.lexical)
+    return fused_search(
+        concept_similarity,
+        graph.unit_links_csr,
+        graph.adjacency,
+        similarity,
+        graph.unit_tokens,
+        graph.unit_idf,
+        lexical=lexical,
+        top_k=cfg.top_k,
+        hops=hops,
+        decay=cfg.expansion_decay,
+        rrf_k=cfg.rrf_k,
+        budget=cfg.budget,
+        overflow=cfg.overflow,
+        exact=exact,
+        usable=graph.unit_linked_concepts,
+        min_similarity=cfg.min_score,
+        candidates=None if graph.ann is None else cfg.candidates,
+        unit_links_csc=graph.unit_links_csc,
+        walk=graph.walk if cfg.walk_nodes == "sentences" else None,
+        walk_seeds=walk_seeds,
+        walk_hops=walk_hops,
+        walk_postings=None if graph.ann is None else cfg.walk_postings,  # candidates only
+        weighting=weighting if found is None else found.weighting,
+        evidence_found=None if found is None else found.evidence,
     )
 
 
@@ -1684,6 +1696,24 @@ def _found_by_engine(graph: DerivedGraph, cfg: ConceptGraphConfig,
         found.append(np.unique(units[units >= 0]))
     lexical = None if term_ids is None else graph.unit_bm25.found_view(found[1], columns)
     return _EngineFound(weighting, found[0], lexical)
+
+
+def _unit_similarity(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray
+                     ) -> np.ndarray | CandidateSimilarity:
+    """cos(query, unit) for the fused ranking: every unit's on the exact path, else the
+    units its vector index finds, rescored exactly."""
+    if graph.ann is None:
+        return _all_unit_similarity(corpus, graph, q)
+    return CandidateSimilarity(graph.ann, graph.ann_row_unit, _unit_scorer(corpus, graph, q),
+                               q, len(graph.unit_tokens),
+                               _unit_scorer(corpus, graph, q, graph.gathered_units))
+
+
+def _similarity_beside(cfg: ConceptGraphConfig, graph: DerivedGraph) -> bool:
+    """Whether the candidate path's vector search runs on the query's second thread
+    (``search.side_thread``): over this process's own index, not over an engine's, whose
+    client is not known to be safe on another thread."""
+    return cfg.query_threads == 2 and not isinstance(graph.ann, EngineVectorIndex)
 
 
 def _all_unit_similarity(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray) -> np.ndarray:

@@ -13,14 +13,17 @@ to rank below every unit returned, and the sample says how far below.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 import numpy as np
 
 from ..select.scores import rank_by_score
 from .local import ChunkScorer
+from .side_thread import Pending, blas_on_one_thread, run_beside
 from .sparse_values import sorted_index_of
 from .vector_index import VectorIndex, top_k_indices
 
@@ -362,3 +365,47 @@ class CandidateSimilarity:
         scored = (self.sample_scorer or self.scorer)(everyone)
         return ranks_beyond(len(top_units), rest_total, everyone[outside], scored[outside],
                             units, scores)
+
+
+@dataclass(frozen=True, eq=False)
+class StartedSimilarity:
+    """A :class:`CandidateSimilarity` whose best ``k`` units were asked for on a second
+    thread (``search.side_thread``) before the rest of the query: the same answers,
+    found while the concept search and the other views run."""
+
+    similarity: CandidateSimilarity
+    k: int | None
+    started: Pending[tuple[np.ndarray, np.ndarray]]
+
+    @property
+    def n_units(self) -> int:
+        return self.similarity.n_units
+
+    def top(self, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        return self.started.result() if k == self.k else self.similarity.top(k)
+
+    def score(self, units: np.ndarray) -> np.ndarray:
+        return self.similarity.score(units)
+
+    def ranks_below(self, units: np.ndarray, scores: np.ndarray,
+                    top_units: np.ndarray) -> np.ndarray:
+        return self.similarity.ranks_below(units, scores, top_units)
+
+
+@contextmanager
+def similarity_beside(similarity: CandidateSimilarity, k: int | None
+                      ) -> Iterator[StartedSimilarity]:
+    """``similarity`` with its ``top(k)`` started on the second thread, BLAS on one
+    thread meanwhile. The part has ended when the context does, whatever happened: a
+    query that fails waits for it, and what it raised besides is noted on the query's
+    error, not dropped."""
+    with blas_on_one_thread():
+        started = StartedSimilarity(similarity, k, run_beside(partial(similarity.top, k)))
+        try:
+            yield started
+        except BaseException as exc:
+            also = started.started.wait()
+            if also is not None and also is not exc:
+                exc.add_note(f"the units' vector search beside it also failed: {also!r}")
+            raise
+        started.started.result()  # the query asked for it; a part never left running

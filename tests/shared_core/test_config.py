@@ -71,6 +71,10 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("walk_postings", 1e5),
     ("concept_search", "ivf"),    # auto, exact, codes or hnsw
     ("concept_search", True),
+    ("query_threads", 3),         # 1 or 2
+    ("query_threads", 0),
+    ("query_threads", True),      # a bool is not a thread count
+    ("query_threads", "2"),
 ]
 
 
@@ -93,7 +97,8 @@ def test_out_of_range_knob_raises_naming_it(knob: str, value: Any) -> None:
         ("theta_co", 1), ("pagerank_damping", 0.0), ("theta_sem", 0),
         ("concept_links", "contains"), ("chunk_score", "mean"), ("chunk_similarity", "direct"),
         ("select_by", "tokens"),
-        ("overflow", "skip"), ("pagerank_weighted", False),
+        ("overflow", "skip"), ("pagerank_weighted", False), ("query_threads", 1),
+        ("query_threads", 2),
     ],
 )
 def test_boundary_values_are_accepted(knob: str, value: Any) -> None:

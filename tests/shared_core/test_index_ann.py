@@ -64,6 +64,16 @@ def test_on_a_small_corpus_hnsw_retrieves_what_exact_retrieves(knobs: dict[str, 
     assert contexts(approximate) == contexts(exact)
 
 
+def test_a_query_on_two_threads_answers_as_on_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(derived, "ANN_MIN_ROWS", 1)
+    two = build(unit_tokens=12, candidates=4)  # a pool smaller than the units: ranks estimated
+    assert two.config.query_threads == 2 and two.stats()["vector_index"] == "hnsw"
+    one = two.reconfigured(query_threads=1)
+    assert one.state.graph is two.state.graph  # a query knob: nothing derived again
+    assert contexts(two) == contexts(one)
+    assert [len(c) for c in contexts(two)] == [len(c) for c in contexts(one)] and contexts(one)[0]
+
+
 def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     index = build(vector_index="hnsw")

@@ -1,0 +1,205 @@
+"""A query's part that needs nothing else the query does, run on a second thread.
+
+On the candidate path, the units' vector search (an HNSW search and the exact rescoring
+of the units it finds) needs only the query vector, and the concept search, the BM25,
+evidence and walk views need only the query. faiss, and numpy's gathers and products,
+release the GIL, so on a small machine's second core the first can run beside the rest:
+the scale corpus's queries took 28-30 ms against 34-36 ms at a million passages, and
+18.6-19.0 ms against 22.6-23.3 ms at 80,000 (``benchmarks/results/NOTES.md``, fiftieth
+round). Moving the BM25 view to the same thread gained nothing more.
+
+Two rules make it pay, and keep it safe:
+
+- **OpenBLAS on one thread while such a query runs** (:func:`blas_on_one_thread`).
+  Every product over more than a few dozen rows wakes OpenBLAS's helper thread, which
+  then takes the core the second thread needs: with it, overlapping gained nothing at
+  all. The limit is the process's (OpenBLAS on pthreads keeps one count), held from the
+  first such query in to the last one out, so a build on another thread meanwhile
+  multiplies on one thread too. Other BLAS libraries (MKL, OpenMP builds) keep their
+  counts; they were not measured.
+- **One worker thread per process, used only when free** (:func:`run_beside`). A query
+  that finds it busy with another query's part runs its part itself, so concurrent
+  queries never wait for each other's parts. A forked child starts its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Pending(Generic[T]):
+    """A part started by :func:`run_beside`: :meth:`result` waits for it and returns
+    its value, or raises what it raised."""
+
+    def __init__(self, future: Future[T]) -> None:
+        self._future = future
+
+    def result(self) -> T:
+        return self._future.result()
+
+    def wait(self) -> BaseException | None:
+        """Wait for the part to end; what it raised, or None (for a caller that is
+        already raising and must not leave the part running past its own guards)."""
+        return self._future.exception()
+
+
+class _Worker:
+    """The process's one worker thread, made on first use and again after a fork."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free = threading.Lock()  # held while the worker runs a part
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
+
+    def run(self, part: Callable[[], T]) -> Pending[T]:
+        if not self._free.acquire(blocking=False):
+            return Pending(_ran_here(part))
+        try:
+            pool = self._executor()
+            future = pool.submit(self._run_then_free, part)
+        except BaseException:
+            self._free.release()
+            raise
+        return Pending(future)
+
+    def _run_then_free(self, part: Callable[[], T]) -> T:
+        try:
+            return part()
+        finally:
+            self._free.release()
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None or self._pid != os.getpid():
+                # a child's copy of the parent's executor has no thread behind it
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="conceptgraph-query")
+                self._pid = os.getpid()
+            return self._pool
+
+    def after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._free = threading.Lock()
+        self._pool = None
+
+
+def _ran_here(part: Callable[[], T]) -> Future[T]:
+    """``part`` run on this thread, as a done future (its value or what it raised)."""
+    future: Future[T] = Future()
+    try:
+        future.set_result(part())
+    except BaseException as exc:  # handed to the caller's result(), not swallowed
+        future.set_exception(exc)
+    return future
+
+
+_WORKER = _Worker()
+
+
+def run_beside(part: Callable[[], T]) -> Pending[T]:
+    """Start ``part`` on the process's worker thread, or run it now on this one where
+    the worker is busy; either way :meth:`Pending.result` gives its value."""
+    return _WORKER.run(part)
+
+
+class _OneBlasThread:
+    """Process-wide: OpenBLAS on one thread from the first holder in to the last one out.
+
+    OpenBLAS built on pthreads keeps one count for the process, so it is set here
+    through its own functions. threadpoolctl is used only to find the loaded libraries:
+    its own setter obeys only the first Python thread that ever set a count, and a
+    query may come from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._before: list[int] = []
+        self._found: list[tuple[Any, Any]] | None = None  # (get, set) per library
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._lock:
+            if not self._holders:
+                self._before = self.threads()
+                for _, set_count in self._libraries():
+                    set_count(1)
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if not self._holders:
+                    self._give_back()
+
+    def _give_back(self) -> None:
+        for (_, set_count), count in zip(self._libraries(), self._before, strict=True):
+            set_count(count)
+
+    def threads(self) -> list[int]:
+        """Each loaded OpenBLAS's thread count now."""
+        return [int(get_count()) for get_count, _ in self._libraries()]
+
+    def _libraries(self) -> list[tuple[Any, Any]]:
+        if self._found is None:  # the BLAS libraries loaded by now: numpy's and scipy's
+            self._found = _openblas_counts()
+        return self._found
+
+    def after_fork(self) -> None:
+        # a fork during a query: the child gets the count back and no holders
+        if self._holders:
+            self._give_back()
+        self._lock = threading.Lock()
+        self._holders = 0
+
+
+def _openblas_counts() -> list[tuple[Any, Any]]:
+    """The thread-count getter and setter of each loaded OpenBLAS that runs on its own
+    threads (pthreads): an OpenMP build takes its count per calling thread."""
+    import ctypes
+
+    from threadpoolctl import ThreadpoolController
+
+    found = []
+    for info in ThreadpoolController().select(internal_api="openblas").info():
+        if info.get("threading_layer") == "openmp":
+            continue
+        library = ctypes.CDLL(info["filepath"])  # loaded already: the same handle
+        for prefix, suffix in (("", ""), ("scipy_", "64_"), ("scipy_", ""), ("", "64_")):
+            get_count = getattr(library, f"{prefix}openblas_get_num_threads{suffix}", None)
+            set_count = getattr(library, f"{prefix}openblas_set_num_threads{suffix}", None)
+            if get_count is not None and set_count is not None:
+                get_count.restype, set_count.argtypes = ctypes.c_int, [ctypes.c_int]
+                found.append((get_count, set_count))
+                break
+    return found
+
+
+_ONE_BLAS_THREAD = _OneBlasThread()
+
+
+def blas_on_one_thread() -> Any:
+    """A context in which BLAS runs on one thread (see the module's docstring); holders
+    may nest and overlap across threads, and the count is given back when the last
+    leaves."""
+    return _ONE_BLAS_THREAD.held()
+
+
+def blas_threads() -> list[int]:
+    """Each loaded OpenBLAS's thread count now (what the context changes)."""
+    return _ONE_BLAS_THREAD.threads()
+
+
+def _after_fork_in_child() -> None:
+    _WORKER.after_fork()
+    _ONE_BLAS_THREAD.after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
