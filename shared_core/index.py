@@ -60,6 +60,7 @@ from .search.external import (
 )
 from .search.fused import ConceptWeighting, concept_weights, fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
+from .search.side_thread import prepare_side_thread
 from .search.vector_index import row_scores, scan_scores
 from .search.walk import expansion_hops_for, walk_hops_for
 from .select.cost import Selection
@@ -1018,26 +1019,33 @@ class ConceptGraphIndex:
                                                                budget, min_score)), state)
 
     def warm(self, *, batch_size: int = WARM_BATCH) -> int:
-        """Recount now every token count a load took as read, so that no query pays for it;
-        returns how many were recounted.
+        """Do now what a first query would: recount every token count a load took as read,
+        and make what the configured query path builds on first use; returns how many
+        counts were recounted.
 
         A loaded index confirms a unit's saved count against its text the first time a
         query returns it (see :meth:`load`): about 4.5 ms of a 30 ms query at 80,000
-        passages whose units were never returned (``benchmarks/results/NOTES.md``). A
-        server calls this once after ``load``, before it takes queries, or on a thread
-        beside them (at about 3.5 M tokens a second a core). It confirms the state
-        current when it starts; an update carries the confirmed counts over. Raises
+        passages whose units were never returned (``benchmarks/results/NOTES.md``). The
+        walk's degrees, postings and unit starts, the concept codes or graph the
+        query's ``concept_search`` reads where a save did not hold them, and the query's
+        second thread (``query_threads``) are made by the first query that needs them:
+        about 0.17 s of a first query at a million passages. A server calls this once
+        after ``load`` or an update, before it takes queries, or on a thread beside them
+        (at about 3.5 M tokens a second a core). It warms the state current when it
+        starts; an update carries the confirmed counts over. Raises
         :class:`~shared_core.store.CorruptIndexError` where a count differs, as the
         query that returned that unit would, before confirming any count of that batch.
         """
         _check_batch_size(batch_size)
         state = self._state
-        if state.graph.unit_tokens_unconfirmed is None:
-            return 0
-        pending = np.flatnonzero(state.graph.unit_tokens_unconfirmed)
-        return sum(_confirm_token_counts(state.corpus, state.graph,
-                                         pending[start:start + batch_size])
-                   for start in range(0, len(pending), batch_size))
+        recounted = 0
+        if state.graph.unit_tokens_unconfirmed is not None:
+            pending = np.flatnonzero(state.graph.unit_tokens_unconfirmed)
+            recounted = sum(_confirm_token_counts(state.corpus, state.graph,
+                                                  pending[start:start + batch_size])
+                            for start in range(0, len(pending), batch_size))
+        _make_query_path(state)
+        return recounted
 
     def _searched(self, search: Callable[[IndexState], RetrievalResult],
                   state: IndexState | None = None) -> RetrievalResult:
@@ -1495,6 +1503,24 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
         stopped_by_budget=trace.stopped_by_budget,
         budget=cfg.budget,
     )
+
+
+def _make_query_path(state: IndexState) -> None:
+    """Build what a query with ``state.config`` builds on first use and keeps with the
+    state (:meth:`ConceptGraphIndex.warm`)."""
+    cfg, graph = state.config, state.graph
+    if not len(state.corpus) or cfg.ranking != "fused":
+        return
+    if graph.walk is not None and cfg.walk_nodes == "sentences" and _walk_hops(cfg, graph):
+        graph.walk.make_postings()
+        _ = graph.walk.node_degree, graph.walk.concept_degree, graph.walk.unit_starts
+    concept_search = concept_search_used(cfg, graph)
+    if concept_search == "codes":
+        _ = graph.concept_codes
+    elif concept_search == "hnsw":
+        _ = graph.concept_hnsw
+    if graph.ann is not None and _similarity_beside(cfg, graph):
+        prepare_side_thread()
 
 
 def _fused_hits(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,

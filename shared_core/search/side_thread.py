@@ -197,6 +197,13 @@ def blas_threads() -> list[int]:
     return _ONE_BLAS_THREAD.threads()
 
 
+def prepare_side_thread() -> None:
+    """Start the worker thread and find the BLAS libraries now, not in a first query
+    (their discovery reads every loaded library's path: about 20 ms)."""
+    _ONE_BLAS_THREAD.threads()
+    run_beside(lambda: None).result()
+
+
 def _after_fork_in_child() -> None:
     _WORKER.after_fork()
     _ONE_BLAS_THREAD.after_fork()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,27 @@ def test_a_query_on_two_threads_answers_as_on_one(monkeypatch: pytest.MonkeyPatc
     assert one.state.graph is two.state.graph  # a query knob: nothing derived again
     assert contexts(two) == contexts(one)
     assert [len(c) for c in contexts(two)] == [len(c) for c in contexts(one)] and contexts(one)[0]
+
+
+def test_warm_makes_what_a_first_query_would_and_the_query_keeps_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(derived, "ANN_MIN_ROWS", 1)
+    built = build(unit_tokens=12, concept_search="codes")
+    built.save(str(tmp_path / "idx"))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    graph = loaded.state.graph
+    assert graph.walk is not None and loaded.stats()["vector_index"] == "hnsw"
+    made_on_first_use = ("node_degree", "concept_degree", "unit_starts")
+    assert not any(name in graph.walk.__dict__ for name in made_on_first_use)
+    assert "concept_codes" not in graph.__dict__
+    loaded.warm()
+    made = {name: graph.walk.__dict__[name] for name in made_on_first_use}
+    codes = graph.__dict__["concept_codes"]
+    assert graph.walk.has_postings
+    assert any(thread.name.startswith("conceptgraph-query") for thread in threading.enumerate())
+    assert contexts(loaded) == contexts(built)  # queries walked and scanned the codes
+    assert all(graph.walk.__dict__[name] is made[name] for name in made_on_first_use)
+    assert graph.__dict__["concept_codes"] is codes
 
 
 def test_a_saved_hnsw_index_is_mapped_on_load_not_rebuilt(
