@@ -1029,7 +1029,7 @@ class ConceptGraphIndex:
         walk's degrees, postings and unit starts, the concept codes or graph the
         query's ``concept_search`` reads where a save did not hold them, and the query's
         second thread (``query_threads``) are made by the first query that needs them:
-        about 0.17 s of a first query at a million passages. A server calls this once
+        about 0.13 s of a first query at a million passages. A server calls this once
         after ``load`` or an update, before it takes queries, or on a thread beside them
         (at about 3.5 M tokens a second a core). It warms the state current when it
         starts; an update carries the confirmed counts over. Raises

@@ -199,7 +199,7 @@ def blas_threads() -> list[int]:
 
 def prepare_side_thread() -> None:
     """Start the worker thread and find the BLAS libraries now, not in a first query
-    (their discovery reads every loaded library's path: about 20 ms)."""
+    (their discovery reads every loaded library's path: about 10 ms)."""
     _ONE_BLAS_THREAD.threads()
     run_beside(lambda: None).result()
 
