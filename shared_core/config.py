@@ -200,7 +200,7 @@ class ConceptGraphConfig:
     walk_postings: int | None = 30_000
     concept_search: ConceptSearch = "auto"
     # 2: the units' vector search beside the rest of the query (search.side_thread):
-    # 15-18 % less time a query from 80 K to 1 M passages, the same answers (RESULTS.md)
+    # 17-24 % less time a query from 80 K to 1 M passages, the same answers (RESULTS.md)
     query_threads: int = 2
 
     def __post_init__(self) -> None:

@@ -4,9 +4,10 @@ On the candidate path, the units' vector search (an HNSW search and the exact re
 of the units it finds) needs only the query vector, and the concept search, the BM25,
 evidence and walk views need only the query. faiss, and numpy's gathers and products,
 release the GIL, so on a small machine's second core the first can run beside the rest:
-the scale corpus's queries took 28-30 ms against 34-36 ms at a million passages, and
-18.6-19.0 ms against 22.6-23.3 ms at 80,000 (``benchmarks/results/NOTES.md``, fiftieth
-round). Moving the BM25 view to the same thread gained nothing more.
+the scale corpus's queries took 28.9-29.5 ms p50 against 34.3-36.8 ms at a million
+passages, and 17.9-19.2 ms against 24.1-25.8 ms at 80,000, with the same answers
+(``benchmarks/results/NOTES.md``, fiftieth round). Moving the BM25 view to the same
+thread gained nothing more.
 
 Two rules make it pay, and keep it safe:
 
@@ -28,7 +29,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -185,7 +186,7 @@ def _openblas_counts() -> list[tuple[Any, Any]]:
 _ONE_BLAS_THREAD = _OneBlasThread()
 
 
-def blas_on_one_thread() -> Any:
+def blas_on_one_thread() -> AbstractContextManager[None]:
     """A context in which BLAS runs on one thread (see the module's docstring); holders
     may nest and overlap across threads, and the count is given back when the last
     leaves."""
