@@ -42,7 +42,8 @@ from .search.candidates import (
     UnitView,
     similarity_beside,
 )
-from .search.concepts import searched_weighting
+from .search.coded_scan import CodedScan
+from .search.concepts import ConceptHnsw, searched_weighting
 from .search.external import (
     EngineRows,
     EngineVectorIndex,
@@ -1084,9 +1085,8 @@ class ConceptGraphIndex:
         ann = (VectorSearch(graph.ann, graph.ann_rows) if isinstance(graph.ann, HnswSegments)
                and graph.ann_rows is not None else None)
         cfg = state.config
-        walks = _walk_hops(cfg, graph) > 0 and cfg.walk_nodes == "sentences"
         save_corpus(path, state.corpus, cfg, self._embedder.model_id, ann,
-                    saved_parts(graph, walk=walks,
+                    saved_parts(graph, walk=_walks_sentences(cfg, graph),
                                 concept_graph=wants_concept_graph(cfg, graph),
                                 codes=concept_search_used(cfg, graph) == "codes"),
                     store_generation=generation)
@@ -1462,10 +1462,11 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     if not len(corpus):
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
-        found = _unit_similarity(corpus, graph, q)
-        with (similarity_beside(found, cfg.candidates)
-              if isinstance(found, CandidateSimilarity) and _similarity_beside(cfg, graph)
-              else nullcontext(found)) as similarity:
+        unit_similarity = _unit_similarity(corpus, graph, q)
+        with (similarity_beside(unit_similarity, cfg.candidates)
+              if isinstance(unit_similarity, CandidateSimilarity)
+              and _similarity_beside(cfg, graph)
+              else nullcontext(unit_similarity)) as similarity:
             hits, trace = _fused_hits(state, analyzer, q, query, cfg, similarity, hops,
                                       exact, query_concepts if walks_from_terms else None,
                                       walk_hops)
@@ -1511,16 +1512,24 @@ def _make_query_path(state: IndexState) -> None:
     cfg, graph = state.config, state.graph
     if not len(state.corpus) or cfg.ranking != "fused":
         return
-    if graph.walk is not None and cfg.walk_nodes == "sentences" and _walk_hops(cfg, graph):
-        graph.walk.make_postings()
-        _ = graph.walk.node_degree, graph.walk.concept_degree, graph.walk.unit_starts
+    if graph.walk is not None and _walks_sentences(cfg, graph):
+        graph.walk.make_query_parts()
     concept_search = concept_search_used(cfg, graph)
-    if concept_search == "codes":
-        _ = graph.concept_codes
-    elif concept_search == "hnsw":
-        _ = graph.concept_hnsw
+    if concept_search != "exact":
+        _searched_concepts(graph, concept_search)
     if graph.ann is not None and _similarity_beside(cfg, graph):
         prepare_side_thread()
+
+
+def _walks_sentences(cfg: ConceptGraphConfig, graph: DerivedGraph) -> bool:
+    """Whether a query with ``cfg`` walks ``graph``'s sentences."""
+    return _walk_hops(cfg, graph) > 0 and cfg.walk_nodes == "sentences"
+
+
+def _searched_concepts(graph: DerivedGraph, concept_search: str) -> ConceptHnsw | CodedScan:
+    """What a query searches for its direct concepts where it does not scan every
+    concept vector: the concept graph, or the concept codes (either made on first use)."""
+    return graph.concept_hnsw if concept_search == "hnsw" else graph.concept_codes
 
 
 def _fused_hits(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
@@ -1535,9 +1544,8 @@ def _fused_hits(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str
     concept_search = concept_search_used(cfg, graph)
     if concept_search != "exact":
         weighting = searched_weighting(
-            graph.concept_hnsw if concept_search == "hnsw" else graph.concept_codes,
-            graph.vectors, graph.adjacency, q, top_k=cfg.top_k, hops=hops,
-            decay=cfg.expansion_decay, exact=exact)
+            _searched_concepts(graph, concept_search), graph.vectors, graph.adjacency, q,
+            top_k=cfg.top_k, hops=hops, decay=cfg.expansion_decay, exact=exact)
     else:
         concept_similarity = scan_scores(graph.vectors, q)
     term_ids = _term_ids(corpus, analyzer, query) if cfg.lexical else None

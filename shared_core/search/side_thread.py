@@ -58,7 +58,6 @@ class _Worker:
         self._lock = threading.Lock()
         self._free = threading.Lock()  # held while the worker runs a part
         self._pool: ThreadPoolExecutor | None = None
-        self._pid = 0
 
     def run(self, part: Callable[[], T]) -> Pending[T]:
         if not self._free.acquire(blocking=False):
@@ -79,13 +78,12 @@ class _Worker:
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
-            if self._pool is None or self._pid != os.getpid():
-                # a child's copy of the parent's executor has no thread behind it
+            if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="conceptgraph-query")
-                self._pid = os.getpid()
             return self._pool
 
     def after_fork(self) -> None:
+        # a child's copy of the parent's executor has no thread behind it
         self._lock = threading.Lock()
         self._free = threading.Lock()
         self._pool = None

@@ -136,6 +136,12 @@ class WalkGraph:
         """Build the postings now rather than on the first walk."""
         _ = self._postings
 
+    def make_query_parts(self) -> None:
+        """Build now everything a first walk builds and keeps: the postings, the node and
+        concept degrees and the units' first nodes (about 0.12 s at a million passages)."""
+        self.make_postings()
+        _ = self.node_degree, self.concept_degree, self.unit_starts
+
     @property
     def entry_unit(self) -> np.ndarray | None:
         """The unit of every entry of ``links_csc`` (None when the nodes are the units).
