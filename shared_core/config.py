@@ -154,8 +154,9 @@ class ConceptGraphConfig:
     into segments of their own) and saved with the index.
 
     ``query_threads`` is how many threads one query runs on. With 2 (the default), on
-    the candidate path over the index's own vectors, the units' vector search runs on a
-    second thread beside the concept search and the other views, and BLAS on one thread
+    the candidate path over the index's own vectors, the units' vector search and the
+    scoring of its rank sample run on a second thread beside the concept search and the
+    other views, and BLAS on one thread
     meanwhile (``shared_core.search.side_thread``); the answers are the same. 1 runs a
     query on the calling thread alone, for a server that already keeps every core busy
     with concurrent queries.
@@ -199,8 +200,9 @@ class ConceptGraphConfig:
     # posting entries a walk step reads on the candidate path (RESULTS.md)
     walk_postings: int | None = 30_000
     concept_search: ConceptSearch = "auto"
-    # 2: the units' vector search beside the rest of the query (search.side_thread):
-    # 17-24 % less time a query from 80 K to 1 M passages, the same answers (RESULTS.md)
+    # 2: the units' vector search and its rank sample beside the rest of the query
+    # (search.side_thread): 17-24 % less time a query from 80 K to 1 M passages, and the
+    # sample 3-9 % more, the same answers (RESULTS.md, fiftieth and fifty-first rounds)
     query_threads: int = 2
 
     def __post_init__(self) -> None:

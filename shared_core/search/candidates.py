@@ -358,49 +358,76 @@ class CandidateSimilarity:
     def score(self, units: np.ndarray) -> np.ndarray:
         return self.scorer(units)
 
+    def rank_sample(self, top_count: int) -> RankSample:
+        """The units a rank beyond a best list of ``top_count`` units is estimated from,
+        scored: they depend on that count alone, not on which units the list holds."""
+        units = spread_positions(self.n_units, RANK_SAMPLE + top_count)
+        scores = np.asarray((self.sample_scorer or self.scorer)(units))
+        return RankSample(top_count, units, scores)
+
     def ranks_below(self, units: np.ndarray, scores: np.ndarray,
-                    top_units: np.ndarray) -> np.ndarray:
-        rest_total = self.n_units - len(top_units)
-        everyone, outside = sample_less(self.n_units, top_units)
-        scored = (self.sample_scorer or self.scorer)(everyone)
-        return ranks_beyond(len(top_units), rest_total, everyone[outside], scored[outside],
-                            units, scores)
+                    top_units: np.ndarray, sample: RankSample | None = None) -> np.ndarray:
+        """Ranks of ``units`` (cosines ``scores``), none in ``top_units``, from ``sample``
+        (:meth:`rank_sample` for that list's length; scored here where not given)."""
+        if sample is None or sample.top_count != len(top_units):
+            sample = self.rank_sample(len(top_units))
+        outside = top_positions(sample.units, top_units) < 0
+        return ranks_beyond(len(top_units), self.n_units - len(top_units),
+                            sample.units[outside], sample.scores[outside], units, scores)
+
+    def top_and_sample(self, k: int | None) -> tuple[tuple[np.ndarray, np.ndarray], RankSample]:
+        """:meth:`top` and the :meth:`rank_sample` for a list of its length."""
+        found = self.top(k)
+        return found, self.rank_sample(len(found[0]))
+
+
+@dataclass(frozen=True, eq=False)
+class RankSample:
+    """An even sample of all units, sized for a best list of ``top_count`` units, and its
+    units' cosines (:meth:`CandidateSimilarity.rank_sample`)."""
+
+    top_count: int
+    units: np.ndarray
+    scores: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
 class StartedSimilarity:
-    """A :class:`CandidateSimilarity` whose best ``k`` units were asked for on a second
-    thread (``search.side_thread``) before the rest of the query: the same answers,
-    found while the concept search and the other views run."""
+    """A :class:`CandidateSimilarity` whose best ``k`` units, and the rank sample's
+    cosines for a list that long, were asked for on a second thread
+    (``search.side_thread``) before the rest of the query: the same answers, found while
+    the concept search and the other views run."""
 
     similarity: CandidateSimilarity
     k: int | None
-    started: Pending[tuple[np.ndarray, np.ndarray]]
+    started: Pending[tuple[tuple[np.ndarray, np.ndarray], RankSample]]
 
     @property
     def n_units(self) -> int:
         return self.similarity.n_units
 
     def top(self, k: int | None) -> tuple[np.ndarray, np.ndarray]:
-        return self.started.result() if k == self.k else self.similarity.top(k)
+        return self.started.result()[0] if k == self.k else self.similarity.top(k)
 
     def score(self, units: np.ndarray) -> np.ndarray:
         return self.similarity.score(units)
 
     def ranks_below(self, units: np.ndarray, scores: np.ndarray,
                     top_units: np.ndarray) -> np.ndarray:
-        return self.similarity.ranks_below(units, scores, top_units)
+        # the started sample serves any list as long as the one found beside
+        return self.similarity.ranks_below(units, scores, top_units, self.started.result()[1])
 
 
 @contextmanager
 def similarity_beside(similarity: CandidateSimilarity, k: int | None
                       ) -> Iterator[StartedSimilarity]:
-    """``similarity`` with its ``top(k)`` started on the second thread, BLAS on one
-    thread meanwhile. The part has ended when the context does, whatever happened: a
-    query that fails waits for it, and what it raised besides is noted on the query's
-    error, not dropped."""
+    """``similarity`` with its ``top(k)`` and the rank sample's cosines for it started on
+    the second thread, BLAS on one thread meanwhile. The part has ended when the context
+    does, whatever happened: a query that fails waits for it, and what it raised besides
+    is noted on the query's error, not dropped."""
     with blas_on_one_thread():
-        started = StartedSimilarity(similarity, k, run_beside(partial(similarity.top, k)))
+        started = StartedSimilarity(similarity, k,
+                                    run_beside(partial(similarity.top_and_sample, k)))
         try:
             yield started
         except BaseException as exc:

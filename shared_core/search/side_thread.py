@@ -1,13 +1,16 @@
 """A query's part that needs nothing else the query does, run on a second thread.
 
 On the candidate path, the units' vector search (an HNSW search and the exact rescoring
-of the units it finds) needs only the query vector, and the concept search, the BM25,
+of the units it finds, then the cosines of the even sample that ranks beyond those are
+estimated from) needs only the query vector, and the concept search, the BM25,
 evidence and walk views need only the query. faiss, and numpy's gathers and products,
 release the GIL, so on a small machine's second core the first can run beside the rest:
 the scale corpus's queries took 28.9-29.5 ms p50 against 34.3-36.8 ms at a million
 passages, and 17.9-19.2 ms against 24.1-25.8 ms at 80,000, with the same answers
-(``benchmarks/results/NOTES.md``, fiftieth round). Moving the BM25 view to the same
-thread gained nothing more.
+(``benchmarks/results/NOTES.md``, fiftieth round). Scoring the rank sample there too
+took the million-passage queries to 27.2-29.1 ms, against 29.9-30.3 (fifty-first
+round). Moving the BM25 view to the same thread gained nothing more, nor did the concept
+search: at 80,000 passages the caller then waited for it.
 
 Two rules make it pay, and keep it safe:
 

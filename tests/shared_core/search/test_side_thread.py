@@ -145,6 +145,27 @@ def test_the_started_best_units_are_the_ones_asked_for_and_found_beside() -> Non
     assert names[0].startswith("conceptgraph-query")  # top(3) was found on the worker
 
 
+def test_the_rank_sample_is_scored_beside_for_the_list_found_there() -> None:
+    names: list[str] = []
+    below = np.array([0, 3, 5])
+    cosines = _similarity([]).score(below)  # float32, as the sample's are
+    with similarity_beside(_similarity(names), 3) as started:
+        top_units, _ = started.top(3)
+        scored_beside = len(names)
+        ranks = started.ranks_below(below, cosines, top_units)
+        assert len(names) == scored_beside  # nothing scored again on this thread
+        # a list of another length needs a sample of its own, scored here
+        shorter = started.ranks_below(below, cosines, np.array([1, 4]))
+        assert len(names) == scored_beside + 1
+    # cosines .1 .9 .3 .0 .5 .2: beyond the best three (units 1, 4, 2) come 5, 0, 3; the
+    # sample is every unit here, so the ranks are exact
+    assert ranks.tolist() == [5.0, 6.0, 4.0]
+    # beyond the best two: 2 (.3), then 5, 0, 3
+    assert shorter.tolist() == [5.0, 6.0, 4.0]
+    assert all(name.startswith("conceptgraph-query") for name in names[:scored_beside])
+    assert scored_beside == 2  # the best units' rescoring, then the sample's
+
+
 def test_a_query_that_fails_waits_for_its_part_and_notes_what_that_raised() -> None:
     with pytest.raises(RuntimeError, match="concept search") as raised, similarity_beside(
             _similarity([], fail=True), 3):
