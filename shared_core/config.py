@@ -156,10 +156,9 @@ class ConceptGraphConfig:
     ``query_threads`` is how many threads one query runs on. With 2 (the default), on
     the candidate path over the index's own vectors, the units' vector search and the
     scoring of its rank sample run on a second thread beside the concept search and the
-    other views, and BLAS on one thread
-    meanwhile (``shared_core.search.side_thread``); the answers are the same. 1 runs a
-    query on the calling thread alone, for a server that already keeps every core busy
-    with concurrent queries.
+    other views, and BLAS on one thread meanwhile (``shared_core.search.side_thread``);
+    the answers are the same. 1 runs a query on the calling thread alone, for a server
+    that already keeps every core busy with concurrent queries.
     """
 
     theta_sem: float = 0.65

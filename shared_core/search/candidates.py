@@ -99,18 +99,23 @@ def spread_sample(units: np.ndarray, size: int = RANK_SAMPLE) -> np.ndarray:
     return units[spread_positions(len(units), size)]
 
 
+def rank_sample_units(units: np.ndarray | int, top_count: int) -> np.ndarray:
+    """An even sample of ``units`` (ascending; a count ``n`` means all of ``0..n-1``,
+    without a range that long) sized to keep ``RANK_SAMPLE`` beyond a best list of
+    ``top_count`` units: it depends on that count, not on which units the list holds."""
+    size = RANK_SAMPLE + top_count
+    return spread_positions(units, size) if isinstance(units, int) else spread_sample(units, size)
+
+
 def sample_less(units: np.ndarray | int, top_units: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """An even sample of ``units`` (ascending; a count ``n`` means all of ``0..n-1``,
-    without a range that long) sized to keep ``RANK_SAMPLE`` beyond the top, and which
-    of it is not in ``top_units``: the units a rank beyond is estimated from.
+    """:func:`rank_sample_units` for ``top_units``, and which of it is not in them: the
+    units a rank beyond is estimated from.
 
     The sample itself depends only on ``units``, so a caller that scores it every
     query can keep its rows (:class:`GatheredUnits`) and drop the top ones after.
     """
-    size = RANK_SAMPLE + len(top_units)
-    sample = (spread_positions(units, size) if isinstance(units, int)
-              else spread_sample(units, size))
+    sample = rank_sample_units(units, len(top_units))
     return sample, top_positions(sample, top_units) < 0
 
 
@@ -361,7 +366,7 @@ class CandidateSimilarity:
     def rank_sample(self, top_count: int) -> RankSample:
         """The units a rank beyond a best list of ``top_count`` units is estimated from,
         scored: they depend on that count alone, not on which units the list holds."""
-        units = spread_positions(self.n_units, RANK_SAMPLE + top_count)
+        units = rank_sample_units(self.n_units, top_count)
         scores = np.asarray((self.sample_scorer or self.scorer)(units))
         return RankSample(top_count, units, scores)
 
