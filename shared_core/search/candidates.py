@@ -24,7 +24,7 @@ import numpy as np
 from ..select.scores import rank_by_score
 from .local import ChunkScorer
 from .side_thread import Pending, blas_on_one_thread, run_beside
-from .sparse_values import sorted_index_of
+from .sparse_values import distinct_sorted, sorted_index_of
 from .vector_index import VectorIndex, top_k_indices
 
 RANK_SAMPLE = 1024  # units scored per query to estimate ranks beyond the candidates
@@ -89,7 +89,7 @@ def spread_positions(count: int, size: int) -> np.ndarray:
     """``0..count-1`` if ``count`` is at most ``size``, else ``size`` of them evenly spaced."""
     if count <= size:
         return np.arange(count)
-    return np.unique(np.linspace(0, count - 1, size).astype(np.int64))
+    return distinct_sorted(np.linspace(0, count - 1, size).astype(np.int64))
 
 
 def spread_sample(units: np.ndarray, size: int = RANK_SAMPLE) -> np.ndarray:
@@ -200,7 +200,7 @@ class RescoredView:
     def of_found(cls, found: np.ndarray, scorer: ChunkScorer, n_units: int) -> RescoredView:
         """The view over units found elsewhere (an engine's postings, in any order, with
         repeats), each scored exactly by ``scorer``; those scoring 0 are dropped."""
-        units = np.unique(np.asarray(found, dtype=np.int64))
+        units = distinct_sorted(np.asarray(found, dtype=np.int64))
         scores = np.asarray(scorer(units), dtype=np.float64)
         positive = scores > 0
         return cls(PositiveView(units[positive], scores[positive]), scorer, n_units)
@@ -353,7 +353,7 @@ class CandidateSimilarity:
         ask = min(total, want if self.row_unit is None else want * ROWS_PER_UNIT_SEARCHED)
         while True:
             rows, _ = self.index.search(self.query, ask)
-            units = np.unique(rows if self.row_unit is None else self.row_unit[rows])
+            units = distinct_sorted(rows if self.row_unit is None else self.row_unit[rows])
             units = units[units >= 0]
             if len(units) >= want or ask >= total or len(rows) < ask:
                 return units

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .ann import _faiss, one_query_search
+from .sparse_values import distinct_sorted
 from .vector_index import row_scores, rows_at, scan_scores, top_k_indices
 
 if TYPE_CHECKING:  # the state package imports the search package
@@ -212,7 +213,8 @@ class CodedScan:
         for ask in (min(coded, FIRST_ASK * k), min(coded, SECOND_ASK * k)):
             found, labels = (one_query_search(self.index, q, ask) if ask
                              else (np.zeros((1, 0)), np.zeros((1, 0), dtype=np.int64)))
-            scored = np.union1d(self.rows[labels[0][labels[0] >= 0]], self.beside)
+            scored = distinct_sorted(np.concatenate([self.rows[labels[0][labels[0] >= 0]],
+                                                     self.beside]))
             scores = row_scores(vectors, scored, q)
             best = top_k_indices(scores, k)
             if ask >= coded or found[0][ask - 1] + bound < scores[best[-1]]:

@@ -35,6 +35,7 @@ from . import ann
 from .ann import EF_SEARCH, HnswSegments, HnswVectorIndex, segment_plan
 from .candidates import top_positions
 from .fused import ConceptWeighting, reached_concepts, weighted
+from .sparse_values import distinct_sorted
 from .vector_index import SCAN_BLOCK, row_scores, rows_at, top_k_indices
 
 if TYPE_CHECKING:  # the state package imports the search package
@@ -215,7 +216,7 @@ class ConceptHnsw:
         if len(self.beside):
             scores = row_scores(vectors, self.beside, query)
             proposed = np.concatenate([proposed, self.beside[top_k_indices(scores, k)]])
-        return np.unique(proposed)
+        return distinct_sorted(proposed)
 
     def refreshed(self, new_of_old: np.ndarray, drift: np.ndarray, usable: np.ndarray,
                   vectors: Rows, max_beside: int | None = None,

@@ -40,7 +40,7 @@ from .candidates import (
 )
 from .local import Hit, SearchTrace, Stage, fill_budget
 from .postings import postings_view
-from .sparse_values import SparseValues, sorted_index_of
+from .sparse_values import SparseValues, distinct_sorted, sorted_index_of
 from .vector_index import top_k_indices
 from .walk import WalkGraph
 
@@ -217,7 +217,7 @@ def fused_search(
         if walk_seeds is None:
             seeds = concept_value.where(weighting.hops == 0)
         else:
-            seeded = np.unique(np.asarray(walk_seeds, dtype=np.int64))
+            seeded = distinct_sorted(np.asarray(walk_seeds, dtype=np.int64))
             seeds = SparseValues(seeded, idf[seeded])
         if walk_postings is None:
             views.append(PositiveView.of_scores(graph.unit_scores(
@@ -230,7 +230,7 @@ def fused_search(
     if candidates is None:
         pool = np.arange(similarity.n_units)
     else:
-        pool = np.unique(np.concatenate([top_units, *view_tops])).astype(np.int64)
+        pool = distinct_sorted(np.concatenate([top_units, *view_tops])).astype(np.int64)
     sims, sim_ranks = similarity_ranks(similarity, pool, top_units, top_sims)
     fused = 1.0 / (rrf_k + sim_ranks)
     for view, view_top in zip(views, view_tops, strict=True):

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared_core.search.sparse_values import SparseValues, sorted_index_of
+from shared_core.search.sparse_values import SparseValues, distinct_sorted, sorted_index_of
 
 # position 2 -> 0.5, 5 -> -1.0, 9 -> 3.0 on an axis of 12
 VALUES = SparseValues(np.array([2, 5, 9]), np.array([0.5, -1.0, 3.0]))
@@ -43,3 +43,20 @@ def test_the_dense_layout_round_trips_and_lookups_read_it(dense: list[float],
     assert np.array_equal(values.at(asked), array[asked])
     positive = values.where(values.values > 0)
     assert np.array_equal(positive.dense(len(array)), np.maximum(array, 0.0))
+
+
+def test_distinct_ids_by_hand() -> None:
+    assert distinct_sorted(np.array([7, 2, 7, 0, 2, 2])).tolist() == [0, 2, 7]
+    assert distinct_sorted(np.array([4])).tolist() == [4]
+    empty = distinct_sorted(np.zeros(0, dtype=np.int32))
+    assert empty.shape == (0,) and empty.dtype == np.int32
+
+
+@given(st.lists(st.integers(-3, 3000), max_size=300),
+       st.sampled_from([np.int32, np.int64, np.uint32]))
+@settings(max_examples=100, deadline=None)
+def test_distinct_ids_are_what_numpy_unique_gives(ids: list[int], dtype: type) -> None:
+    """The same values, order and dtype as ``np.unique``, with repeats and either sign."""
+    array = np.array([abs(i) for i in ids] if dtype is np.uint32 else ids, dtype=dtype)
+    got, expected = distinct_sorted(array), np.unique(array)
+    assert got.dtype == expected.dtype and got.tolist() == expected.tolist()
