@@ -221,7 +221,10 @@ class RescoredView:
         """Ranks of ``units`` given the view's ``top_units`` (best first); 0: no score."""
         everyone, outside = sample_less(self.n_units, top_units)
         sample = everyone[outside]
-        scores = self.scores_of(units)
+        # a listed unit's rank is its place in the list: only the others' rows are read
+        scores = np.zeros(len(units), dtype=np.float64)
+        unlisted = top_positions(units, top_units) < 0
+        scores[unlisted] = self.scores_of(units[unlisted])
         sample_scores = np.asarray((self.sample_scorer or self.scorer)(everyone),
                                    dtype=np.float64)[outside]
 

@@ -16,6 +16,7 @@ from shared_core.search.candidates import (
     CandidateSimilarity,
     GatheredUnits,
     PositiveView,
+    RescoredView,
     ScannedSimilarity,
 )
 from shared_core.search.fused import similarity_ranks
@@ -132,6 +133,27 @@ def test_a_sparse_view_ranks_ties_by_unit_and_scores_nothing_at_zero() -> None:
     assert view.ranks(np.array([0, 1, 2, 3, 5]), top).tolist() == [0, 1, 3, 2, 4]
     assert view.scores_of(np.array([5, 0, 4, 3, 9])).tolist() == [1.0, 0.0, 0.0, 2.0, 0.0]
     assert PositiveView.of_scores(np.zeros(3)).scores_of(np.array([0, 2])).tolist() == [0, 0]
+
+
+def test_a_rescored_view_reads_no_row_of_a_listed_unit_to_rank_the_pool() -> None:
+    exact = np.array([0.0, 3.0, 1.0, 2.0, 0.5, 2.0])  # every unit's exact score
+    asked: list[list[int]] = []
+
+    def scorer(units: np.ndarray) -> np.ndarray:
+        asked.append(units.tolist())
+        return exact[units]
+
+    # the bounded reads found 1, 3 and 4 (partial sums); exact: 1 3.0, 3 2.0, 4 0.5
+    view = RescoredView(PositiveView(np.array([1, 3, 4]), np.array([1.0, 1.0, 0.4])),
+                        scorer, len(exact), sample_scorer=lambda units: exact[units])
+    top = view.top(1)
+    assert top.tolist() == [1] and asked == [[1, 3]]  # twice k found, then scored exactly
+    asked.clear()
+    # beyond unit 1 the other five units rank by exact score, ties to the lower unit:
+    # 3 and 5 at 2.0 are 2nd and 3rd, 2 4th, 4 5th, 0 has no score (exact: few units)
+    ranks = view.ranks(np.array([0, 1, 2, 4, 5]), top)
+    assert ranks.tolist() == [0, 1, 4, 5, 3]
+    assert asked == [[0, 2, 4, 5]]  # the listed unit 1 ranks by its place, unread
 
 
 def test_sentence_rows_give_each_unit_its_best_sentence() -> None:
