@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -1463,13 +1464,15 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
         unit_similarity = _unit_similarity(corpus, graph, q)
-        with (similarity_beside(unit_similarity, cfg.candidates)
+        term_ids = _term_ids(corpus, analyzer, query) if cfg.lexical else None
+        with (similarity_beside(unit_similarity, cfg.candidates,
+                                _lexical_beside(graph, term_ids))
               if isinstance(unit_similarity, CandidateSimilarity)
               and _similarity_beside(cfg, graph)
-              else nullcontext(unit_similarity)) as similarity:
-            hits, trace = _fused_hits(state, analyzer, q, query, cfg, similarity, hops,
+              else nullcontext((unit_similarity, None))) as (similarity, lexical):
+            hits, trace = _fused_hits(state, q, cfg, similarity, hops,
                                       exact, query_concepts if walks_from_terms else None,
-                                      walk_hops)
+                                      walk_hops, term_ids, lexical)
     else:
         hits, trace = local_search(
             scan_scores(graph.vectors, q),
@@ -1532,13 +1535,15 @@ def _searched_concepts(graph: DerivedGraph, concept_search: str) -> ConceptHnsw 
     return graph.concept_hnsw if concept_search == "hnsw" else graph.concept_codes
 
 
-def _fused_hits(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
+def _fused_hits(state: IndexState, q: np.ndarray,
                 cfg: ConceptGraphConfig, similarity: np.ndarray | UnitSimilarity, hops: int,
-                exact: np.ndarray | None, walk_seeds: np.ndarray | None, walk_hops: int
+                exact: np.ndarray | None, walk_seeds: np.ndarray | None, walk_hops: int,
+                term_ids: list[int] | None, lexical_beside: UnitView | None
                 ) -> tuple[list[Hit], SearchTrace]:
     """The fused ranking's hits for one query, its units' cosines given
-    (:func:`_unit_similarity`)."""
-    corpus, graph = state.corpus, state.graph
+    (:func:`_unit_similarity`), and its BM25 view where that was made beside
+    (``lexical_beside``, :func:`_lexical_beside`)."""
+    graph = state.graph
     weighting: ConceptWeighting | None = None
     concept_similarity: np.ndarray | None = None
     concept_search = concept_search_used(cfg, graph)
@@ -1548,11 +1553,11 @@ def _fused_hits(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str
             top_k=cfg.top_k, hops=hops, decay=cfg.expansion_decay, exact=exact)
     else:
         concept_similarity = scan_scores(graph.vectors, q)
-    term_ids = _term_ids(corpus, analyzer, query) if cfg.lexical else None
     found = _found_by_engine(graph, cfg, concept_similarity, hops, exact, term_ids,
                              weighting)
-    lexical = (None if term_ids is None else graph.unit_bm25.view(term_ids) if found is None
-               else found.lexical)
+    lexical = (found.lexical if found is not None else lexical_beside
+               if lexical_beside is not None or term_ids is None
+               else graph.unit_bm25.view(term_ids))
     return fused_search(
         concept_similarity,
         graph.unit_links_csr,
@@ -1741,6 +1746,25 @@ def _unit_similarity(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray
     return CandidateSimilarity(graph.ann, graph.ann_row_unit, _unit_scorer(corpus, graph, q),
                                q, len(graph.unit_tokens),
                                _unit_scorer(corpus, graph, q, graph.gathered_units))
+
+
+# a BM25 view that reads at least this many posting entries is made on the query's
+# second thread after the units' search; a smaller one on the caller's, where the
+# units' search is the longer part. Measured on the scale corpus (benchmarks/results/
+# NOTES.md, fifty-second round): at a million passages, where a query's terms read
+# 226,000 entries (median), queries took 26.3-26.5 ms p50 against 28.2-29.1; at 80,000,
+# where this bound leaves nearly every view on the caller, a tie. Moving every view
+# there cost 0.4-0.9 ms at 80,000, within that save's spread between processes
+LEXICAL_BESIDE_ENTRIES = 100_000
+
+
+def _lexical_beside(graph: DerivedGraph, term_ids: list[int] | None
+                    ) -> Callable[[], UnitView] | None:
+    """The BM25 view as a part for the query's second thread, None where the caller's
+    thread makes it (no terms, or postings too short to pay for the move)."""
+    if term_ids is None or graph.unit_bm25.entries(term_ids) < LEXICAL_BESIDE_ENTRIES:
+        return None
+    return partial(graph.unit_bm25.view, term_ids)
 
 
 def _similarity_beside(cfg: ConceptGraphConfig, graph: DerivedGraph) -> bool:

@@ -58,6 +58,11 @@ class BM25Scorer:
             return np.zeros(self.weights.shape[0], dtype=np.float64)
         return np.asarray(self.weights[:, columns].sum(axis=1), dtype=np.float64).ravel()
 
+    def entries(self, term_ids: Iterable[int]) -> int:
+        """How many posting entries :meth:`view` reads for these terms."""
+        columns = np.unique(np.fromiter(term_ids, dtype=np.int64))
+        return int((self.weights.indptr[columns + 1] - self.weights.indptr[columns]).sum())
+
     def idf(self, columns: np.ndarray) -> np.ndarray:
         """Lucene's idf of these terms over the units (what ``from_counts`` weighted by)."""
         return lucene_idf(np.diff(self.weights.indptr)[columns], self.weights.shape[0])

@@ -16,8 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -399,6 +398,16 @@ class RankSample:
     scores: np.ndarray
 
 
+class BesideParts(NamedTuple):
+    """What a query's second thread found: the units' best list with their cosines, the
+    rank sample scored for a list that long, and the lexical view where one was asked
+    for (:func:`similarity_beside`)."""
+
+    found: tuple[np.ndarray, np.ndarray]
+    sample: RankSample
+    lexical: UnitView | None
+
+
 @dataclass(frozen=True, eq=False)
 class StartedSimilarity:
     """A :class:`CandidateSimilarity` whose best ``k`` units, and the rank sample's
@@ -408,14 +417,14 @@ class StartedSimilarity:
 
     similarity: CandidateSimilarity
     k: int | None
-    started: Pending[tuple[tuple[np.ndarray, np.ndarray], RankSample]]
+    started: Pending[BesideParts]
 
     @property
     def n_units(self) -> int:
         return self.similarity.n_units
 
     def top(self, k: int | None) -> tuple[np.ndarray, np.ndarray]:
-        return self.started.result()[0] if k == self.k else self.similarity.top(k)
+        return self.started.result().found if k == self.k else self.similarity.top(k)
 
     def score(self, units: np.ndarray) -> np.ndarray:
         return self.similarity.score(units)
@@ -423,24 +432,50 @@ class StartedSimilarity:
     def ranks_below(self, units: np.ndarray, scores: np.ndarray,
                     top_units: np.ndarray) -> np.ndarray:
         # the started sample serves any list as long as the one found beside
-        return self.similarity.ranks_below(units, scores, top_units, self.started.result()[1])
+        return self.similarity.ranks_below(units, scores, top_units, self.started.result().sample)
+
+
+@dataclass(frozen=True, eq=False)
+class StartedView:
+    """The lexical view made on a query's second thread after the units' search: a
+    :class:`UnitView` that waits for it when the ranking first reads it."""
+
+    started: Pending[BesideParts]
+
+    def _view(self) -> UnitView:
+        view = self.started.result().lexical
+        assert view is not None, "a started view is made only where one was asked for"
+        return view
+
+    def top(self, k: int | None) -> np.ndarray:
+        return self._view().top(k)
+
+    def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
+        return self._view().ranks(units, top_units)
 
 
 @contextmanager
-def similarity_beside(similarity: CandidateSimilarity, k: int | None
-                      ) -> Iterator[StartedSimilarity]:
+def similarity_beside(similarity: CandidateSimilarity, k: int | None,
+                      lexical: Callable[[], UnitView] | None = None
+                      ) -> Iterator[tuple[StartedSimilarity, StartedView | None]]:
     """``similarity`` with its ``top(k)`` and the rank sample's cosines for it started on
-    the second thread, BLAS on one thread meanwhile. The part has ended when the context
-    does, whatever happened: a query that fails waits for it, and what it raised besides
-    is noted on the query's error, not dropped."""
+    the second thread, then ``lexical()`` (the BM25 view) where given, BLAS on one
+    thread meanwhile; yields the similarity and that view (None without it). The part
+    has ended when the context does, whatever happened: a query that fails waits for
+    it, and what it raised besides is noted on the query's error, not dropped."""
+
+    def part() -> BesideParts:
+        found, sample = similarity.top_and_sample(k)
+        return BesideParts(found, sample, None if lexical is None else lexical())
+
     with blas_on_one_thread():
-        started = StartedSimilarity(similarity, k,
-                                    run_beside(partial(similarity.top_and_sample, k)))
+        pending = run_beside(part)
+        started = StartedSimilarity(similarity, k, pending)
         try:
-            yield started
+            yield started, None if lexical is None else StartedView(pending)
         except BaseException as exc:
-            also = started.started.wait()
+            also = pending.wait()
             if also is not None and also is not exc:
                 exc.add_note(f"the units' vector search beside it also failed: {also!r}")
             raise
-        started.started.result()  # the query asked for it; a part never left running
+        pending.result()  # the query asked for it; a part never left running

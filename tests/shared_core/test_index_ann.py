@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+from shared_core import index as index_module
 from shared_core.search.ann import (
     FILE_NAME,
     ROWS_FILE_NAME,
@@ -65,9 +66,16 @@ def test_on_a_small_corpus_hnsw_retrieves_what_exact_retrieves(knobs: dict[str, 
     assert contexts(approximate) == contexts(exact)
 
 
-def test_a_query_on_two_threads_answers_as_on_one(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("bm25_beside", [False, True])
+def test_a_query_on_two_threads_answers_as_on_one(monkeypatch: pytest.MonkeyPatch,
+                                                  bm25_beside: bool) -> None:
     monkeypatch.setattr(derived, "ANN_MIN_ROWS", 1)
+    if bm25_beside:  # every BM25 view made on the second thread, however short its postings
+        monkeypatch.setattr(index_module, "LEXICAL_BESIDE_ENTRIES", 0)
     two = build(unit_tokens=12, candidates=4)  # a pool smaller than the units: ranks estimated
+    terms = index_module._term_ids(two.state.corpus, two._analyzer, QUERIES[1])
+    assert terms and (index_module._lexical_beside(two.state.graph, terms) is not None
+                      ) == bm25_beside
     assert two.config.query_threads == 2 and two.stats()["vector_index"] == "hnsw"
     one = two.reconfigured(query_threads=1)
     assert one.state.graph is two.state.graph  # a query knob: nothing derived again
@@ -362,7 +370,6 @@ def test_a_faiss_index_of_another_kind_is_refused(tmp_path: Path) -> None:
 
 
 def test_auto_without_the_ann_extra_scans_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    import shared_core.index as index_module
     from shared_core.search import ann
 
     n_sentences = len(build().state.corpus.sentence_spans)
@@ -498,7 +505,6 @@ def test_what_the_first_walk_builds_is_kept_in_the_spill_not_on_the_heap(
 
 def test_changing_only_the_vector_index_keeps_the_graph_and_derives_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import shared_core.index as index_module
 
     approximate = build(vector_index="hnsw")
     exact_built = build(vector_index="exact")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from shared_core.search.candidates import CandidateSimilarity, similarity_beside
+from shared_core.search.candidates import CandidateSimilarity, PositiveView, similarity_beside
 from shared_core.search.side_thread import blas_on_one_thread, blas_threads, run_beside
 from shared_core.search.vector_index import ExactVectorIndex
 
@@ -135,7 +135,8 @@ def _similarity(scorer_names: list[str], fail: bool = False) -> CandidateSimilar
 def test_the_started_best_units_are_the_ones_asked_for_and_found_beside() -> None:
     names: list[str] = []
     plain = _similarity([])
-    with similarity_beside(_similarity(names), 3) as started:
+    with similarity_beside(_similarity(names), 3) as (started, lexical):
+        assert lexical is None  # none asked for
         units, scores = started.top(3)
         assert started.n_units == 6
         assert started.score(np.array([4])).tolist() == pytest.approx([0.5])
@@ -149,7 +150,7 @@ def test_the_rank_sample_is_scored_beside_for_the_list_found_there() -> None:
     names: list[str] = []
     below = np.array([0, 3, 5])
     cosines = _similarity([]).score(below)  # float32, as the sample's are
-    with similarity_beside(_similarity(names), 3) as started:
+    with similarity_beside(_similarity(names), 3) as (started, _):
         top_units, _ = started.top(3)
         scored_beside = len(names)
         ranks = started.ranks_below(below, cosines, top_units)
@@ -166,6 +167,35 @@ def test_the_rank_sample_is_scored_beside_for_the_list_found_there() -> None:
     assert scored_beside == 2  # the best units' rescoring, then the sample's
 
 
+def test_the_lexical_view_is_made_beside_after_the_units_search() -> None:
+    names: list[str] = []
+    made_on: list[str] = []
+
+    def bm25_view() -> PositiveView:  # what a BM25 view of units 0, 3 and 5 holds
+        made_on.append(threading.current_thread().name)
+        made_on.append(f"after {len(names)} scorings")
+        return PositiveView(np.array([0, 3, 5]), np.array([1.5, 0.5, 1.5]))
+
+    with similarity_beside(_similarity(names), 3, bm25_view) as (started, lexical):
+        assert lexical is not None
+        top = lexical.top(2)
+        ranks = lexical.ranks(np.array([0, 1, 3, 5]), top)
+        started.top(3)
+    # 0 and 5 tie at 1.5 (the lower unit first), 3 is third, 1 has no score
+    assert top.tolist() == [0, 5] and ranks.tolist() == [1.0, 0.0, 3.0, 2.0]
+    # on the worker, once, after the best units' rescoring and the sample's
+    assert made_on[0].startswith("conceptgraph-query") and made_on[1:] == ["after 2 scorings"]
+
+
+def test_a_lexical_view_that_fails_fails_the_query() -> None:
+    def broken_view() -> PositiveView:
+        raise ValueError("postings unreadable")
+
+    with pytest.raises(ValueError, match="postings unreadable"), similarity_beside(
+            _similarity([]), 3, broken_view) as (_, lexical):
+        assert lexical is not None
+        lexical.top(2)
+
 def test_a_query_that_fails_waits_for_its_part_and_notes_what_that_raised() -> None:
     with pytest.raises(RuntimeError, match="concept search") as raised, similarity_beside(
             _similarity([], fail=True), 3):
@@ -175,7 +205,7 @@ def test_a_query_that_fails_waits_for_its_part_and_notes_what_that_raised() -> N
 
 def test_a_part_that_fails_fails_the_query_that_asks_for_it() -> None:
     with pytest.raises(ValueError, match="rows gone"), similarity_beside(
-            _similarity([], fail=True), 3) as started:
+            _similarity([], fail=True), 3) as (started, _):
         started.top(3)
 
 
