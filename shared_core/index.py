@@ -1752,7 +1752,7 @@ def _unit_similarity(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray
 # second thread after the units' search; a smaller one on the caller's, where the
 # units' search is the longer part. Measured on the scale corpus (benchmarks/results/
 # NOTES.md, fifty-second round): at a million passages, where a query's terms read
-# 226,000 entries (median), queries took 26.3-26.5 ms p50 against 28.2-29.1; at 80,000,
+# 226,000 entries (median), queries took 26.2-26.5 ms p50 against 28.1-29.1; at 80,000,
 # where this bound leaves nearly every view on the caller, a tie. Moving every view
 # there cost 0.4-0.9 ms at 80,000, within that save's spread between processes
 LEXICAL_BESIDE_ENTRIES = 100_000

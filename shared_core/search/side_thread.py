@@ -10,7 +10,7 @@ passages, and 17.9-19.2 ms against 24.1-25.8 ms at 80,000, with the same answers
 (``benchmarks/results/NOTES.md``, fiftieth round). Scoring the rank sample there too
 took the million-passage queries to 27.2-29.1 ms, against 29.9-30.3 (fifty-first
 round). A BM25 view whose terms' postings hold at least 100,000 entries is made there
-next: 26.3-26.5 ms against 28.2-29.1 at a million passages, where a query's terms read
+next: 26.2-26.5 ms against 28.1-29.1 at a million passages, where a query's terms read
 226,000 entries (median), and a tie at 80,000 (fifty-second round). Moving the concept
 search there gained nothing: at 80,000 passages the caller then waited for it.
 
