@@ -1555,9 +1555,11 @@ def _fused_hits(state: IndexState, q: np.ndarray,
         concept_similarity = scan_scores(graph.vectors, q)
     found = _found_by_engine(graph, cfg, concept_similarity, hops, exact, term_ids,
                              weighting)
-    lexical = (found.lexical if found is not None else lexical_beside
-               if lexical_beside is not None or term_ids is None
-               else graph.unit_bm25.view(term_ids))
+    lexical: UnitView | None = lexical_beside
+    if found is not None:
+        lexical = found.lexical
+    elif lexical is None and term_ids is not None:
+        lexical = graph.unit_bm25.view(term_ids)
     return fused_search(
         concept_similarity,
         graph.unit_links_csr,

@@ -23,6 +23,11 @@ def lucene_idf(df: np.ndarray, n_units: int) -> np.ndarray:
     return np.asarray(np.log1p((n_units - df + 0.5) / (df + 0.5)), dtype=np.float64)
 
 
+def term_columns(term_ids: Iterable[int]) -> np.ndarray:
+    """A query's distinct term ids, ascending: the weight columns it reads."""
+    return np.unique(np.fromiter(term_ids, dtype=np.int64))
+
+
 @dataclass(frozen=True)
 class BM25Scorer:
     """Per-term BM25 weights of every unit, precomputed; a query sums its terms' columns."""
@@ -53,14 +58,14 @@ class BM25Scorer:
 
     def scores(self, term_ids: Iterable[int]) -> np.ndarray:
         """BM25 of every unit for a query given as term ids (each distinct term once)."""
-        columns = np.unique(np.fromiter(term_ids, dtype=np.int64))
+        columns = term_columns(term_ids)
         if not len(columns):
             return np.zeros(self.weights.shape[0], dtype=np.float64)
         return np.asarray(self.weights[:, columns].sum(axis=1), dtype=np.float64).ravel()
 
     def entries(self, term_ids: Iterable[int]) -> int:
         """How many posting entries :meth:`view` reads for these terms."""
-        columns = np.unique(np.fromiter(term_ids, dtype=np.int64))
+        columns = term_columns(term_ids)
         return int((self.weights.indptr[columns + 1] - self.weights.indptr[columns]).sum())
 
     def idf(self, columns: np.ndarray) -> np.ndarray:
@@ -90,7 +95,7 @@ class BM25Scorer:
     def found_view(self, found: np.ndarray, term_ids: Iterable[int]) -> RescoredView:
         """The BM25 view over units found elsewhere (an engine's term postings), each
         scored exactly by :meth:`unit_scores`; ranks beyond them from an even sample."""
-        columns = np.unique(np.fromiter(term_ids, dtype=np.int64))
+        columns = term_columns(term_ids)
 
         def exact(units: np.ndarray) -> np.ndarray:
             return self.unit_scores(units, columns)
@@ -101,4 +106,4 @@ class BM25Scorer:
         """The units a query's terms reach and their BM25, read from those terms' postings
         only: no array as long as the corpus unless they hold a sizeable share of it
         (``search.postings.summed_view``)."""
-        return postings_view(self.weights, np.unique(np.fromiter(term_ids, dtype=np.int64)))
+        return postings_view(self.weights, term_columns(term_ids))

@@ -171,7 +171,7 @@ class PositiveView:
             return ranks_beyond(len(top_units), len(self.units) - len(top_units), sample,
                                 self.scores_of(sample), rest, rest_scores)
 
-        return view_ranks(units, self.scores_of(units), top_units, beyond)
+        return view_ranks(units, self.scores_of, top_units, beyond)
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,10 +220,6 @@ class RescoredView:
         """Ranks of ``units`` given the view's ``top_units`` (best first); 0: no score."""
         everyone, outside = sample_less(self.n_units, top_units)
         sample = everyone[outside]
-        # a listed unit's rank is its place in the list: only the others' rows are read
-        scores = np.zeros(len(units), dtype=np.float64)
-        unlisted = top_positions(units, top_units) < 0
-        scores[unlisted] = self.scores_of(units[unlisted])
         sample_scores = np.asarray((self.sample_scorer or self.scorer)(everyone),
                                    dtype=np.float64)[outside]
 
@@ -231,19 +227,25 @@ class RescoredView:
             return ranks_beyond(len(top_units), self.n_units - len(top_units), sample,
                                 sample_scores, rest, rest_scores)
 
-        return view_ranks(units, scores, top_units, beyond)
+        return view_ranks(units, self.scores_of, top_units, beyond)
 
 
-def view_ranks(units: np.ndarray, scores: np.ndarray, top_units: np.ndarray,
+def view_ranks(units: np.ndarray, score: Callable[[np.ndarray], np.ndarray],
+               top_units: np.ndarray,
                beyond: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-    """Each unit's 1-based position in ``top_units``, 0 where its score is not positive,
-    else ``beyond(those units, their scores)``: a view's rank of every pool unit."""
+    """Each unit's 1-based position in ``top_units``; for the others, 0 where ``score``
+    is not positive, else ``beyond(those units, their scores)``: a view's rank of every
+    pool unit. A listed unit's rank is its place, so only the others are scored (a
+    rescored view reads each one's rows)."""
     ranks = np.zeros(len(units), dtype=np.float64)
     in_top = top_positions(units, top_units)
-    ranks[in_top >= 0] = in_top[in_top >= 0] + 1.0
-    rest = (in_top < 0) & (scores > 0)
+    listed = in_top >= 0
+    ranks[listed] = in_top[listed] + 1.0
+    others = units[~listed]
+    scores = np.asarray(score(others), dtype=np.float64)
+    rest = scores > 0
     if rest.any():
-        ranks[rest] = beyond(units[rest], scores[rest])
+        ranks[np.flatnonzero(~listed)[rest]] = beyond(others[rest], scores[rest])
     return ranks
 
 
