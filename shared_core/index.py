@@ -39,6 +39,7 @@ from .search.candidates import (
     ROWS_PER_UNIT_SEARCHED,
     CandidateSimilarity,
     GatheredUnits,
+    StartedSimilarity,
     UnitSimilarity,
     UnitView,
     similarity_beside,
@@ -1585,6 +1586,7 @@ def _fused_hits(state: IndexState, q: np.ndarray,
         walk_postings=None if graph.ann is None else cfg.walk_postings,  # candidates only
         weighting=weighting if found is None else found.weighting,
         evidence_found=None if found is None else found.evidence,
+        ranks_beside=isinstance(similarity, StartedSimilarity),
     )
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..select.scores import rank_by_score
 from .local import ChunkScorer
-from .side_thread import Pending, blas_on_one_thread, run_beside
+from .side_thread import Pending, blas_on_one_thread, part_beside
 from .sparse_values import distinct_sorted, sorted_index_of
 from .vector_index import VectorIndex, top_k_indices
 
@@ -402,12 +402,13 @@ class RankSample:
 
 class BesideParts(NamedTuple):
     """What a query's second thread found: the units' best list with their cosines, the
-    rank sample scored for a list that long, and the lexical view where one was asked
-    for (:func:`similarity_beside`)."""
+    rank sample scored for a list that long, and the lexical view with its best list as
+    long, where one was asked for (:func:`similarity_beside`)."""
 
     found: tuple[np.ndarray, np.ndarray]
     sample: RankSample
     lexical: UnitView | None
+    lexical_top: np.ndarray | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -439,10 +440,11 @@ class StartedSimilarity:
 
 @dataclass(frozen=True, eq=False)
 class StartedView:
-    """The lexical view made on a query's second thread after the units' search: a
-    :class:`UnitView` that waits for it when the ranking first reads it."""
+    """The lexical view made on a query's second thread after the units' search, with its
+    best ``k``: a :class:`UnitView` that waits for it when the ranking first reads it."""
 
     started: Pending[BesideParts]
+    k: int | None
 
     def _view(self) -> UnitView:
         view = self.started.result().lexical
@@ -450,7 +452,8 @@ class StartedView:
         return view
 
     def top(self, k: int | None) -> np.ndarray:
-        return self._view().top(k)
+        top = self.started.result().lexical_top
+        return top if k == self.k and top is not None else self._view().top(k)
 
     def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
         return self._view().ranks(units, top_units)
@@ -461,23 +464,18 @@ def similarity_beside(similarity: CandidateSimilarity, k: int | None,
                       lexical: Callable[[], UnitView] | None = None
                       ) -> Iterator[tuple[StartedSimilarity, StartedView | None]]:
     """``similarity`` with its ``top(k)`` and the rank sample's cosines for it started on
-    the second thread, then ``lexical()`` (the BM25 view) where given, BLAS on one
-    thread meanwhile; yields the similarity and that view (None without it). The part
+    the second thread, then ``lexical()`` (the BM25 view) and its ``top(k)`` where given,
+    BLAS on one thread meanwhile; yields the similarity and that view (None without it). The part
     has ended when the context does, whatever happened: a query that fails waits for
     it, and what it raised besides is noted on the query's error, not dropped."""
 
     def part() -> BesideParts:
         found, sample = similarity.top_and_sample(k)
-        return BesideParts(found, sample, None if lexical is None else lexical())
+        if lexical is None:
+            return BesideParts(found, sample, None, None)
+        view = lexical()
+        return BesideParts(found, sample, view, view.top(k))
 
-    with blas_on_one_thread():
-        pending = run_beside(part)
-        started = StartedSimilarity(similarity, k, pending)
-        try:
-            yield started, None if lexical is None else StartedView(pending)
-        except BaseException as exc:
-            also = pending.wait()
-            if also is not None and also is not exc:
-                exc.add_note(f"the units' vector search beside it also failed: {also!r}")
-            raise
-        pending.result()  # the query asked for it; a part never left running
+    with blas_on_one_thread(), part_beside(part) as pending:
+        yield (StartedSimilarity(similarity, k, pending),
+               None if lexical is None else StartedView(pending, k))

@@ -40,6 +40,7 @@ from .candidates import (
 )
 from .local import Hit, SearchTrace, Stage, fill_budget
 from .postings import postings_view
+from .side_thread import part_beside
 from .sparse_values import SparseValues, distinct_sorted, sorted_index_of
 from .vector_index import top_k_indices
 from .walk import WalkGraph
@@ -161,6 +162,7 @@ def fused_search(
     walk_postings: int | None = None,
     weighting: ConceptWeighting | None = None,
     evidence_found: np.ndarray | None = None,
+    ranks_beside: bool = False,
 ) -> tuple[list[Hit], SearchTrace]:
     """Fill the budget with units in fused order; each hit names its strongest concept.
 
@@ -190,6 +192,10 @@ def fused_search(
     ``search.external.TermPostingsBackend``) in the same request as the BM25 view's.
     Those units are scored exactly here (:func:`found_evidence_view`); without
     ``evidence_found`` the postings are read here.
+
+    ``ranks_beside`` ranks the pool by similarity on the query's second thread while
+    this one ranks it in the other views (``search.side_thread``): a query whose units'
+    search ran there has its rows at hand, and the two take about as long.
     """
     if evidence_found is not None and weighting is None:
         raise ValueError("evidence_found needs the weighting its concept values came from")
@@ -231,11 +237,16 @@ def fused_search(
         pool = np.arange(similarity.n_units)
     else:
         pool = distinct_sorted(np.concatenate([top_units, *view_tops])).astype(np.int64)
-    sims, sim_ranks = similarity_ranks(similarity, pool, top_units, top_sims)
+    with part_beside(lambda: similarity_ranks(similarity, pool, top_units, top_sims),
+                     beside=ranks_beside) as ranked_by_similarity:
+        view_terms = []
+        for view, view_top in zip(views, view_tops, strict=True):
+            ranks = view.ranks(pool, view_top)
+            view_terms.append((ranks > 0) / (rrf_k + ranks))
+        sims, sim_ranks = ranked_by_similarity.result()
     fused = 1.0 / (rrf_k + sim_ranks)
-    for view, view_top in zip(views, view_tops, strict=True):
-        ranks = view.ranks(pool, view_top)
-        fused += (ranks > 0) / (rrf_k + ranks)
+    for term in view_terms:  # summed in the views' order, whichever thread ranked first
+        fused += term
     ranked = rank_by_score(fused)
     if min_similarity is not None:
         ranked = ranked[sims[ranked] >= min_similarity]

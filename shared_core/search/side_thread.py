@@ -113,6 +113,23 @@ def run_beside(part: Callable[[], T]) -> Pending[T]:
     return _WORKER.run(part)
 
 
+@contextmanager
+def part_beside(part: Callable[[], T], beside: bool = True) -> Iterator[Pending[T]]:
+    """``part`` started by :func:`run_beside` (run here first where ``beside`` is False),
+    for the body to work beside it. The part has ended when the context does, whatever
+    happened: a body that raises waits for it, and what it raised besides is noted on
+    the body's error, not dropped; a part that failed unasked fails the context."""
+    pending = run_beside(part) if beside else Pending(_ran_here(part))
+    try:
+        yield pending
+    except BaseException as exc:
+        also = pending.wait()
+        if also is not None and also is not exc:
+            exc.add_note(f"a part of the query beside it also failed: {also!r}")
+        raise
+    pending.result()
+
+
 class _OneBlasThread:
     """Process-wide: OpenBLAS on one thread from the first holder in to the last one out.
 

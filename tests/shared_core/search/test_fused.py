@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,9 @@ from shared_core.search import (
     inverse_document_frequency,
     strongest_concept,
 )
+from shared_core.search.candidates import CandidateSimilarity, similarity_beside
 from shared_core.search.sparse_values import SparseValues
+from shared_core.search.vector_index import ExactVectorIndex
 
 
 def _links(pairs: list[tuple[int, int]], shape: tuple[int, int]) -> sp.csr_matrix:
@@ -128,6 +131,32 @@ def test_lexical_view_is_a_third_rrf_term() -> None:
     hits, _ = search(lexical=np.array([0.0, 0.0, 0.0, 0.0, 0.0, 3.0]))
     assert [h[0] for h in hits] == [1, 2, 5, 0, 4, 3]
     assert hits[2] == (5, -1, "similarity", 0)  # words are not concepts: no concept credit
+
+
+@pytest.mark.parametrize("ranks_beside", [False, True])
+def test_the_pool_ranked_by_similarity_on_the_second_thread_ranks_as_here(
+        ranks_beside: bool) -> None:
+    scored_on: list[tuple[list[int], str]] = []
+
+    def cosines(units: np.ndarray) -> np.ndarray:
+        scored_on.append((units.tolist(), threading.current_thread().name))
+        return UNIT_SIM[units]
+
+    # the vector index finds units 2 and 1 (cosines .9, .7), the evidence view's best two
+    # are 1 and 0: unit 0 is in the pool but not in the similarity's list, so it is
+    # scored, then ranked from the sample (every unit here: exact, 6th)
+    found = CandidateSimilarity(ExactVectorIndex(np.eye(6, dtype=np.float32)), None, cosines,
+                                UNIT_SIM.astype(np.float32), 6)
+    with similarity_beside(found, 2) as (started, _):
+        hits, _ = fused_search(CONCEPT_SIM, LINKS, ADJ, started, TOKENS,
+                               inverse_document_frequency(LINKS), top_k=2, hops=2, decay=0.5,
+                               rrf_k=1, budget=1000, candidates=2, ranks_beside=ranks_beside)
+    # as the full ranking orders them: u1 .833, u2 .75, u0 .476 (test above)
+    assert [h.chunk for h in hits] == [1, 2, 0]
+    assert [round(h.score, 3) for h in hits] == [0.833, 0.75, 0.476]
+    pool_scored = [name for units, name in scored_on if units == [0]]
+    assert len(pool_scored) == 1
+    assert pool_scored[0].startswith("conceptgraph-query") == ranks_beside
 
 
 @pytest.mark.parametrize(("overflow", "expected"), [("stop", [1, 2]), ("skip", [1, 2, 4])])

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
 
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
 from shared_core.search.candidates import CandidateSimilarity, PositiveView, similarity_beside
-from shared_core.search.side_thread import blas_on_one_thread, blas_threads, run_beside
+from shared_core.search.side_thread import (
+    blas_on_one_thread,
+    blas_threads,
+    part_beside,
+    run_beside,
+)
 from shared_core.search.vector_index import ExactVectorIndex
 
 
@@ -61,6 +67,48 @@ def test_what_a_part_raises_is_raised_by_result(busy: bool) -> None:
         release.set()
         if blocker is not None:
             assert blocker.result() is True
+
+
+def test_a_part_beside_runs_while_the_body_does() -> None:
+    body_ran = threading.Event()
+
+    def part() -> str:  # finishes only once the body has run: the two overlap
+        assert body_ran.wait(10)
+        return threading.current_thread().name
+
+    with part_beside(part) as pending:
+        body_ran.set()
+        name = pending.result()
+    assert name.startswith("conceptgraph-query")
+
+
+def test_a_part_not_beside_runs_here_before_the_body() -> None:
+    order: list[str] = []
+    with part_beside(lambda: order.append(threading.current_thread().name), beside=False):
+        order.append("body")
+    assert order == [threading.current_thread().name, "body"]
+
+
+def test_a_body_that_fails_waits_for_the_part_and_notes_what_it_raised() -> None:
+    ended = threading.Event()
+
+    def part() -> None:
+        time.sleep(0.05)
+        ended.set()
+        raise KeyError("row 3")
+
+    with pytest.raises(RuntimeError, match="views") as raised, part_beside(part):
+        raise RuntimeError("views failed")
+    assert ended.is_set()  # not left running past the context
+    assert any("row 3" in note for note in getattr(raised.value, "__notes__", []))
+
+
+def test_a_part_beside_that_failed_unasked_fails_the_context() -> None:
+    def part() -> None:
+        raise KeyError("row 3")
+
+    with pytest.raises(KeyError, match="row 3"), part_beside(part):
+        pass
 
 
 def test_blas_runs_on_one_thread_from_the_first_holder_in_to_the_last_out() -> None:
@@ -167,24 +215,45 @@ def test_the_rank_sample_is_scored_beside_for_the_list_found_there() -> None:
     assert scored_beside == 2  # the best units' rescoring, then the sample's
 
 
-def test_the_lexical_view_is_made_beside_after_the_units_search() -> None:
+class _RecordedView:
+    """A BM25 view of units 0, 3 and 5 that notes the thread of every ``top``."""
+
+    def __init__(self, made_on: list[str]) -> None:
+        self.view = PositiveView(np.array([0, 3, 5]), np.array([1.5, 0.5, 1.5]))
+        self.made_on = made_on
+
+    def top(self, k: int | None) -> np.ndarray:
+        self.made_on.append(f"top({k}) on {threading.current_thread().name}")
+        return self.view.top(k)
+
+    def ranks(self, units: np.ndarray, top_units: np.ndarray) -> np.ndarray:
+        return self.view.ranks(units, top_units)
+
+
+def test_the_lexical_view_and_its_top_are_made_beside_after_the_units_search() -> None:
     names: list[str] = []
     made_on: list[str] = []
 
-    def bm25_view() -> PositiveView:  # what a BM25 view of units 0, 3 and 5 holds
+    def bm25_view() -> _RecordedView:
         made_on.append(threading.current_thread().name)
         made_on.append(f"after {len(names)} scorings")
-        return PositiveView(np.array([0, 3, 5]), np.array([1.5, 0.5, 1.5]))
+        return _RecordedView(made_on)
 
-    with similarity_beside(_similarity(names), 3, bm25_view) as (started, lexical):
+    with similarity_beside(_similarity(names), 2, bm25_view) as (started, lexical):
         assert lexical is not None
         top = lexical.top(2)
+        assert lexical.top(2) is top  # found beside, not again
+        longer = lexical.top(3)  # another length: made here
         ranks = lexical.ranks(np.array([0, 1, 3, 5]), top)
-        started.top(3)
+        started.top(2)
     # 0 and 5 tie at 1.5 (the lower unit first), 3 is third, 1 has no score
     assert top.tolist() == [0, 5] and ranks.tolist() == [1.0, 0.0, 3.0, 2.0]
-    # on the worker, once, after the best units' rescoring and the sample's
-    assert made_on[0].startswith("conceptgraph-query") and made_on[1:] == ["after 2 scorings"]
+    assert longer.tolist() == [0, 5, 3]
+    # on the worker, once, after the best units' rescoring and the sample's; then its top
+    worker = made_on[0]
+    assert worker.startswith("conceptgraph-query")
+    assert made_on[1:] == ["after 2 scorings", f"top(2) on {worker}",
+                           f"top(3) on {threading.current_thread().name}"]
 
 
 def test_a_lexical_view_that_fails_fails_the_query() -> None:
