@@ -157,9 +157,11 @@ class ConceptGraphConfig:
     the candidate path over the index's own vectors, the units' vector search and the
     scoring of its rank sample run on a second thread beside the concept search and the
     other views, then the BM25 view where its terms' postings are long (at least
-    100,000 entries), and BLAS on one thread meanwhile (``shared_core.search.side_thread``);
-    the answers are the same. 1 runs a query on the calling thread alone, for a server
-    that already keeps every core busy with concurrent queries.
+    100,000 entries), then the candidates' ranks by similarity while the caller ranks
+    them in the other views, and BLAS on one thread meanwhile
+    (``shared_core.search.side_thread``); the answers are the same. 1 runs a query on the
+    calling thread alone, for a server that already keeps every core busy with
+    concurrent queries.
     """
 
     theta_sem: float = 0.65
