@@ -245,7 +245,7 @@ def fused_search(
             view_terms.append((ranks > 0) / (rrf_k + ranks))
         sims, sim_ranks = ranked_by_similarity.result()
     fused = 1.0 / (rrf_k + sim_ranks)
-    for term in view_terms:  # summed in the views' order, whichever thread ranked first
+    for term in view_terms:  # the sums of one thread's ranking, in its order
         fused += term
     ranked = rank_by_score(fused)
     if min_similarity is not None:
