@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from .candidates import PositiveView, RescoredView
 from .postings import postings_view
+from .sparse_values import distinct_sorted
 
 
 def lucene_idf(df: np.ndarray, n_units: int) -> np.ndarray:
@@ -25,7 +26,7 @@ def lucene_idf(df: np.ndarray, n_units: int) -> np.ndarray:
 
 def term_columns(term_ids: Iterable[int]) -> np.ndarray:
     """A query's distinct term ids, ascending: the weight columns it reads."""
-    return np.unique(np.fromiter(term_ids, dtype=np.int64))
+    return distinct_sorted(np.fromiter(term_ids, dtype=np.int64))
 
 
 @dataclass(frozen=True)

@@ -465,9 +465,9 @@ def similarity_beside(similarity: CandidateSimilarity, k: int | None,
                       ) -> Iterator[tuple[StartedSimilarity, StartedView | None]]:
     """``similarity`` with its ``top(k)`` and the rank sample's cosines for it started on
     the second thread, then ``lexical()`` (the BM25 view) and its ``top(k)`` where given,
-    BLAS on one thread meanwhile; yields the similarity and that view (None without it). The part
-    has ended when the context does, whatever happened: a query that fails waits for
-    it, and what it raised besides is noted on the query's error, not dropped."""
+    BLAS on one thread meanwhile; yields the similarity and that view (None without it).
+    The part is waited for, and its errors kept, as :func:`~.side_thread.part_beside`
+    says."""
 
     def part() -> BesideParts:
         found, sample = similarity.top_and_sample(k)

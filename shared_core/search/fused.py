@@ -194,8 +194,8 @@ def fused_search(
     ``evidence_found`` the postings are read here.
 
     ``ranks_beside`` ranks the pool by similarity on the query's second thread while
-    this one ranks it in the other views (``search.side_thread``): a query whose units'
-    search ran there has its rows at hand, and the two take about as long.
+    this one ranks it in the other views (``search.side_thread``): at a million passages
+    the two take about as long (``benchmarks/results/NOTES.md``, fifty-third round).
     """
     if evidence_found is not None and weighting is None:
         raise ValueError("evidence_found needs the weighting its concept values came from")
