@@ -528,6 +528,8 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
             reached(f"added and deleted 1 % ({add:.1f} s, {delete:.1f} s)")
             phases["updates on the loaded index"] = heap.phase()
         del loaded
+        if store is None:  # a server's process: it loads the save and nothing before
+            row.update(fresh_process_figures(path, asked, loaded_contexts))
         if not lean:
             verified_start = time.perf_counter()
             ConceptGraphIndex.load(str(path), embedder, verify=True)
@@ -610,6 +612,63 @@ def against_exact(index: Any, asked: Queries,
     latency, contexts = warm_latency(index, asked)
     return {"query_ms_p50": latency["query_ms_p50"],
             "context_recall_vs_exact": round(context_recall(contexts, exact_contexts), 4)}
+
+
+# passes a fresh process times on a save; its figure is their p50s' median
+FRESH_PASSES = 3
+
+
+def fresh_process_figures(path: Path, asked: Queries,
+                          loaded_contexts: list[dict[str, int]]) -> dict[str, Any]:
+    """Query p50 in a fresh process that loads the save, calls ``warm()`` and answers the
+    same questions (:func:`query_save`), as a server that loads a saved index does; and
+    its contexts against the loaded index's here, which must be the same.
+
+    The loaded index here answers in the process that built the index first: at 100 K
+    passages that process spent about 2 ms more a query on the same save, and at 1 M
+    more still (``benchmarks/results/NOTES.md``, fifty-fourth round)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        questions = Path(tmp)
+        (questions / "texts.json").write_text(json.dumps(list(asked.texts)), encoding="utf-8")
+        np.save(questions / "vectors.npy", np.asarray(asked.vectors), allow_pickle=False)
+        child = subprocess.run(
+            [sys.executable, "-m", "benchmarks.scale", "--query-save", str(path),
+             "--questions", str(questions)],
+            capture_output=True, text=True, check=False,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    if child.returncode:
+        sys.stderr.write(child.stderr)
+        raise RuntimeError(f"the fresh process on {path} failed (exit {child.returncode})")
+    found = json.loads(child.stdout.strip().splitlines()[-1])
+    contexts = found.pop("contexts")
+    return {**found, "fresh_context_recall_vs_loaded": round(
+        context_recall(contexts, loaded_contexts), 4)}
+
+
+def query_save(path: Path, questions: Path) -> dict[str, Any]:
+    """The save at ``path`` loaded in this process, warmed, and asked the questions
+    written to ``questions`` (:func:`fresh_process_figures`) ``FRESH_PASSES`` times: the
+    load's seconds, each pass's p50, their median, and the first pass's contexts."""
+    from shared_core import ConceptGraphIndex
+
+    from .query_cost import saved_embedder
+
+    texts = json.loads((questions / "texts.json").read_text(encoding="utf-8"))
+    asked = Queries(texts, np.load(questions / "vectors.npy", allow_pickle=False))
+    start = time.perf_counter()
+    index = ConceptGraphIndex.load(str(path), saved_embedder(path))
+    load = time.perf_counter() - start
+    index.warm()
+    p50s: list[float] = []
+    first_contexts: list[dict[str, int]] | None = None
+    for _ in range(FRESH_PASSES):
+        latencies, contexts = query_latencies(index, asked)
+        p50s.append(round(float(np.percentile(latencies, 50)), 2))
+        if first_contexts is None:
+            first_contexts = contexts
+    return {"fresh_load_s": round(load, 2), "fresh_query_ms_passes": p50s,
+            "fresh_query_ms_p50": round(float(np.median(p50s)), 2),
+            "contexts": first_contexts}
 
 
 def timed_updates(index: Any, texts: list[str], ids: list[str]) -> tuple[float, float]:
@@ -913,6 +972,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="with --save: the saved index's embedder (minilm through the "
                              "benchmarks' embedding cache)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child process's size
+    # a fresh process's queries on a save (fresh_process_figures)
+    parser.add_argument("--query-save", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--questions", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, nargs="+", metavar="REPORT",
                         help="draw the rows of these --out files, log-log, to --plot-out; "
@@ -941,6 +1003,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         for n in args.sizes:
             print(json.dumps(save_built(n, args.data, args.save, args.fresh_names, embedder)),
                   flush=True)
+        return
+    if args.query_save:
+        print(json.dumps(query_save(args.query_save, args.questions)))
         return
     if args.one:
         engine = Engine(args.backend, args.milvus_index, args.milvus_uri, args.engine_pid,

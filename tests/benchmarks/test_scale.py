@@ -237,3 +237,31 @@ def test_fresh_names_are_for_saves_and_never_negative(capsys: pytest.CaptureFixt
     with pytest.raises(SystemExit):
         main(["--sizes", "10", "--fresh-names", "-1", "--save", "/nonexistent"])
     assert "0 or more" in capsys.readouterr().err
+
+
+def test_a_fresh_process_answers_the_save_as_the_loaded_index(tmp_path: Path) -> None:
+    """``fresh_process_figures`` loads the save in a new process and asks it the same
+    questions: the same contexts, a p50 per pass and their median; a save that is not
+    there fails the run with the child's error, not a figure."""
+    from benchmarks.scale import FRESH_PASSES, Queries, fresh_process_figures, query_latencies
+    from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+
+    embedder = HashingEmbedder(32)
+    ids, texts = passages(POOL, 30, seed=1)
+    # a budget of a few passages (saved with the index): each question's own context
+    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=embedder,
+                                         config=ConceptGraphConfig(budget=40))
+    index.save(str(tmp_path / "idx"))
+    asked = Queries(POOL[:5], np.asarray(embedder.embed(POOL[:5]), dtype=np.float32))
+    _, contexts = query_latencies(ConceptGraphIndex.load(str(tmp_path / "idx"), embedder), asked)
+    assert all(contexts)
+    figures = fresh_process_figures(tmp_path / "idx", asked, contexts)
+    assert figures["fresh_context_recall_vs_loaded"] == 1.0
+    passes = figures["fresh_query_ms_passes"]
+    assert len(passes) == FRESH_PASSES and all(p > 0 for p in passes)
+    assert figures["fresh_query_ms_p50"] == round(float(np.median(passes)), 2)
+    # another question's context is not this one's: the comparison can fail
+    other = fresh_process_figures(tmp_path / "idx", asked, [contexts[-1], *contexts[:-1]])
+    assert other["fresh_context_recall_vs_loaded"] < 1.0
+    with pytest.raises(RuntimeError, match="fresh process"):
+        fresh_process_figures(tmp_path / "missing", asked, contexts)
