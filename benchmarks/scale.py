@@ -31,7 +31,10 @@ so term statistics and sentence lengths are realistic at any size. The hashing
 embedder stands in for the model so that sizes beyond what MiniLM can embed here
 are measurable; the MiniLM embedding time is projected from its sentences per
 second measured on a sample (``--minilm-sample``, 0 to skip). Each size runs in a
-process of its own, so peak RSS is that size's.
+process of its own, so peak RSS is that size's. With the local backend each size's save
+is also loaded and asked the same questions in a fresh process (``fresh_query_ms_*``): a
+server that loads a saved index has not built one first, and the process that built it
+answers the same save slower.
 """
 
 from __future__ import annotations
