@@ -634,15 +634,11 @@ def fresh_process_figures(path: Path, asked: Queries,
         questions = Path(tmp)
         (questions / "texts.json").write_text(json.dumps(list(asked.texts)), encoding="utf-8")
         np.save(questions / "vectors.npy", np.asarray(asked.vectors), allow_pickle=False)
-        child = subprocess.run(
-            [sys.executable, "-m", "benchmarks.scale", "--query-save", str(path),
-             "--questions", str(questions)],
-            capture_output=True, text=True, check=False,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    if child.returncode:
-        sys.stderr.write(child.stderr)
-        raise RuntimeError(f"the fresh process on {path} failed (exit {child.returncode})")
-    found = json.loads(child.stdout.strip().splitlines()[-1])
+        try:
+            found = child_row(["--query-save", str(path), "--questions", str(questions)])
+        except ChildFailed as failed:
+            raise RuntimeError(f"the fresh process on {path} failed "
+                               f"(exit {failed.returncode})") from None
     contexts = found.pop("contexts")
     return {**found, "fresh_context_recall_vs_loaded": round(
         context_recall(contexts, loaded_contexts), 4)}
@@ -662,16 +658,33 @@ def query_save(path: Path, questions: Path) -> dict[str, Any]:
     index = ConceptGraphIndex.load(str(path), saved_embedder(path))
     load = time.perf_counter() - start
     index.warm()
-    p50s: list[float] = []
-    first_contexts: list[dict[str, int]] | None = None
-    for _ in range(FRESH_PASSES):
-        latencies, contexts = query_latencies(index, asked)
-        p50s.append(round(float(np.percentile(latencies, 50)), 2))
-        if first_contexts is None:
-            first_contexts = contexts
+    runs = [query_latencies(index, asked) for _ in range(FRESH_PASSES)]
+    p50s = [round(float(np.percentile(latencies, 50)), 2) for latencies, _ in runs]
     return {"fresh_load_s": round(load, 2), "fresh_query_ms_passes": p50s,
             "fresh_query_ms_p50": round(float(np.median(p50s)), 2),
-            "contexts": first_contexts}
+            "contexts": runs[0][1]}
+
+
+class ChildFailed(RuntimeError):
+    """A benchmark process of its own exited with an error (its traceback is on stderr)."""
+
+    def __init__(self, returncode: int) -> None:
+        super().__init__(f"exit {returncode}")
+        self.returncode = returncode
+
+
+def child_row(arguments: list[str]) -> dict[str, Any]:
+    """``python -m benchmarks.scale <arguments>`` in a process of its own, on this one's
+    path, and the JSON of its last line; ``ChildFailed`` where it fails, after writing its
+    stderr here (its traceback, not only the parent's)."""
+    child = subprocess.run([sys.executable, "-m", "benchmarks.scale", *arguments],
+                           capture_output=True, text=True, check=False,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    if child.returncode:
+        sys.stderr.write(child.stderr)
+        raise ChildFailed(child.returncode)
+    row: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    return row
 
 
 def timed_updates(index: Any, texts: list[str], ids: list[str]) -> tuple[float, float]:
@@ -1021,27 +1034,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     rows = []
     for n in args.sizes:
-        child = subprocess.run(
-            [sys.executable, "-m", "benchmarks.scale", "--one", str(n), "--data", str(args.data),
-             "--queries", str(args.queries), "--vector-index", args.vector_index,
-             "--backend", args.backend, "--milvus-index", args.milvus_index,
-             "--milvus-index-params", json.dumps(args.milvus_index_params),
-             "--milvus-search-params", json.dumps(args.milvus_search_params),
-             *(("--milvus-uri", args.milvus_uri) if args.milvus_uri else ()),
-             *(("--engine-pid", str(args.engine_pid)) if args.engine_pid else ()),
-             *(("--lean",) if args.lean else ()),
-             *(("--beams", *map(str, args.beams)) if args.beams else ()),
-             *(("--candidates", *map(str, args.candidates)) if args.candidates else ()),
-             *(("--walk-postings", *map(str, args.walk_postings))
-               if args.walk_postings else ()),
-             *(() if args.spill else ("--no-spill",)),
-             *(() if args.exact else ("--no-exact",))],
-            capture_output=True, text=True, check=False,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-        if child.returncode:  # its traceback, not only the parent's
-            sys.stderr.write(child.stderr)
-            raise SystemExit(f"the {n}-passage run failed (exit {child.returncode})")
-        row = json.loads(child.stdout.strip().splitlines()[-1])
+        try:
+            row = child_row(
+                ["--one", str(n), "--data", str(args.data),
+                 "--queries", str(args.queries), "--vector-index", args.vector_index,
+                 "--backend", args.backend, "--milvus-index", args.milvus_index,
+                 "--milvus-index-params", json.dumps(args.milvus_index_params),
+                 "--milvus-search-params", json.dumps(args.milvus_search_params),
+                 *(("--milvus-uri", args.milvus_uri) if args.milvus_uri else ()),
+                 *(("--engine-pid", str(args.engine_pid)) if args.engine_pid else ()),
+                 *(("--lean",) if args.lean else ()),
+                 *(("--beams", *map(str, args.beams)) if args.beams else ()),
+                 *(("--candidates", *map(str, args.candidates)) if args.candidates else ()),
+                 *(("--walk-postings", *map(str, args.walk_postings))
+                   if args.walk_postings else ()),
+                 *(() if args.spill else ("--no-spill",)),
+                 *(() if args.exact else ("--no-exact",))])
+        except ChildFailed as failed:
+            raise SystemExit(f"the {n}-passage run failed (exit {failed.returncode})") from None
         print(json.dumps(row), flush=True)
         rows.append(row)
     rate = minilm_rate(args.data, args.minilm_sample)
