@@ -6,14 +6,25 @@ corpus's 65 K concept vectors take 8.4 ms a query on this 2-core machine
 row as a byte a dimension (faiss's scalar quantiser over the rows' range in each
 dimension), scans those, and scores the best ``n`` rows exactly from the matrix. Each
 dimension's largest decoding error, measured on the rows as they are coded, bounds how
-far a code's score can be from its row's: ``|q.v - q.v'| <= sum_d |q_d| err_d``. When
-the ``n``-th code's score plus that bound (and float32 rounding) is below the ``k``-th
-exact score, no row outside the ``n`` can reach the ``k`` best, so the best ``k`` of the
-``n`` are the scan's; otherwise a second pass asks for sixteen times as many, and then the
-float32 scan runs after all. The answer is the float32 scan's: a gathered row scores as it
-does in the whole scan (``products.grouped_product``), so ties go the same way too. A
-BLAS whose products round by a row's position in other ways could still swap rows within
-float32 rounding of the ``k``-th.
+far a decoded row's score can be from its row's: ``|q.v - q.v'| <= sum_d |q_d| err_d``.
+
+The scan compares integers. A decoded row is ``low + (code + 0.5) * step`` in each
+dimension, so ``q.v' = q.(low + 128.5 step) + sum_d q_d step_d (code_d - 128)``: the first
+term is the same for every row, and the second is the query, scaled by the steps, against
+the codes as signed bytes. Faiss scans signed bytes against a query coded as signed bytes
+too, about twice as fast as it decodes each byte into its range (1.8 against 3.4 ms over
+the scale corpus's 65 K concepts: ``benchmarks/results/NOTES.md``, fifty-fifth round). The
+scaled query is rounded to integers in that coding, each dimension by at most ``r_d``, so
+a code's score is also within ``||r|| * max ||code - 128||`` of the decoded row's
+(Cauchy-Schwarz; the largest code norm is kept with the codes).
+
+When the ``n``-th code's score plus both bounds (and float32 rounding) is below the
+``k``-th exact score, no row outside the ``n`` can reach the ``k`` best, so the best ``k``
+of the ``n`` are the scan's; otherwise a second pass asks for sixteen times as many, and
+then the float32 scan runs after all. The answer is the float32 scan's: a gathered row
+scores as it does in the whole scan (``products.grouped_product``), so ties go the same
+way too. A BLAS whose products round by a row's position in other ways could still swap
+rows within float32 rounding of the ``k``-th.
 
 An update carries the codes (:meth:`CodedScan.refreshed`): the rows whose vectors did not
 change keep theirs, and only the new and moved rows are coded, in the ranges the codes
@@ -28,11 +39,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .ann import _faiss, one_query_search
+from .ann import ROW_CODE_MAX, _faiss, one_query_search
 from .sparse_values import distinct_sorted
 from .vector_index import row_scores, rows_at, scan_scores, top_k_indices
 
@@ -61,12 +73,14 @@ class CodedScan:
     error over them (``error``); and rows outside those ranges, scored exactly by every
     query (``beside``, ascending). Read-only once built: concurrent queries may share it."""
 
-    index: Any  # faiss.IndexScalarQuantizer, one code per row of ``rows``, in order
+    index: Any  # faiss.IndexScalarQuantizer over signed bytes: one code per row, in order
+    codec: Any  # the 8-bit quantiser trained on the ranges, holding no code: codes, decodes
     rows: np.ndarray
     error: np.ndarray
     low: np.ndarray
     high: np.ndarray
     beside: np.ndarray
+    code_norm: float  # the largest ||code - 128|| over the codes (0 with none)
 
     @classmethod
     def build(cls, vectors: Rows, rows: np.ndarray, wanted_by: str = "concept_search='codes'"
@@ -79,9 +93,9 @@ class CodedScan:
         high = np.full(dim, -np.inf, dtype=np.float32)
         for block in _blocks(vectors, rows):
             low, high = np.minimum(low, block.min(axis=0)), np.maximum(high, block.max(axis=0))
-        index = _trained(low, high, wanted_by) if len(rows) else _quantiser(dim, wanted_by)
-        scan = cls(index, rows, np.zeros(dim, dtype=np.float64), low, high,
-                   np.zeros(0, dtype=np.int64))
+        codec = _trained(low, high, wanted_by) if len(rows) else _quantiser(dim, wanted_by)
+        scan = cls(_signed_scan(dim, wanted_by), codec, rows, np.zeros(dim, dtype=np.float64),
+                   low, high, np.zeros(0, dtype=np.int64), 0.0)
         return scan._with_coded(vectors, rows, np.full(len(rows), -1), None)
 
     def refreshed(self, vectors: Rows, new_of_old: np.ndarray, drift: np.ndarray,
@@ -101,14 +115,14 @@ class CodedScan:
         kept[kept] = np.asarray(drift)[moved_to[kept]] == 0
         old_code = np.full(len(drift), -1, dtype=np.int64)
         old_code[moved_to[kept]] = np.flatnonzero(kept)
-        carried = CodedScan(_trained(self.low, self.high), rows, self.error, self.low,
-                            self.high, self.beside[:0])
+        carried = CodedScan(_signed_scan(len(self.low)), self.codec, rows, self.error,
+                            self.low, self.high, self.beside[:0], 0.0)
         carried = carried._with_coded(vectors, rows, old_code[rows], self.codes())
         return carried if len(carried.beside) <= MAX_BESIDE else CodedScan.build(vectors, rows)
 
     def codes(self) -> np.ndarray:
         """The codes, one row of bytes per row of ``rows``: a read-only view of the
-        quantiser's own (valid while this scan is)."""
+        scan's own (valid while this scan is)."""
         faiss = _faiss("concept_search='codes'")
         size = len(self.rows) * self.index.code_size
         codes = (np.asarray(faiss.rev_swig_ptr(self.index.codes.data(), size)) if size
@@ -137,13 +151,17 @@ class CodedScan:
                     len(positions) and positions[0] < 0):
                 raise ValueError(f"the saved concept codes' {name} must be ascending, "
                                  "distinct positions")
-        index = _trained(low, high) if len(rows) else _quantiser(dim)
-        if codes.shape != (len(rows), index.code_size):
+        codec = _trained(low, high) if len(rows) else _quantiser(dim)
+        if codes.shape != (len(rows), codec.code_size):
             raise ValueError(f"the saved concept codes must be {len(rows)} rows of "
-                             f"{index.code_size} bytes, got {codes.shape}")
-        if len(rows):
-            index.add_sa_codes(np.ascontiguousarray(codes, dtype=np.uint8))
-        return cls(index, rows, error, low, high, beside)
+                             f"{codec.code_size} bytes, got {codes.shape}")
+        index = _signed_scan(dim)
+        code_norm = 0.0
+        for start in range(0, len(rows), CODE_BLOCK):
+            block = np.ascontiguousarray(codes[start:start + CODE_BLOCK], dtype=np.uint8)
+            index.add_sa_codes(block)
+            code_norm = max(code_norm, _largest_code_norm(block))
+        return cls(index, codec, rows, error, low, high, beside, code_norm)
 
     def check_holds(self, rows: np.ndarray) -> None:
         """Raise ``ValueError`` unless the codes and the rows beside them are ``rows``."""
@@ -159,18 +177,18 @@ class CodedScan:
         codes = self.codes()
         for start in range(0, len(self.rows), CODE_BLOCK):
             block = rows_at(vectors, self.rows[start:start + CODE_BLOCK])
-            decoded = self.index.sa_decode(np.ascontiguousarray(codes[start:start + CODE_BLOCK]))
+            decoded = self.codec.sa_decode(np.ascontiguousarray(codes[start:start + CODE_BLOCK]))
             if np.any(np.abs(block - decoded) > self.error):
                 raise ValueError("the saved concept codes decode farther from their "
                                  "vectors than their error allows")
 
     def _with_coded(self, vectors: Rows, rows: np.ndarray, old_code: np.ndarray,
                     old_codes: np.ndarray | None) -> CodedScan:
-        """This scan with a code added to its trained, empty index for each row of
-        ``rows`` in order: ``old_codes[old_code[i]]`` where that is not -1, else the
-        row's of ``vectors``, coded here a block at a time where it lies in the ranges
-        and kept beside otherwise; the error widened by the errors of the rows coded."""
-        error = self.error
+        """This scan with a code added to its empty scan for each row of ``rows`` in
+        order: ``old_codes[old_code[i]]`` where that is not -1, else the row's of
+        ``vectors``, coded here a block at a time where it lies in the ranges and kept
+        beside otherwise; the error widened by the errors of the rows coded."""
+        error, code_norm = self.error, self.code_norm
         coded, beside = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
         for start in range(0, len(rows), CODE_BLOCK):
             at = rows[start:start + CODE_BLOCK]
@@ -186,14 +204,16 @@ class CodedScan:
             held[coded_here] = True
             if len(coded_here):
                 block = block[inside]
-                made = self.index.sa_encode(block)
+                made = self.codec.sa_encode(block)
                 codes[coded_here] = made
-                error = np.maximum(error, np.abs(block - self.index.sa_decode(made)).max(axis=0))
-            self.index.add_sa_codes(np.ascontiguousarray(codes[held]))
+                error = np.maximum(error, np.abs(block - self.codec.sa_decode(made)).max(axis=0))
+            kept = np.ascontiguousarray(codes[held])
+            self.index.add_sa_codes(kept)
+            code_norm = max(code_norm, _largest_code_norm(kept))
             coded.append(at[held])
             beside.append(at[~held])
-        return CodedScan(self.index, np.concatenate(coded), error, self.low, self.high,
-                         np.concatenate(beside))
+        return CodedScan(self.index, self.codec, np.concatenate(coded), error, self.low,
+                         self.high, np.concatenate(beside), code_norm)
 
     def __len__(self) -> int:
         return len(self.rows) + len(self.beside)
@@ -209,21 +229,81 @@ class CodedScan:
         if k <= 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, np.zeros(0, dtype=np.float32)
-        bound = float(np.abs(q.astype(np.float64)) @ self.error) + ROUNDING
+        coding = self._query_coding(q) if coded else None
         for ask in (min(coded, FIRST_ASK * k), min(coded, SECOND_ASK * k)):
-            found, labels = (one_query_search(self.index, q, ask) if ask
-                             else (np.zeros((1, 0)), np.zeros((1, 0), dtype=np.int64)))
+            if ask:
+                assert coding is not None
+                found, labels = one_query_search(self.index, coding.codes, ask)
+            else:
+                found, labels = np.zeros((1, 0)), np.zeros((1, 0), dtype=np.int64)
             scored = distinct_sorted(np.concatenate([self.rows[labels[0][labels[0] >= 0]],
                                                      self.beside]))
             scores = row_scores(vectors, scored, q)
             best = top_k_indices(scores, k)
-            if ask >= coded or found[0][ask - 1] + bound < scores[best[-1]]:
+            if ask >= coded or (coding is not None and coding.score(found[0][ask - 1])
+                                + coding.bound < scores[best[-1]]):
                 return scored[best], scored, scores
         # too many codes within the bound of the k-th (near-ties, or a bound loosened by a
         # dense query over wide ranges): the float32 scan itself, with no gathered copy
         every = np.union1d(self.rows, self.beside)
         scores = scan_scores(vectors, q)[every]
         return every[top_k_indices(scores, k)], every, scores
+
+    def _query_coding(self, q: np.ndarray) -> QueryCoding:
+        """The query as the scan compares it with the codes, and how far a code's score
+        from it can be from its row's exact score."""
+        step, middle = self._decoding
+        q64 = q.astype(np.float64)
+        scaled = q64 * step  # the query against the codes as signed bytes
+        largest = float(np.abs(scaled).max(initial=0.0))
+        scale = ROW_CODE_MAX / largest if largest > 0 else 1.0
+        codes = np.clip(np.rint(scaled * scale), -ROW_CODE_MAX, ROW_CODE_MAX)
+        rounded = float(np.linalg.norm(codes / scale - scaled))
+        bound = float(np.abs(q64) @ self.error) + rounded * self.code_norm + ROUNDING
+        return QueryCoding(codes.astype(np.float32).reshape(1, -1), scale,
+                           float(q64 @ middle), bound)
+
+    @cached_property
+    def _decoding(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each dimension's step and the value of its byte 128: a code ``c`` decodes to
+        ``middle + step * (c - 128)``, as the quantiser's ``low + step * (c + 0.5)``."""
+        trained = _faiss().vector_to_array(self.codec.sq.trained).astype(np.float64)
+        dim = len(self.low)
+        step = trained[dim:] / 255.0
+        return step, trained[:dim] + 128.5 * step
+
+
+@dataclass(frozen=True)
+class QueryCoding:
+    """A query coded for :meth:`CodedScan.top`: its signed byte codes (float32 integers,
+    which faiss codes exactly), their ``scale``, the part of every decoded row's score
+    that does not depend on the row (``offset``), and the ``bound`` on how far a code's
+    score is from its row's exact score."""
+
+    codes: np.ndarray
+    scale: float
+    offset: float
+    bound: float
+
+    def score(self, found: float) -> float:
+        """The code's score, from what the scan found for it."""
+        return self.offset + float(found) / self.scale
+
+
+def _largest_code_norm(codes: np.ndarray) -> float:
+    """The largest ``||code - 128||`` over rows of codes (0 for none)."""
+    if not len(codes):
+        return 0.0
+    signed = codes.astype(np.float32) - 128.0
+    return float(np.sqrt(np.einsum("ij,ij->i", signed, signed).max()))
+
+
+def _signed_scan(dim: int, wanted_by: str = "concept_search='codes'") -> Any:
+    """An empty scan over signed byte codes in ``dim`` by inner product (nothing to
+    train: a byte is its own value)."""
+    faiss = _faiss(wanted_by)
+    return faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit_direct_signed,
+                                      faiss.METRIC_INNER_PRODUCT)
 
 
 def _quantiser(dim: int, wanted_by: str = "concept_search='codes'") -> Any:

@@ -96,6 +96,38 @@ def test_a_build_in_blocks_codes_the_rows_as_one_block_does(
     assert whole.error == pytest.approx(span / 510, abs=1e-6)
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), dim=st.integers(1, 40), count=st.integers(1, 60))
+def test_a_codes_score_is_within_the_bound_of_its_rows_exact_score(
+        seed: int, dim: int, count: int) -> None:
+    """The scan compares the query, scaled by each dimension's step and rounded to signed
+    bytes, with the codes as signed bytes. Every code's score from that is within the
+    query's rounding (``||r|| * max ||code - 128||``) of its decoded row's score, and
+    within the whole bound of its row's exact score, for any rows and query."""
+    import faiss
+
+    rng = np.random.default_rng(seed)
+    vectors = (rng.standard_normal((count, dim)) * rng.uniform(0.01, 2.0, dim)).astype(np.float32)
+    query = rng.standard_normal(dim).astype(np.float32)
+    scan = CodedScan.build(vectors, np.arange(count))
+    coding = scan._query_coding(query)
+    assert np.array_equal(coding.codes, np.rint(coding.codes))  # integers: coded exactly
+    found, labels = scan.index.search(coding.codes, count)
+    code_scores = np.array([coding.score(f) for f in found[0]])
+    rows = labels[0]
+    decoded = scan.codec.sa_decode(np.ascontiguousarray(codes_of(scan)[rows])).astype(np.float64)
+    step = faiss.vector_to_array(scan.codec.sq.trained)[dim:].astype(np.float64) / 255
+    scaled = query.astype(np.float64) * step
+    # the largest scaled dimension takes the byte range's end (none where every range is 0)
+    assert np.abs(coding.codes).max() == (127 if np.any(scaled) else 0)
+    rounding = np.linalg.norm(coding.codes[0] / coding.scale - scaled) * scan.code_norm
+    signed = codes_of(scan).astype(np.float64) - 128
+    assert scan.code_norm == pytest.approx(np.linalg.norm(signed, axis=1).max(), rel=1e-6)
+    assert np.all(np.abs(code_scores - decoded @ query) <= rounding + 1e-4)
+    exact = vectors[rows].astype(np.float64) @ query
+    assert np.all(np.abs(code_scores - exact) <= coding.bound)
+
+
 # Rows and queries of multiples of 1/8 in [-1, 1]: every product and sum is exact in
 # float32, so a gathered row's cosine is the scan's to the bit and ties are real ties.
 eighths = st.integers(-8, 8).map(lambda i: i / 8)
@@ -130,7 +162,7 @@ def codes_of(scan: CodedScan) -> np.ndarray:
 def trained_ranges(scan: CodedScan) -> list[float]:
     import faiss
 
-    return faiss.vector_to_array(scan.index.sq.trained).tolist()
+    return faiss.vector_to_array(scan.codec.sq.trained).tolist()
 
 
 def test_an_update_codes_only_the_new_and_moved_rows_in_the_trained_ranges() -> None:
@@ -152,7 +184,7 @@ def test_an_update_codes_only_the_new_and_moved_rows_in_the_trained_ranges() -> 
     assert carried.rows.tolist() == list(range(10)) and carried.beside.tolist() == []
     kept = [0, 1, 2, 4, 6, 7, 8, 9]  # old rows; new rows 0, 1, 2, 3, 5, 6, 7, 8
     assert np.array_equal(codes_of(carried)[[0, 1, 2, 3, 5, 6, 7, 8]], codes_of(scan)[kept])
-    assert np.array_equal(codes_of(carried)[[4, 9]], scan.index.sa_encode(after[[4, 9]]))
+    assert np.array_equal(codes_of(carried)[[4, 9]], scan.codec.sa_encode(after[[4, 9]]))
     ranges = np.array([1 - np.cos(np.radians(81)), np.sin(np.radians(81))])
     assert np.all(carried.error <= ranges / 510 + 1e-7)
     query = fan(46, 1.0)[45]  # 45 degrees: rows 9 (44) and 4 (47) are the best two
