@@ -64,6 +64,7 @@ from .search.external import (
 from .search.fused import ConceptWeighting, concept_weights, fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
 from .search.side_thread import prepare_side_thread
+from .search.summing import prepare as prepare_sums
 from .search.vector_index import row_scores, scan_scores
 from .search.walk import expansion_hops_for, walk_hops_for
 from .select.cost import Selection
@@ -1032,7 +1033,9 @@ class ConceptGraphIndex:
         walk's degrees, postings and unit starts, the concept codes or graph the
         query's ``concept_search`` reads where a save did not hold them, and the query's
         second thread (``query_threads``) are made by the first query that needs them:
-        about 0.13 s of a first query at a million passages. A server calls this once
+        about 0.13 s of a first query at a million passages. With numba installed, so
+        are the compiled loops that sum a query's postings (``search.summing``): about
+        2 s in a new process, loaded from numba's cache. A server calls this once
         after ``load`` or an update, before it takes queries, or on a thread beside them
         (at about 3.5 M tokens a second a core). It warms the state current when it
         starts; an update carries the confirmed counts over. Raises
@@ -1518,6 +1521,7 @@ def _make_query_path(state: IndexState) -> None:
         return
     if graph.walk is not None and _walks_sentences(cfg, graph):
         graph.walk.make_query_parts()
+    prepare_sums(graph.unit_links_csc, graph.unit_bm25.weights)
     concept_search = concept_search_used(cfg, graph)
     if concept_search != "exact":
         _searched_concepts(graph, concept_search)

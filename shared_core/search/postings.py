@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from ..graph.entries import entry_positions
 from .candidates import PositiveView
+from .summing import compiled, posting_sums, summed_by_index
 
 
 def highest_impact(per_entry: np.ndarray, lengths: np.ndarray, max_entries: int) -> np.ndarray:
@@ -28,21 +29,6 @@ def highest_impact(per_entry: np.ndarray, lengths: np.ndarray, max_entries: int)
     return np.sort(order[:len(fits) if fits.all() else int(np.argmin(fits))])
 
 
-def summed_by_index(indices: np.ndarray, mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ``indices`` (ascending) and each one's summed ``mass``.
-
-    A stable sort keeps each index's entries in their given order, so every sum
-    adds in the order a ``bincount`` over all indices would: the same float.
-    """
-    order = np.argsort(indices, kind="stable")
-    ordered = indices[order]
-    first = np.empty(len(ordered), dtype=bool)
-    first[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    group = np.cumsum(first) - 1
-    return ordered[first], np.bincount(group, weights=mass[order], minlength=int(first.sum()))
-
-
 # postings read are summed by sorting them unless the entries are at least a
 # 1/DENSE_SUM_SHARE of the units: then one pass over a unit-long array costs less
 # (measured at a million units: a sort ~25-40 ns an entry, the pass ~2.2 ms in all)
@@ -50,8 +36,11 @@ DENSE_SUM_SHARE = 14
 
 
 def summed_view(units: np.ndarray, mass: np.ndarray, n_units: int | None) -> PositiveView:
-    """The distinct ``units`` with their summed ``mass``, those above zero, by a sort of
-    the entries or (many entries for ``n_units``) a pass over an array of all units."""
+    """The distinct ``units`` with their summed ``mass``, those above zero: in compiled
+    loops (``search.summing``), else by a sort of the entries or (many entries for
+    ``n_units``) a pass over an array of all units."""
+    if compiled():
+        return PositiveView(*summed_by_index(units, mass, n_units, positive=True))
     if n_units is not None and len(units) * DENSE_SUM_SHARE >= n_units:
         return PositiveView.of_scores(np.bincount(units, weights=mass, minlength=n_units))
     reached, summed = summed_by_index(units, mass)
@@ -96,5 +85,7 @@ def postings_view(postings: sp.csc_matrix, columns: np.ndarray,
                   column_value: np.ndarray | None = None) -> PositiveView:
     """The units the ``columns``' postings reach and the sum of their entries there (each
     entry times its column's ``column_value``), columns added in the order given."""
+    if compiled():
+        return PositiveView(*posting_sums(postings, columns, column_value))
     units, mass = posting_entries(postings, columns, column_value)
     return summed_view(units, mass, postings.shape[0])

@@ -30,8 +30,9 @@ import scipy.sparse as sp
 from ..graph.entries import compressed_entries, entry_positions
 from ..text.sentences import concatenated_ranges
 from .candidates import GatheredUnits, PositiveView, RescoredView
-from .postings import highest_impact, summed_by_index, summed_view
+from .postings import highest_impact, summed_view
 from .sparse_values import SparseValues
+from .summing import run_sums, summed_by_index
 from .vector_index import top_k_indices
 
 # walk_hops="auto": the walk view's steps where the retrieval units are short, and the
@@ -196,9 +197,30 @@ class WalkGraph:
         ``keep``: the units are the rank sample, the same for every query, so what is
         read of their rows (each entry's concept and unit) is kept for the next query.
         """
+        summed = self._compiled_unit_mass(units, entry_mass)
+        if summed is not None:
+            return summed
         concepts, owner = (self.kept_entries.rows(np.asarray(units), self._unit_entries)
                            if keep else self._unit_entries(units))
         return np.bincount(owner, weights=entry_mass[concepts], minlength=len(units))
+
+    def _compiled_unit_mass(self, units: np.ndarray, entry_mass: np.ndarray
+                            ) -> np.ndarray | None:
+        """:meth:`unit_mass` in a compiled loop over the units' rows where there is one
+        (``search.summing.run_sums``: the same sums, with no entry list gathered; the
+        rank sample's kept rows are not needed then), else None."""
+        units = np.asarray(units, dtype=np.int64)
+        first, ends = self._unit_runs(units)
+        return run_sums(self.links_csr.indptr, self.links_csr.indices, first, ends, entry_mass)
+
+    def _unit_runs(self, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each unit's first node and the node after its last (its nodes are consecutive
+        rows)."""
+        starts = self.unit_starts
+        if starts is None:
+            return units, units + 1
+        return (starts[np.minimum(units, len(starts) - 1)],
+                starts[np.minimum(units + 1, len(starts) - 1)])
 
     def _unit_entries(self, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The concept of every entry of the units' rows and which unit (0..) it is of.
@@ -207,12 +229,8 @@ class WalkGraph:
         entries: one range per unit, never one per node.
         """
         units = np.asarray(units, dtype=np.int64)
-        starts, indptr = self.unit_starts, self.links_csr.indptr
-        if starts is None:
-            first, ends = units, units + 1
-        else:
-            first = starts[np.minimum(units, len(starts) - 1)]
-            ends = starts[np.minimum(units + 1, len(starts) - 1)]
+        first, ends = self._unit_runs(units)
+        indptr = self.links_csr.indptr
         entry_first, entry_end = indptr[first], indptr[ends]
         positions = concatenated_ranges(entry_first, entry_end)
         owner = np.repeat(np.arange(len(units)), entry_end - entry_first)
@@ -391,7 +409,7 @@ def _spread(matrix: sp.csr_matrix | sp.csc_matrix, sources: np.ndarray,
             share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The minor indices the compressed rows/columns ``sources`` hold (ascending) and the
     sum of ``share[i]`` over the entries of ``sources[i]`` at each: the sums a
-    ``bincount`` over all of them would make (``postings.summed_by_index``), without an
+    ``bincount`` over all of them would make (``summing.summed_by_index``), without an
     array as long as the vocabulary."""
     targets, owner = compressed_entries(matrix, sources)
     touched, summed = summed_by_index(targets, share[owner])
