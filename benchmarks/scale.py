@@ -1061,6 +1061,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             row["minilm_embedding_s_projected"] = round(projected, 1)
             share = row["non_embedding_build_s"] / projected
             row["non_embedding_share_of_minilm"] = round(share, 3)
+    from shared_core.search import summing
+
     report = {"command": "python -m benchmarks.scale " + " ".join(
                   f"--{k.replace('_', '-')} {v}" for k, v in
                   (("sizes", " ".join(map(str, args.sizes))), ("queries", args.queries),
@@ -1083,6 +1085,8 @@ def main(argv: Sequence[str] | None = None) -> None:
               "minilm_sentences_per_s": None if rate is None else round(rate, 1),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                          f"{platform.python_version()}",
+              # the posting sums in numba's loops (search.summing) or in numpy
+              "compiled_sums": summing.compiled(),
               "rows": rows}
     print(json.dumps(report, indent=2))
     if args.out:
