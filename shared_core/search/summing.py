@@ -47,9 +47,18 @@ def compiled() -> bool:
     """Whether the sums run in compiled loops: numba importable, and not turned off by
     ``CONCEPTGRAPH_COMPILED=0``. Compiles them on first call (about a second; numba
     caches them on disk for the next process)."""
-    if os.environ.get(COMPILED_ENV, "1") == "0":
-        return False
-    return bool(_compiled_loops())
+    return bool(_active_loops())
+
+
+def missing() -> str | None:
+    """Why the loops cannot run (numba not installed), or None where they can."""
+    _compiled_loops()
+    return _unavailable[0] if _unavailable else None
+
+
+def _active_loops() -> dict[str, Any]:
+    """The compiled loops, or none where they are turned off or numba is missing."""
+    return {} if os.environ.get(COMPILED_ENV, "1") == "0" else _compiled_loops()
 
 
 def _compiled_loops() -> dict[str, Any]:
@@ -93,7 +102,7 @@ def summed_by_index(indices: np.ndarray, mass: np.ndarray, size: int | None = No
     mass = np.asarray(mass, dtype=np.float64)
     if len(indices) != len(mass):
         raise ValueError(f"{len(indices)} indices for {len(mass)} masses")
-    loops = _compiled_loops() if os.environ.get(COMPILED_ENV, "1") != "0" else {}
+    loops = _active_loops()
     if not loops:
         return _numpy_sums(indices.astype(np.int64, copy=False), mass, positive)
     if size is None:
@@ -112,7 +121,7 @@ def posting_sums(postings: sp.csc_matrix, columns: np.ndarray,
     entries there (each times its column's ``column_value``), those above zero; the
     columns are read in the order given."""
     columns = np.asarray(columns, dtype=np.int64)
-    loops = _compiled_loops() if os.environ.get(COMPILED_ENV, "1") != "0" else {}
+    loops = _active_loops()
     if not loops:
         positions, owner = entry_positions(postings, columns)
         mass = postings.data[positions]
@@ -142,9 +151,7 @@ def run_sums(indptr: np.ndarray, indices: np.ndarray, first: np.ndarray, end: np
     ``e`` of the compressed rows ``first[i]`` to ``end[i] - 1`` (``indptr``), added in
     entry order from 0.0, as a ``bincount`` of the entries by pair adds them; None
     without the compiled loops (the caller's numpy runs instead)."""
-    if os.environ.get(COMPILED_ENV, "1") == "0":
-        return None
-    loops = _compiled_loops()
+    loops = _active_loops()
     if not loops:
         return None
     first = np.asarray(first, dtype=np.int64)

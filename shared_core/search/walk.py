@@ -194,8 +194,9 @@ class WalkGraph:
         """Each unit's walk mass from the mass every posting entry of each concept carries:
         the sum over its nodes' concepts, read from the units' own rows.
 
-        ``keep``: the units are the rank sample, the same for every query, so what is
-        read of their rows (each entry's concept and unit) is kept for the next query.
+        ``keep``: the units are the rank sample, the same for every query, so where the
+        sums run in numpy what is read of their rows (each entry's concept and unit) is
+        kept for the next query; the compiled loop reads the rows in place instead.
         """
         summed = self._compiled_unit_mass(units, entry_mass)
         if summed is not None:

@@ -18,11 +18,6 @@ from tests.shared_core.test_store import TEXTS
 pytest.importorskip("numba")
 
 
-@pytest.fixture
-def numpy_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(COMPILED_ENV, "0")
-
-
 def numpy_sums(indices: np.ndarray, mass: np.ndarray, positive: bool,
                monkeypatch: pytest.MonkeyPatch) -> tuple[np.ndarray, np.ndarray]:
     with monkeypatch.context() as patch:
@@ -145,8 +140,34 @@ def test_prepare_compiles_the_loops_for_the_postings_a_query_reads() -> None:
     assert len(loop.signatures) == made  # nothing left to compile for a query
 
 
-def test_the_switch_turns_the_loops_off(numpy_only: None) -> None:
+def test_the_switch_turns_the_loops_off_and_stats_say_which_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    index = ConceptGraphIndex.from_texts(TEXTS, ids=[f"t{i}" for i in range(len(TEXTS))],
+                                         embedder=HashingEmbedder(64))
+    assert summing.compiled() and summing.missing() is None
+    assert index.stats()["posting_sums"] == "numba"
+    monkeypatch.setenv(COMPILED_ENV, "0")
     assert not summing.compiled()
+    assert index.stats()["posting_sums"] == "numpy"
+
+
+def test_without_numba_numpy_sums_and_a_large_index_warns(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared_core import index as index_module
+
+    monkeypatch.setattr(summing, "_unavailable", ["numba is not installed: pip install "
+                                                  "'conceptgraph[fast]'"])
+    monkeypatch.setattr(summing, "_loops", {})
+    assert not summing.compiled()
+    units, values = summed_by_index(np.array([2, 0, 2]), np.array([1.0, 0.5, 0.25]), 3)
+    assert units.tolist() == [0, 2] and values.tolist() == [0.5, 1.25]
+    monkeypatch.setattr(index_module, "ANN_MIN_ROWS", 1)
+    index = ConceptGraphIndex.from_texts(TEXTS, ids=[f"t{i}" for i in range(len(TEXTS))],
+                                         embedder=HashingEmbedder(64))
+    stats = index.stats()
+    assert stats["posting_sums"] == "numpy"
+    assert any("posting sums run in numpy: numba is not installed" in w
+               for w in stats["warnings"])
 
 
 def test_an_index_answers_the_same_with_and_without_the_loops(
