@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .ann import ROW_CODE_MAX, _faiss, one_query_search
+from .ann import _faiss, coded_queries, one_query_search
 from .sparse_values import distinct_sorted
 from .vector_index import row_scores, rows_at, scan_scores, top_k_indices
 
@@ -255,13 +255,11 @@ class CodedScan:
         step, middle = self._decoding
         q64 = q.astype(np.float64)
         scaled = q64 * step  # the query against the codes as signed bytes
-        largest = float(np.abs(scaled).max(initial=0.0))
-        scale = ROW_CODE_MAX / largest if largest > 0 else 1.0
-        codes = np.clip(np.rint(scaled * scale), -ROW_CODE_MAX, ROW_CODE_MAX)
-        rounded = float(np.linalg.norm(codes / scale - scaled))
+        codes, scales = coded_queries(scaled)  # as the HNSW over signed bytes codes a query
+        scale = float(scales[0])
+        rounded = float(np.linalg.norm(codes[0].astype(np.float64) / scale - scaled))
         bound = float(np.abs(q64) @ self.error) + rounded * self.code_norm + ROUNDING
-        return QueryCoding(codes.astype(np.float32).reshape(1, -1), scale,
-                           float(q64 @ middle), bound)
+        return QueryCoding(codes, scale, float(q64 @ middle), bound)
 
     @cached_property
     def _decoding(self) -> tuple[np.ndarray, np.ndarray]:

@@ -16,9 +16,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..graph.entries import entry_positions
 from .candidates import PositiveView
-from .summing import compiled, posting_sums, summed_by_index
+from .summing import compiled, gathered_entries, posting_sums, summed_by_index
 
 
 def highest_impact(per_entry: np.ndarray, lengths: np.ndarray, max_entries: int) -> np.ndarray:
@@ -61,12 +60,7 @@ def posting_entries(postings: sp.csc_matrix, columns: np.ndarray,
     what it carries (times its column's ``column_value``; float64 either way)."""
     columns = np.asarray(columns, dtype=np.int64)
     if len(columns) > FEW_POSTINGS:
-        positions, owner = entry_positions(postings, columns)
-        mass = postings.data[positions]
-        if column_value is not None:
-            mass = mass * column_value[owner]
-        return (postings.indices[positions].astype(np.int64, copy=False),
-                np.asarray(mass, dtype=np.float64))
+        return gathered_entries(postings, columns, column_value)
     if not len(columns):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
     bounds = zip(postings.indptr[columns].tolist(), postings.indptr[columns + 1].tolist(),

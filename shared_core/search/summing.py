@@ -123,12 +123,7 @@ def posting_sums(postings: sp.csc_matrix, columns: np.ndarray,
     columns = np.asarray(columns, dtype=np.int64)
     loops = _active_loops()
     if not loops:
-        positions, owner = entry_positions(postings, columns)
-        mass = postings.data[positions]
-        if column_value is not None:
-            mass = mass * column_value[owner]
-        return _numpy_sums(postings.indices[positions].astype(np.int64, copy=False),
-                           np.asarray(mass, dtype=np.float64), positive=True)
+        return _numpy_sums(*gathered_entries(postings, columns, column_value), positive=True)
     values = (np.zeros(0, dtype=np.float64) if column_value is None
               else np.asarray(column_value, dtype=np.float64))
     if column_value is not None and len(values) != len(columns):
@@ -143,6 +138,18 @@ def posting_sums(postings: sp.csc_matrix, columns: np.ndarray,
         raise IndexError(f"a posting entry of column {int(columns[bad])} is out of range "
                          f"for {size} units")
     return units, summed
+
+
+def gathered_entries(postings: sp.csc_matrix, columns: np.ndarray,
+                     column_value: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every entry of the ``columns``' postings, in the order given, gathered by position:
+    its unit (int64) and what it carries (times its column's ``column_value``; float64)."""
+    positions, owner = entry_positions(postings, np.asarray(columns, dtype=np.int64))
+    mass = postings.data[positions]
+    if column_value is not None:
+        mass = mass * column_value[owner]
+    return (postings.indices[positions].astype(np.int64, copy=False),
+            np.asarray(mass, dtype=np.float64))
 
 
 def run_sums(indptr: np.ndarray, indices: np.ndarray, first: np.ndarray, end: np.ndarray,

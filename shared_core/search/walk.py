@@ -32,7 +32,7 @@ from ..text.sentences import concatenated_ranges
 from .candidates import GatheredUnits, PositiveView, RescoredView
 from .postings import highest_impact, summed_view
 from .sparse_values import SparseValues
-from .summing import run_sums, summed_by_index
+from .summing import compiled, run_sums, summed_by_index
 from .vector_index import top_k_indices
 
 # walk_hops="auto": the walk view's steps where the retrieval units are short, and the
@@ -210,6 +210,8 @@ class WalkGraph:
         """:meth:`unit_mass` in a compiled loop over the units' rows where there is one
         (``search.summing.run_sums``: the same sums, with no entry list gathered; the
         rank sample's kept rows are not needed then), else None."""
+        if not compiled():
+            return None
         units = np.asarray(units, dtype=np.int64)
         first, ends = self._unit_runs(units)
         return run_sums(self.links_csr.indptr, self.links_csr.indices, first, ends, entry_mass)
