@@ -80,7 +80,10 @@ class CodedScan:
     low: np.ndarray
     high: np.ndarray
     beside: np.ndarray
-    code_norm: float  # the largest ||code - 128|| over the codes (0 with none)
+    # at least the largest ||code - 128|| over the codes (0 with none): an update keeps its
+    # old value for the codes it carries (whose largest it bounds) and measures only those
+    # it makes, rather than reading every code again (NOTES, fifty-sixth round)
+    code_norm: float
 
     @classmethod
     def build(cls, vectors: Rows, rows: np.ndarray, wanted_by: str = "concept_search='codes'"
@@ -116,7 +119,7 @@ class CodedScan:
         old_code = np.full(len(drift), -1, dtype=np.int64)
         old_code[moved_to[kept]] = np.flatnonzero(kept)
         carried = CodedScan(_signed_scan(len(self.low)), self.codec, rows, self.error,
-                            self.low, self.high, self.beside[:0], 0.0)
+                            self.low, self.high, self.beside[:0], self.code_norm)
         carried = carried._with_coded(vectors, rows, old_code[rows], self.codes())
         return carried if len(carried.beside) <= MAX_BESIDE else CodedScan.build(vectors, rows)
 
@@ -156,11 +159,10 @@ class CodedScan:
             raise ValueError(f"the saved concept codes must be {len(rows)} rows of "
                              f"{codec.code_size} bytes, got {codes.shape}")
         index = _signed_scan(dim)
-        code_norm = 0.0
-        for start in range(0, len(rows), CODE_BLOCK):
-            block = np.ascontiguousarray(codes[start:start + CODE_BLOCK], dtype=np.uint8)
-            index.add_sa_codes(block)
-            code_norm = max(code_norm, _largest_code_norm(block))
+        if len(rows):  # in one call, as _with_coded adds them
+            index.add_sa_codes(np.ascontiguousarray(codes, dtype=np.uint8))
+        code_norm = max((_largest_code_norm(codes[start:start + CODE_BLOCK])
+                         for start in range(0, len(rows), CODE_BLOCK)), default=0.0)
         return cls(index, codec, rows, error, low, high, beside, code_norm)
 
     def check_holds(self, rows: np.ndarray) -> None:
@@ -187,9 +189,13 @@ class CodedScan:
         """This scan with a code added to its empty scan for each row of ``rows`` in
         order: ``old_codes[old_code[i]]`` where that is not -1, else the row's of
         ``vectors``, coded here a block at a time where it lies in the ranges and kept
-        beside otherwise; the error widened by the errors of the rows coded."""
+        beside otherwise; the error and the code norm widened by those of the rows coded."""
         error, code_norm = self.error, self.code_norm
         coded, beside = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+        # added to the scan in one call: faiss grows its codes by copying them all, so a
+        # block at a time copied them about as often as there are blocks (NOTES, 56th round)
+        added = np.empty((len(rows), self.index.code_size), dtype=np.uint8)
+        filled = 0
         for start in range(0, len(rows), CODE_BLOCK):
             at = rows[start:start + CODE_BLOCK]
             old = old_code[start:start + CODE_BLOCK]
@@ -207,11 +213,13 @@ class CodedScan:
                 made = self.codec.sa_encode(block)
                 codes[coded_here] = made
                 error = np.maximum(error, np.abs(block - self.codec.sa_decode(made)).max(axis=0))
-            kept = np.ascontiguousarray(codes[held])
-            self.index.add_sa_codes(kept)
-            code_norm = max(code_norm, _largest_code_norm(kept))
+                code_norm = max(code_norm, _largest_code_norm(made))
+            added[filled:filled + int(held.sum())] = codes[held]
+            filled += int(held.sum())
             coded.append(at[held])
             beside.append(at[~held])
+        if filled:
+            self.index.add_sa_codes(added[:filled])
         return CodedScan(self.index, self.codec, np.concatenate(coded), error, self.low,
                          self.high, np.concatenate(beside), code_norm)
 

@@ -185,6 +185,11 @@ def test_an_update_codes_only_the_new_and_moved_rows_in_the_trained_ranges() -> 
     kept = [0, 1, 2, 4, 6, 7, 8, 9]  # old rows; new rows 0, 1, 2, 3, 5, 6, 7, 8
     assert np.array_equal(codes_of(carried)[[0, 1, 2, 3, 5, 6, 7, 8]], codes_of(scan)[kept])
     assert np.array_equal(codes_of(carried)[[4, 9]], scan.codec.sa_encode(after[[4, 9]]))
+    # the code norm: the old one, or the two new codes' where larger (the kept codes are
+    # not read again; a dropped row's norm could only make it an overestimate)
+    made = codes_of(carried)[[4, 9]].astype(np.float64) - 128
+    assert carried.code_norm == pytest.approx(
+        max(scan.code_norm, float(np.linalg.norm(made, axis=1).max())), rel=1e-6)
     ranges = np.array([1 - np.cos(np.radians(81)), np.sin(np.radians(81))])
     assert np.all(carried.error <= ranges / 510 + 1e-7)
     query = fan(46, 1.0)[45]  # 45 degrees: rows 9 (44) and 4 (47) are the best two
@@ -246,6 +251,11 @@ def test_carried_codes_answer_as_the_scan_of_the_rows_after_the_update(
     carried = scan.refreshed(after, new_of_old, drift, held)
     assert np.union1d(carried.rows, carried.beside).tolist() == held.tolist()
     assert len(carried) == len(held) and np.all(np.diff(carried.beside) > 0)
+    # the code norm bounds every code's, and is the old one or a code's (not read again)
+    signed = codes_of(carried).astype(np.float64) - 128
+    largest = float(np.linalg.norm(signed, axis=1).max()) if len(signed) else 0.0
+    assert largest <= carried.code_norm * (1 + 1e-6)
+    assert carried.code_norm <= max(scan.code_norm, largest) * (1 + 1e-6)
     query = data.draw(arrays(np.float32, dim, elements=eighths))
     best, _, _ = carried.top(after, query, k)
     assert best.tolist() == held[top_k_indices(scan_scores(after[held], query), k)].tolist()
