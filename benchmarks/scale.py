@@ -496,6 +496,12 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         reached("saved")
         disk = folder_size(path)
         stats = index.stats()
+        if not lean:  # after the save, which holds the state after one add and delete
+            repeated = repeated_updates(index, extra_texts, extra_ids)
+            row.update(repeated)
+            row["add_median_share_of_build"] = round(
+                repeated["add_1pct_median_s"] / max(build - timed.seconds, 1e-9), 3)
+            phases["repeated updates"] = heap.phase()
         del index  # the load below is measured on its own, not beside the built index
         import gc
 
@@ -619,6 +625,8 @@ def against_exact(index: Any, asked: Queries,
 
 # passes a fresh process times on a save; its figure is their p50s' median
 FRESH_PASSES = 3
+# more adds and deletes of 1 % after the first, whose median is an update's steady cost
+REPEATED_UPDATES = 5
 
 
 def fresh_process_figures(path: Path, asked: Queries,
@@ -695,6 +703,17 @@ def timed_updates(index: Any, texts: list[str], ids: list[str]) -> tuple[float, 
     start = time.perf_counter()
     index.delete(ids)
     return add, time.perf_counter() - start
+
+
+def repeated_updates(index: Any, texts: list[str], ids: list[str],
+                     times: int = REPEATED_UPDATES) -> dict[str, float]:
+    """The median seconds of ``times`` more adds of these chunks, each deleted again: an
+    update's steady cost. The first add after a build pays for memory the process never
+    held before (on this machine, the kernel compacting it into huge pages for numpy's
+    large arrays), which later updates reuse (NOTES, fifty-sixth round)."""
+    timed = np.array([timed_updates(index, texts, ids) for _ in range(times)])
+    return {"add_1pct_median_s": round(float(np.median(timed[:, 0])), 3),
+            "delete_1pct_median_s": round(float(np.median(timed[:, 1])), 3)}
 
 
 def pagerank_seconds(index: Any) -> tuple[float, float]:

@@ -265,3 +265,28 @@ def test_a_fresh_process_answers_the_save_as_the_loaded_index(tmp_path: Path) ->
     assert other["fresh_context_recall_vs_loaded"] < 1.0
     with pytest.raises(RuntimeError, match="fresh process"):
         fresh_process_figures(tmp_path / "missing", asked, contexts)
+
+
+def test_repeated_updates_add_and_delete_the_chunks_each_time_and_report_medians() -> None:
+    """``repeated_updates`` adds the chunks and deletes them again ``times`` times: each add
+    grows the index by them (an add of ids already held would raise), and the index ends
+    as it began. Its figures are the medians, as seconds."""
+    from benchmarks.scale import repeated_updates
+    from shared_core import ConceptGraphIndex, HashingEmbedder
+
+    ids, texts = passages(POOL, 30, seed=1)
+    index = ConceptGraphIndex.from_texts(texts, ids=ids, embedder=HashingEmbedder(32))
+    extra_ids, extra_texts = passages(POOL, 3, seed=2)
+    sizes: list[int] = []
+    add = index.add
+
+    def counted_add(*args: object, **kwargs: object) -> object:
+        out = add(*args, **kwargs)  # type: ignore[arg-type]
+        sizes.append(len(index))
+        return out
+
+    index.add = counted_add  # type: ignore[method-assign]
+    figures = repeated_updates(index, extra_texts, extra_ids, times=3)
+    assert sizes == [33, 33, 33] and len(index) == 30
+    assert set(figures) == {"add_1pct_median_s", "delete_1pct_median_s"}
+    assert all(isinstance(v, float) and v >= 0 for v in figures.values())
