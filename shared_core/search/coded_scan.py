@@ -214,8 +214,9 @@ class CodedScan:
                 codes[coded_here] = made
                 error = np.maximum(error, np.abs(block - self.codec.sa_decode(made)).max(axis=0))
                 code_norm = max(code_norm, _largest_code_norm(made))
-            added[filled:filled + int(held.sum())] = codes[held]
-            filled += int(held.sum())
+            count = int(held.sum())
+            added[filled:filled + count] = codes[held]
+            filled += count
             coded.append(at[held])
             beside.append(at[~held])
         if filled:
