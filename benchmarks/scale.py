@@ -200,6 +200,31 @@ class HeapSampler:
         return self.reset()
 
 
+@dataclass(frozen=True)
+class DiskReads:
+    """This process's major page faults and bytes read from the block device so far: a
+    query pass that faults pages back in (the page cache evicted under a build's memory)
+    shows here, where its latency alone cannot say why it was slow."""
+
+    major_faults: int
+    read_bytes: int | None  # None where the kernel keeps no /proc/self/io
+
+    def since(self, before: DiskReads) -> dict[str, float | int | None]:
+        read = (None if self.read_bytes is None or before.read_bytes is None
+                else round((self.read_bytes - before.read_bytes) / 2**20, 1))
+        return {"major_faults": self.major_faults - before.major_faults, "disk_read_mb": read}
+
+
+def disk_reads() -> DiskReads:
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+    try:
+        lines = Path("/proc/self/io").read_text().splitlines()
+    except OSError:
+        return DiskReads(faults, None)
+    fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+    return DiskReads(faults, int(fields["read_bytes"]) if "read_bytes" in fields else None)
+
+
 def folder_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -462,8 +487,11 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
     if store is not None:
         store.search_seconds = 0.0
     local: list[float] = []
+    reads_before = disk_reads()
     latencies, contexts = query_latencies(index, asked, store, local)
-    reached(f"queried the built index ({np.percentile(latencies, 50):.1f} ms p50)")
+    built_query_reads = disk_reads().since(reads_before)
+    reached(f"queried the built index ({np.percentile(latencies, 50):.1f} ms p50, "
+            f"{built_query_reads['major_faults']} major faults)")
     engine_rss["after_queries"] = engine.rss_mb()
     row: dict[str, Any] = {}
     if engine.pid is not None:
@@ -562,6 +590,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         "non_embedding_build_s": round(non_embedding_build, 2),
         "graph_refresh_s": None if refresh is None else round(refresh, 2),
         **percentile_fields("query_ms", latencies),
+        **{f"query_{name}": value for name, value in built_query_reads.items()},
         **row,
         **{k: None if v is None else round(v, 2) for k, v in seconds.items()
            if k != "load_verified_s"},

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.scale import folder_size, passages
+from benchmarks.scale import DiskReads, folder_size, passages
 
 POOL = [f"Sentence number {i} is here." for i in range(20)]
 
@@ -290,3 +290,10 @@ def test_repeated_updates_add_and_delete_the_chunks_each_time_and_report_medians
     assert sizes == [33, 33, 33] and len(index) == 30
     assert set(figures) == {"add_1pct_median_s", "delete_1pct_median_s"}
     assert all(isinstance(v, float) and v >= 0 for v in figures.values())
+
+
+def test_disk_reads_since_counts_the_faults_and_mebibytes_between_two_readings() -> None:
+    before, after = DiskReads(major_faults=7, read_bytes=3 * 2**20), DiskReads(12, 8 * 2**20)
+    assert after.since(before) == {"major_faults": 5, "disk_read_mb": 5.0}
+    # a kernel without /proc/self/io: the faults still count, the bytes are unknown, not 0
+    assert DiskReads(9, None).since(before) == {"major_faults": 2, "disk_read_mb": None}
