@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from ..embeddings.base import FIXED_POINT_BITS, fixed_point_product
 from .entries import column_entry_counts, compressed_entries
+from .pair_loops import pair_counts_compiled, recertified_in_place
 
 if TYPE_CHECKING:  # the state package imports this module
     from ..state.rows import Rows
@@ -431,16 +432,18 @@ def rechecked(pairs: StrongPairs, vectors: Rows, drift: np.ndarray,
     slack = certificate_slack(vectors.shape[1])
     edge, margin = ((pairs.edge, pairs.margin) if in_place
                     else (pairs.edge.copy(), pairs.margin.copy()))
-    redo = [np.zeros(0, dtype=np.int64)]
-    for start in range(0, len(pairs), RECHECK_BLOCK):
-        block = slice(start, start + RECHECK_BLOCK)
-        moved = drift[pairs.source[block]]
-        moved += drift[pairs.target[block]]
-        touched = np.flatnonzero(moved)
-        holds, shrunk = recertified(margin[block][touched], moved[touched], slack)
-        margin[start + touched] = shrunk
-        redo.append(start + touched[~holds])
-    again = np.concatenate(redo)
+    again = recertified_in_place(pairs.source, pairs.target, drift, margin, slack)
+    if again is None:  # numpy: the same margins, a block at a time
+        redo = [np.zeros(0, dtype=np.int64)]
+        for start in range(0, len(pairs), RECHECK_BLOCK):
+            block = slice(start, start + RECHECK_BLOCK)
+            moved = drift[pairs.source[block]]
+            moved += drift[pairs.target[block]]
+            touched = np.flatnonzero(moved)
+            holds, shrunk = recertified(margin[block][touched], moved[touched], slack)
+            margin[start + touched] = shrunk
+            redo.append(start + touched[~holds])
+        again = np.concatenate(redo)
     edge[again], margin[again] = cosine_decisions(vectors, pairs.source[again],
                                                   pairs.target[again], theta_sem)
     return StrongPairs(pairs.source, pairs.target, pairs.count, edge, margin), again
@@ -472,7 +475,12 @@ def pair_counts(links_csc: sp.csc_matrix, src: np.ndarray, dst: np.ndarray) -> n
     mask of which of those concepts it links (one array the size of the chunk count,
     in cache), and each chunk of a pair's shorter column is looked up in it. Costs the
     shorter columns' lengths, not the co-occurrence rows a matrix product computes.
+    With numba, each pair's two columns are intersected in a compiled loop instead
+    (:func:`~shared_core.graph.pair_loops.pair_counts_compiled`): the same counts.
     """
+    compiled = pair_counts_compiled(links_csc, src, dst)
+    if compiled is not None:
+        return compiled
     length = np.diff(links_csc.indptr).astype(np.int64)
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     flip = length[src] > length[dst]

@@ -18,18 +18,17 @@ value in float64 times its column's value, as numpy's promotion makes it.
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..compiled import COMPILED_ENV, CompiledLoops, jit, read_only
 from ..graph.entries import entry_positions
 
-# set to "0" to run the numpy code even where numba is installed
-COMPILED_ENV = "CONCEPTGRAPH_COMPILED"
+__all__ = ["COMPILED_ENV", "compiled", "gathered_entries", "missing", "posting_sums",
+           "prepare", "run_sums", "summed_by_index"]
 
 # the position of a 64-bit word's lowest set bit: (word & -word) * DE_BRUIJN >> 58 indexes it
 _DE_BRUIJN = 0x03F79D71B4CB0A89
@@ -38,42 +37,17 @@ _LOWEST_BIT = np.array([0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 
                         27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15,
                         34, 20, 31, 10, 25, 14, 19, 9, 13, 8, 7, 6], dtype=np.int64)
 
-_lock = threading.Lock()
-_loops: dict[str, Any] = {}  # the compiled loops, made once per process ({} until then)
-_unavailable: list[str] = []  # why there are none: numba missing (checked once)
-
 
 def compiled() -> bool:
     """Whether the sums run in compiled loops: numba importable, and not turned off by
     ``CONCEPTGRAPH_COMPILED=0``. Compiles them on first call (about a second; numba
     caches them on disk for the next process)."""
-    return bool(_active_loops())
+    return bool(_LOOPS.active())
 
 
 def missing() -> str | None:
     """Why the loops cannot run (numba not installed), or None where they can."""
-    _compiled_loops()
-    return _unavailable[0] if _unavailable else None
-
-
-def _active_loops() -> dict[str, Any]:
-    """The compiled loops, or none where they are turned off or numba is missing."""
-    return {} if os.environ.get(COMPILED_ENV, "1") == "0" else _compiled_loops()
-
-
-def _compiled_loops() -> dict[str, Any]:
-    if _loops or _unavailable:
-        return _loops
-    with _lock:
-        if _loops or _unavailable:
-            return _loops
-        try:
-            import numba
-        except ImportError:
-            _unavailable.append("numba is not installed: pip install 'conceptgraph[fast]'")
-            return _loops
-        _loops.update(_make_loops(numba))
-        return _loops
+    return _LOOPS.missing()
 
 
 class _Scratch(threading.local):
@@ -102,13 +76,13 @@ def summed_by_index(indices: np.ndarray, mass: np.ndarray, size: int | None = No
     mass = np.asarray(mass, dtype=np.float64)
     if len(indices) != len(mass):
         raise ValueError(f"{len(indices)} indices for {len(mass)} masses")
-    loops = _active_loops()
+    loops = _LOOPS.active()
     if not loops:
         return _numpy_sums(indices.astype(np.int64, copy=False), mass, positive)
     if size is None:
         size = int(indices.max()) + 1 if len(indices) else 0
     sums, bits = _scratch.at_least(size)
-    units, values, bad = loops["entries"](_read_only(indices), _read_only(mass), sums, bits,
+    units, values, bad = loops["entries"](read_only(indices), read_only(mass), sums, bits,
                                           size, positive, _LOWEST_BIT)
     if bad >= 0:
         raise IndexError(f"index {int(indices[bad])} out of range for {size}")
@@ -121,7 +95,7 @@ def posting_sums(postings: sp.csc_matrix, columns: np.ndarray,
     entries there (each times its column's ``column_value``), those above zero; the
     columns are read in the order given."""
     columns = np.asarray(columns, dtype=np.int64)
-    loops = _active_loops()
+    loops = _LOOPS.active()
     if not loops:
         return _numpy_sums(*gathered_entries(postings, columns, column_value), positive=True)
     values = (np.zeros(0, dtype=np.float64) if column_value is None
@@ -131,8 +105,8 @@ def posting_sums(postings: sp.csc_matrix, columns: np.ndarray,
     size = postings.shape[0]
     sums, bits = _scratch.at_least(size)
     units, summed, bad = loops["postings"](
-        _read_only(postings.indptr), _read_only(postings.indices), _read_only(postings.data),
-        _read_only(columns), _read_only(values), column_value is not None, sums, bits, size,
+        read_only(postings.indptr), read_only(postings.indices), read_only(postings.data),
+        read_only(columns), read_only(values), column_value is not None, sums, bits, size,
         _LOWEST_BIT)
     if bad >= 0:
         raise IndexError(f"a posting entry of column {int(columns[bad])} is out of range "
@@ -158,7 +132,7 @@ def run_sums(indptr: np.ndarray, indices: np.ndarray, first: np.ndarray, end: np
     ``e`` of the compressed rows ``first[i]`` to ``end[i] - 1`` (``indptr``), added in
     entry order from 0.0, as a ``bincount`` of the entries by pair adds them; None
     without the compiled loops (the caller's numpy runs instead)."""
-    loops = _active_loops()
+    loops = _LOOPS.active()
     if not loops:
         return None
     first = np.asarray(first, dtype=np.int64)
@@ -166,8 +140,8 @@ def run_sums(indptr: np.ndarray, indices: np.ndarray, first: np.ndarray, end: np
     if len(first) != len(end) or (len(first) and (
             first.min() < 0 or end.max() >= len(indptr) or np.any(end < first))):
         raise IndexError("row runs out of range of the compressed rows")
-    out = loops["runs"](_read_only(indptr), _read_only(indices), _read_only(first),
-                        _read_only(end), _read_only(np.asarray(value, dtype=np.float64)))
+    out = loops["runs"](read_only(indptr), read_only(indices), read_only(first),
+                        read_only(end), read_only(np.asarray(value, dtype=np.float64)))
     if out is None:
         raise IndexError(f"an entry's index is out of range for {len(value)} values")
     return np.asarray(out)
@@ -186,16 +160,6 @@ def prepare(*postings: sp.csc_matrix) -> None:
     for matrix in postings:
         posting_sums(matrix, none)
         posting_sums(matrix, none, np.zeros(0))
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    """A read-only view of ``array``: the loops see one kind of array whether what they
-    read is mapped from a save (read-only) or made by the query, and compile once."""
-    if not array.flags.writeable:
-        return array
-    view = array.view()
-    view.flags.writeable = False
-    return view
 
 
 def _numpy_sums(indices: np.ndarray, mass: np.ndarray, positive: bool
@@ -217,12 +181,12 @@ def _numpy_sums(indices: np.ndarray, mass: np.ndarray, positive: bool
 
 
 def _make_loops(numba: Any) -> dict[str, Any]:
-    """The compiled loops (numba's ``njit``, without the GIL, cached on disk)."""
-    jit: Callable[[Callable[..., Any]], Callable[..., Any]] = numba.njit(nogil=True, cache=True)
+    """The compiled loops (:func:`~shared_core.compiled.jit`)."""
+    compile_loop = jit(numba)
     magic = np.uint64(_DE_BRUIJN)
     one, shift = np.uint64(1), np.uint64(58)
 
-    @jit
+    @compile_loop
     def collected(sums: Any, bits: Any, first: int, last: int, cap: int,
                   positive: bool, lowest: Any) -> Any:
         # the marked units from word first to last, ascending, with their sums; both
@@ -247,13 +211,13 @@ def _make_loops(numba: Any) -> dict[str, Any]:
                 word ^= low
         return units[:j], values[:j]
 
-    @jit
+    @compile_loop
     def cleared(indices: Any, count: int, sums: Any, bits: Any) -> None:
         for i in range(count):
             sums[indices[i]] = 0.0
             bits[indices[i] >> 6] = 0
 
-    @jit
+    @compile_loop
     def entries(indices: Any, mass: Any, sums: Any, bits: Any, size: int, positive: bool,
                 lowest: Any) -> Any:
         first, last = len(bits), -1
@@ -271,7 +235,7 @@ def _make_loops(numba: Any) -> dict[str, Any]:
                                   positive, lowest)
         return units, values, -1
 
-    @jit
+    @compile_loop
     def postings(indptr: Any, indices: Any, data: Any, columns: Any, column_value: Any,
                  weighted: bool, sums: Any, bits: Any, size: int, lowest: Any) -> Any:
         first, last, count = len(bits), -1, 0
@@ -297,7 +261,7 @@ def _make_loops(numba: Any) -> dict[str, Any]:
         units, values = collected(sums, bits, first, last, min(count, size), True, lowest)
         return units, values, -1
 
-    @jit
+    @compile_loop
     def runs(indptr: Any, indices: Any, first: Any, end: Any, value: Any) -> Any:
         out = np.zeros(len(first), np.float64)
         for i in range(len(first)):
@@ -311,3 +275,6 @@ def _make_loops(numba: Any) -> dict[str, Any]:
         return out
 
     return {"entries": entries, "postings": postings, "runs": runs}
+
+
+_LOOPS = CompiledLoops(_make_loops)

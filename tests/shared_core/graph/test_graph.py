@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shared_core.compiled import COMPILED_ENV
 from shared_core.graph import (
     ConceptEdges,
     adjacency,
@@ -186,8 +187,12 @@ def test_strong_cooccurrence_equals_the_dense_count(seed: int, block: int, theta
     np.testing.assert_array_equal(count, co[want_src, want_dst])
 
 
-def test_pair_counts_count_only_the_pairs_asked_for() -> None:
-    """The hand counts above, one pair at a time, either order, zero for AE, BE, CE."""
+@pytest.mark.parametrize("compiled", ["1", "0"])
+def test_pair_counts_count_only_the_pairs_asked_for(
+        compiled: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hand counts above, one pair at a time, either order, zero for AE, BE, CE: by
+    the compiled loop where numba is installed, and by numpy."""
+    monkeypatch.setenv(COMPILED_ENV, compiled)
     asked = [(A, B), (C, A), (A, D), (B, C), (D, B), (C, D), (D, E), (A, E), (E, B), (C, E)]
     src, dst = np.array(asked).T
     expected = [CO.get((min(p), max(p)), 0) for p in asked]
@@ -198,6 +203,7 @@ def test_pair_counts_count_only_the_pairs_asked_for() -> None:
 @pytest.mark.parametrize("bits", [1, 3, 52])
 def test_pair_counts_in_any_mask_width_equal_the_full_count(
         bits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(COMPILED_ENV, "0")  # numpy's masks, not the compiled intersections
     monkeypatch.setattr(edges_module, "MASK_BITS", bits)
     rng = np.random.default_rng(3)
     dense = rng.random((40, 30)) < 0.3
@@ -225,12 +231,15 @@ def test_a_count_change_worked_by_hand() -> None:
     assert got == [(0, 1, -1), (0, 2, 1), (0, 3, -1), (1, 2, 1), (1, 3, -1), (2, 4, 1)]
 
 
-def test_the_drift_certificate_worked_by_hand() -> None:
+@pytest.mark.parametrize("compiled", ["1", "0"])
+def test_the_drift_certificate_worked_by_hand(compiled: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """theta_sem = cos 45°. A at 0°, B at 10°, C at 48°: AB an edge with margin
     cos 10° - cos 45° = .2777, AC not, margin cos 48° - cos 45° = -.0380. A turns to 5°:
     it moves |v' - v| = 2 sin 2.5° = .0872. AB keeps its decision without a cosine
     (.2777 - .0872 = .1905 left); AC's margin is used up, so its cosine is recomputed:
     cos 43° = .7314 passes, and AC becomes an edge."""
+    monkeypatch.setenv(COMPILED_ENV, compiled)  # the compiled recheck, then numpy's
     theta = math.cos(math.radians(45))
     before = _at_angles([0.0, 10.0, 48.0])
     pairs = strong_pairs_of(np.array([A, A]), np.array([B, C]), np.array([3, 3]), before, theta)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared_core import ConceptGraphConfig, ConceptGraphIndex, HashingEmbedder
+from shared_core.compiled import CompiledLoops
 from shared_core.search import summing
 from shared_core.search.summing import COMPILED_ENV, posting_sums, prepare, summed_by_index
 from tests.shared_core.test_store import TEXTS
@@ -133,7 +135,7 @@ def test_prepare_compiles_the_loops_for_the_postings_a_query_reads() -> None:
     postings.indices = postings.indices.astype(np.int64)  # a kind of array not seen before
     postings.indptr = postings.indptr.astype(np.int64)
     prepare(postings)
-    loop = summing._compiled_loops()["postings"]
+    loop = summing._LOOPS.made()["postings"]
     made = len(loop.signatures)
     posting_sums(postings, np.array([4, 1]), np.array([0.5, 2.0]))
     posting_sums(postings, np.array([0, 3]))
@@ -155,10 +157,10 @@ def test_without_numba_numpy_sums_and_a_large_index_warns(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from shared_core import index as index_module
 
-    monkeypatch.setattr(summing, "_unavailable", ["numba is not installed: pip install "
-                                                  "'conceptgraph[fast]'"])
-    monkeypatch.setattr(summing, "_loops", {})
+    monkeypatch.setitem(sys.modules, "numba", None)  # ``import numba`` raises ImportError
+    monkeypatch.setattr(summing, "_LOOPS", CompiledLoops(summing._make_loops))
     assert not summing.compiled()
+    assert summing.missing() == "numba is not installed: pip install 'conceptgraph[fast]'"
     units, values = summed_by_index(np.array([2, 0, 2]), np.array([1.0, 0.5, 0.25]), 3)
     assert units.tolist() == [0, 2] and values.tolist() == [0.5, 1.25]
     monkeypatch.setattr(index_module, "ANN_MIN_ROWS", 1)
