@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .entries import entry_positions, kept_indptr
+from .loops import top_entries_compiled
 
 
 def smoothed_idf(n_docs: int, df: np.ndarray) -> np.ndarray:
@@ -35,10 +36,21 @@ def top_n_per_row(scores: sp.csr_matrix, n: int) -> sp.csr_matrix:
     its own, batched by length: each batch is a dense block (rows of similar length,
     padded to the longest, padding last), sorted along its rows by value, stably, so
     equal values keep their column order. Global sorts of every entry (by value, then
-    by row) had been most of a million-passage refresh's concept extraction.
+    by row) had been most of a million-passage refresh's concept extraction. With
+    numba, one loop keeps each row's best entries instead
+    (:func:`~shared_core.graph.loops.top_entries_compiled`): the same entries.
     """
     scores = sp.csr_matrix(scores)
     scores.sort_indices()
+    compiled = top_entries_compiled(scores.indptr, scores.data, n)
+    keep = compiled if compiled is not None else _top_entries(scores, n)
+    indptr = kept_indptr(scores.indptr, keep)
+    return sp.csr_matrix((np.ones(int(indptr[-1]), dtype=np.float32), scores.indices[keep],
+                          indptr), shape=scores.shape)
+
+
+def _top_entries(scores: sp.csr_matrix, n: int) -> np.ndarray:
+    """numpy's :func:`top_n_per_row` mask, over ``scores``' entries (sorted by column)."""
     lengths = np.diff(scores.indptr)
     keep = np.zeros(scores.nnz, dtype=bool)
     short = np.flatnonzero((lengths > 0) & (lengths <= n))
@@ -56,9 +68,7 @@ def top_n_per_row(scores: sp.csr_matrix, n: int) -> sp.csr_matrix:
         best = np.argsort(block, axis=1, kind="stable")[:, :n]
         keep[(scores.indptr[batch][:, None] + best).ravel()] = True
     keep &= scores.data > 0
-    indptr = kept_indptr(scores.indptr, keep)
-    return sp.csr_matrix((np.ones(int(indptr[-1]), dtype=np.float32), scores.indices[keep],
-                          indptr), shape=scores.shape)
+    return keep
 
 
 def extract_concepts(chunk_term_counts: sp.csr_matrix, concepts_per_chunk: int) -> sp.csr_matrix:

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from ..embeddings.base import FIXED_POINT_BITS, fixed_point_product
 from .entries import column_entry_counts, compressed_entries
-from .pair_loops import pair_counts_compiled, recertified_in_place
+from .loops import pair_counts_compiled, recertified_in_place
 
 if TYPE_CHECKING:  # the state package imports this module
     from ..state.rows import Rows
@@ -476,7 +476,7 @@ def pair_counts(links_csc: sp.csc_matrix, src: np.ndarray, dst: np.ndarray) -> n
     in cache), and each chunk of a pair's shorter column is looked up in it. Costs the
     shorter columns' lengths, not the co-occurrence rows a matrix product computes.
     With numba, each pair's two columns are intersected in a compiled loop instead
-    (:func:`~shared_core.graph.pair_loops.pair_counts_compiled`): the same counts.
+    (:func:`~shared_core.graph.loops.pair_counts_compiled`): the same counts.
     """
     compiled = pair_counts_compiled(links_csc, src, dst)
     if compiled is not None:

@@ -30,6 +30,7 @@ from ..graph.edges import (
     vectors_of_sums,
 )
 from ..graph.entries import column_subset
+from ..graph.loops import dice_adjacency_compiled
 from ..graph.pagerank import pagerank
 from ..search.bm25 import BM25Scorer
 from ..search.candidates import GatheredUnits
@@ -297,9 +298,13 @@ def edge_adjacency(pairs: StrongPairs, chunk_count: np.ndarray,
                    spill: VectorSpill | None) -> sp.csr_matrix:
     """The Dice-weighted symmetric adjacency of the pairs' edges (``chunk_count``: each
     concept's chunks, :func:`~shared_core.graph.edges.chunk_counts`), in a spill file
-    when large. The edge list it is made from is let go."""
-    edges = edges_of(pairs, chunk_count)
-    return held_as_mapped(adjacency(edges, len(chunk_count), weighted=True), spill)
+    when large. With numba it is written from the pairs in one loop; numpy makes the
+    edge list first and lets it go. The same matrix either way."""
+    made = dice_adjacency_compiled(pairs.source, pairs.target, pairs.count, pairs.edge,
+                                   chunk_count)
+    if made is None:
+        made = adjacency(edges_of(pairs, chunk_count), len(chunk_count), weighted=True)
+    return held_as_mapped(made, spill)
 
 
 def rank_adjacency(adj: sp.csr_matrix, weighted: bool) -> sp.csr_matrix:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 
+from shared_core.compiled import COMPILED_ENV
 from shared_core.graph import extract_concepts, tfidf, top_n_per_row
 from shared_core.text import count_terms, term_analyzer
 
@@ -100,6 +102,15 @@ def test_tfidf_equals_sklearn_on_the_same_vocabulary() -> None:
     np.testing.assert_allclose(ours, ref, rtol=1e-12)
 
 
+@pytest.fixture(params=["1", "0"], ids=["compiled", "numpy"], scope="module")
+def loops_on_or_off(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The top-n selection by numba's loop (where installed), then by numpy's sorts."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(COMPILED_ENV, request.param)
+        yield request.param
+
+
+@pytest.mark.usefixtures("loops_on_or_off")
 def test_top_n_per_row_ties_go_to_the_lower_column() -> None:
     scores = sp.csr_matrix(np.array([
         [0.5, 0.9, 0.5, 0.1],   # n=2: 0.9 (col 1), then 0.5 tie -> col 0 beats col 2
@@ -116,6 +127,7 @@ def test_top_n_per_row_ties_go_to_the_lower_column() -> None:
     ])
 
 
+@pytest.mark.usefixtures("loops_on_or_off")
 def test_top_n_per_row_ignores_explicit_zeros_and_unsorted_indices() -> None:
     # entries given out of column order, with an explicitly stored zero at col 0
     data = np.array([0.2, 0.0, 0.8, 0.2])
@@ -128,6 +140,7 @@ def test_top_n_per_row_ignores_explicit_zeros_and_unsorted_indices() -> None:
     assert top_n_per_row(m, 0).nnz == 0
 
 
+@pytest.mark.usefixtures("loops_on_or_off")
 @settings(max_examples=150, deadline=None)
 @given(st.integers(1, 12), st.integers(1, 40), st.integers(0, 5), st.integers(0, 2**31 - 1))
 def test_top_n_per_row_keeps_each_rows_best_by_value_then_column(
@@ -146,6 +159,7 @@ def test_top_n_per_row_keeps_each_rows_best_by_value_then_column(
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.usefixtures("loops_on_or_off")
 def test_extract_concepts_top_tfidf_terms() -> None:
     # doc0: zebra x3 (df 2, idf 1 -> 3), lion x1 (df 2 -> 1), runs x1 (df 1, idf 1+ln 1.5 ≈ 1.405)
     # doc1: lion x2 (-> 2), zebra x1 (-> 1)
@@ -155,6 +169,7 @@ def test_extract_concepts_top_tfidf_terms() -> None:
     np.testing.assert_array_equal(extract_concepts(counts, 1).toarray(), [[1, 0, 0], [0, 1, 0]])
 
 
+@pytest.mark.usefixtures("loops_on_or_off")
 @pytest.mark.parametrize("n", [1, 2, 5])
 def test_top_n_keeps_at_most_n_per_row(n: int) -> None:
     rng = np.random.default_rng(n)

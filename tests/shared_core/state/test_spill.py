@@ -25,7 +25,8 @@ def mapped(array: np.ndarray | VectorRows) -> bool:
     left in place (``VectorRows``): whether every array they sit in does."""
     if isinstance(array, VectorRows):
         return all(mapped(run) for run in array.runs)
-    while array is not None:
+    # an array a compiled loop made has numba's memory record as its base, not an array
+    while isinstance(array, np.ndarray):
         if isinstance(array, np.memmap):
             return True
         array = array.base  # type: ignore[assignment]
