@@ -219,7 +219,7 @@ def _make_loops(numba: Any) -> dict[str, Any]:
         n = len(chunk_count)
         lower = np.zeros(n, np.int64)  # each row's entries left of the diagonal
         indptr = np.zeros(n + 1, np.int64)
-        previous = -1
+        previous = np.int64(-1)
         for i in range(len(source)):
             s, t = np.int64(source[i]), np.int64(target[i])
             key = s * n + t
