@@ -297,3 +297,27 @@ def test_disk_reads_since_counts_the_faults_and_mebibytes_between_two_readings()
     assert after.since(before) == {"major_faults": 5, "disk_read_mb": 5.0}
     # a kernel without /proc/self/io: the faults still count, the bytes are unknown, not 0
     assert DiskReads(9, None).since(before) == {"major_faults": 2, "disk_read_mb": None}
+
+
+def test_the_warm_up_build_is_timed_and_shares_no_id_with_the_measured_passages(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up builds its own passages (seed 3; the build's are seed 1, the add's
+    seed 2), so a process that kept an id of it could not mistake it for a measured one."""
+    from benchmarks import scale
+    from shared_core import ConceptGraphConfig, HashingEmbedder
+
+    monkeypatch.setattr(scale, "WARM_UP_PASSAGES", 6)
+    pool = ["Ada met Babbage.", "The engine ran.", "Cards were punched.", "Turin heard."]
+    built: list[list[str]] = []
+    real = scale.passages
+
+    def recorded(*args: object, **kwargs: object) -> tuple[list[str], list[str]]:
+        ids, texts = real(*args, **kwargs)  # type: ignore[arg-type]
+        built.append(ids)
+        return ids, texts
+
+    monkeypatch.setattr(scale, "passages", recorded)
+    seconds = scale.warm_up_build(pool, HashingEmbedder(32), ConceptGraphConfig())
+    assert seconds > 0 and len(built) == 1 and len(built[0]) == 6
+    measured = real(pool, 6, seed=1)[0] + real(pool, 6, seed=2)[0]
+    assert not set(built[0]) & set(measured)
