@@ -336,7 +336,7 @@ def _write_version(folder: Path, corpus: CorpusState, config: ConceptGraphConfig
     for key, array in arrays.items():
         dtype = kinds[key][0] if key in kinds else array.dtype  # matrices: checked types
         with _new_file(folder / f"{key}.npy", file_mode) as fh:
-            if isinstance(array, VectorRows):  # a refreshed graph's concept vectors
+            if isinstance(array, VectorRows):  # a refreshed graph's concept vectors or sums
                 _save_rows(fh, array, key)
             else:
                 np.save(fh, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
@@ -1353,12 +1353,14 @@ def _save_bytes(fh: Any, runs: Iterator[np.ndarray], total: int) -> None:
 
 
 def _save_rows(fh: Any, vectors: Rows, what: str = "sentence vectors") -> None:
-    """Vectors (sentences', concepts') as float32 ``.npy``, block by block when they are
-    rows left in place (``state.rows``): never gathered whole on the heap."""
+    """Vectors (sentences', concepts') as float32 ``.npy``, or a graph's kept concept
+    sums as int64, block by block when they are rows left in place (``state.rows``):
+    never gathered whole on the heap."""
     held = held_rows(vectors)
     blocks = held.blocks() if isinstance(held, VectorRows) else iter([held])
+    dtype = held.dtype if isinstance(held, VectorRows) else np.dtype(VECTOR_DTYPE)
     with sequential_reads(held):  # read-ahead, though queries may read the rows at random
-        _save_blocks(fh, blocks, np.dtype(VECTOR_DTYPE), tuple(vectors.shape), what)
+        _save_blocks(fh, blocks, dtype, tuple(vectors.shape), what)
 
 
 def _save_blocks(fh: Any, blocks: Iterator[np.ndarray], dtype: np.dtype, shape: tuple[int, ...],

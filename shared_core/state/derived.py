@@ -42,7 +42,7 @@ from ..search.vector_index import VectorIndex
 from ..search.walk import WalkGraph
 from ..text.sentences import segment_matrix
 from .corpus import CorpusState
-from .rows import Rows, contiguous_rows
+from .rows import Rows, VectorRows, contiguous_rows
 from .spill import VectorSpill, held_as_mapped, spilled_arrays
 
 # vector_index="auto": below this many vectors, an exact scan. Measured on an idle
@@ -119,7 +119,7 @@ class DerivedGraph:
     # ``summed_concepts`` (sorted; :func:`summed_concepts`), one row each, which a refresh
     # updates by the changed sentences alone; None where no concept's sum is kept (or in a
     # graph loaded from a save made before they were: its first refresh sums what it needs)
-    concept_sums: np.ndarray | None = None
+    concept_sums: np.ndarray | VectorRows | None = None
     summed_concepts: np.ndarray | None = None
     # HNSW over the concept vectors (:func:`uses_concept_graph`), as a derivation that
     # searches it builds it, an update keeps it, or a save holds it; None: built by the first
@@ -408,7 +408,7 @@ def assemble_graph(corpus: CorpusState, config: ConceptGraphConfig, found: Conce
                    saved: GraphMatrices | None = None,
                    edge_list: ConceptEdges | None = None,
                    spill: VectorSpill | None = None,
-                   sums: np.ndarray | None = None,
+                   sums: np.ndarray | VectorRows | None = None,
                    summed: np.ndarray | None = None) -> DerivedGraph:
     """The graph from its concepts, vectors and the edges' Dice-weighted adjacency:
     PageRank (unless given, e.g. a checked saved one), unit views. ``links_csc``:

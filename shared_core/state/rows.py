@@ -35,11 +35,14 @@ MAX_ROW_RUNS = 2
 MAX_DEAD_SHARE = 0.5
 # rows a save or a full read takes at a time
 ROW_BLOCK = 1 << 16
+# what rows may be: vectors, and the fixed-point sums of concept vectors
+ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.int64))
 
 
 class VectorRows:
     """Rows of float32 vectors over arrays (runs): row ``i`` is row ``index[i]`` of the
-    runs' concatenation, read without concatenating them.
+    runs' concatenation, read without concatenating them. A graph's kept concept sums
+    (int64 fixed point) are held the same way.
 
     It answers what the index asks of its sentence vectors: ``len``, ``shape``,
     ``dtype``, rows by position (an int, a slice, an array of positions; a copy),
@@ -54,10 +57,12 @@ class VectorRows:
         runs = tuple(runs)
         if not runs:
             raise ValueError("VectorRows needs at least one array of rows")
-        dim = int(runs[0].shape[1])
+        dim, dtype = int(runs[0].shape[1]), runs[0].dtype
+        if dtype not in ROW_DTYPES:
+            raise ValueError(f"VectorRows holds float32 vectors or int64 sums, not {dtype}")
         for run in runs:
-            if run.ndim != 2 or int(run.shape[1]) != dim or run.dtype != np.float32:
-                raise ValueError("VectorRows: every array must be float32 rows of "
+            if run.ndim != 2 or int(run.shape[1]) != dim or run.dtype != dtype:
+                raise ValueError(f"VectorRows: every array must be {dtype} rows of "
                                  f"{dim} values, got {run.dtype} of shape {run.shape}")
         for run in runs:
             run.setflags(write=False)
@@ -69,7 +74,7 @@ class VectorRows:
         index.setflags(write=False)
         self._index = index
         self.shape = (len(index), dim)
-        self.dtype = np.dtype(np.float32)
+        self.dtype = np.dtype(dtype)
 
     @property
     def runs(self) -> tuple[np.ndarray, ...]:
@@ -89,8 +94,9 @@ class VectorRows:
             raise TypeError("VectorRows is read by row: rows[i], rows[a:b] or rows[positions]")
         rows = self._index[key]
         if np.ndim(rows) == 0:
-            return gather_rows(self._runs, np.asarray([rows]), self.shape[1], None)[0]
-        return gather_rows(self._runs, rows, self.shape[1], None)
+            return gather_rows(self._runs, np.asarray([rows]), self.shape[1], None,
+                               self.dtype)[0]
+        return gather_rows(self._runs, rows, self.shape[1], None, self.dtype)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise ValueError("assignment destination is read-only: a state's vectors never change")
@@ -98,6 +104,8 @@ class VectorRows:
     def __matmul__(self, query: np.ndarray) -> np.ndarray:
         """Every row's product with ``query`` (float32): each run scanned once in full,
         dead rows included (at most ``MAX_DEAD_SHARE`` of them), then gathered."""
+        if self.dtype != np.float32:
+            raise TypeError(f"a product is of float32 vectors, not of {self.dtype} rows")
         q = np.asarray(query, dtype=np.float32)
         scores = np.concatenate([grouped_product(np.asarray(run), q) for run in self._runs])
         return scores[self._index]
@@ -110,7 +118,7 @@ class VectorRows:
 
     def gathered(self, spill: VectorSpill | None) -> np.ndarray:
         """Every row in order as one array, where ``spill`` puts one of its size."""
-        return gather_rows(self._runs, self._index, self.shape[1], spill)
+        return gather_rows(self._runs, self._index, self.shape[1], spill, self.dtype)
 
     def blocks(self, size: int = ROW_BLOCK) -> Iterator[np.ndarray]:
         """The rows in order, ``size`` at a time: what a save writes."""
@@ -237,7 +245,7 @@ def _compacted(runs: Sequence[np.ndarray], index: np.ndarray,
     gathered into one array once most rows held are dead, or when there are more than
     ``MAX_ROW_RUNS`` runs and none holds most rows; with more runs and one that does,
     the others are gathered into one. One run read in order is returned as itself."""
-    dim = int(runs[0].shape[1])
+    dim, dtype = int(runs[0].shape[1]), runs[0].dtype
     bases = np.cumsum([0, *(len(r) for r in runs)])
     run_of = np.searchsorted(bases, index, side="right") - 1
     used = np.flatnonzero(np.bincount(run_of, minlength=len(runs)))
@@ -252,16 +260,16 @@ def _compacted(runs: Sequence[np.ndarray], index: np.ndarray,
         bases = np.cumsum([0, *(len(r) for r in runs)])
         run_of = np.searchsorted(bases, index, side="right") - 1
     if not len(index):
-        return np.zeros((0, dim), dtype=np.float32)
+        return np.zeros((0, dim), dtype=dtype)
     held = int(bases[-1])
     if held - len(index) > max_dead_share * held:
-        return gather_rows(runs, index, dim, spill)
+        return gather_rows(runs, index, dim, spill, dtype)
     if len(runs) > MAX_ROW_RUNS:
         largest = int(np.argmax(np.bincount(run_of, minlength=len(runs))))
         others = np.flatnonzero(run_of != largest)
         if 2 * len(others) >= len(index):  # no array holds most rows: one array of all
-            return gather_rows(runs, index, dim, spill)
-        merged = gather_rows(runs, index[others], dim, spill)
+            return gather_rows(runs, index, dim, spill, dtype)
+        merged = gather_rows(runs, index[others], dim, spill, dtype)
         index = index.copy()
         in_largest = run_of == largest
         index[in_largest] -= bases[largest]

@@ -91,7 +91,7 @@ from .derived import (
     unit_views,
     vector_search_index,
 )
-from .rows import Rows
+from .rows import Rows, VectorRows
 from .spill import VectorSpill
 
 # L1 distance a saved PageRank may move in one more power step, per concept: ten times
@@ -124,7 +124,7 @@ class SavedGraph:
     edge: np.ndarray | None = None
     margin: np.ndarray | None = None
     matrices: GraphMatrices | None = None
-    sums: np.ndarray | None = None  # fixed-point sums of the concepts ``summed`` (None: none)
+    sums: np.ndarray | VectorRows | None = None  # fixed-point sums of ``summed`` (None: none)
     summed: np.ndarray | None = None  # sorted; None with sums: every concept (older saves)
     concept_index: ConceptHnsw | None = None  # the concept HNSW, where the save holds one
     concept_codes: CodedScan | None = None  # the concept codes, where the save holds them
@@ -386,7 +386,8 @@ def _summed_of(saved: SavedGraph, concepts: int) -> np.ndarray | None:
     return summed
 
 
-def _check_sums(sums: np.ndarray, vectors: np.ndarray, summed: np.ndarray) -> None:
+def _check_sums(sums: np.ndarray | VectorRows, vectors: np.ndarray,
+                summed: np.ndarray) -> None:
     """Saved fixed-point sums that give the saved vectors of the concepts ``summed``, to
     the bit (a block of concepts at a time: a mapped file is never copied whole). Which
     sentences they sum rests on the checksum, like the vectors; ``verify`` sums the

@@ -18,6 +18,7 @@ from shared_core.state import derived as derived_module
 from shared_core.state.corpus import CorpusState
 from shared_core.state.derived import DerivedGraph, link_concepts
 from shared_core.state.refresh import _concept_changes, _link_changes, chunk_moves
+from shared_core.state.rows import VectorRows
 from shared_core.state.saved import restore_graph, saved_parts
 from tests.shared_core.test_index_state import CONFIGS, POOL
 
@@ -188,6 +189,31 @@ def test_only_the_concepts_of_changed_chunks_are_recomputed() -> None:
     assert names == ["banana", "cherry", "damson", "elder"]
     assert [names[i] for i in changes.changed] == ["banana"]
     assert changes.new_of_old.tolist() == [-1, 0, 1, 2, 3]
+
+
+def test_the_unchanged_concepts_sums_stay_in_the_array_they_were_in(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every concept's sum kept (one sentence suffices): adding chunk d recomputes damson's
+    and elder's (new) sums only; apple's, banana's and cherry's are read from the old
+    graph's array, not copied, and every sum is a derivation's."""
+    monkeypatch.setattr(derived_module, "SUMS_MIN_SENTENCES", 1)
+    config = ConceptGraphConfig(concepts_per_chunk=2, theta_co=1, theta_sem=-1.0)
+    texts = {"a": "apple banana apple banana.", "b": "banana cherry banana cherry.",
+             "c": "cherry damson cherry damson.", "d": "damson elder damson elder."}
+
+    def state(ids: list[str]) -> CorpusState:
+        return ConceptGraphIndex.from_texts([texts[i] for i in ids], ids=ids,
+                                            embedder=HashingEmbedder(DIM),
+                                            config=config).state.corpus
+
+    before, after = state(["a", "b", "c"]), state(["a", "b", "c", "d"])
+    graph = derive_graph(before, config)
+    assert graph.summed_concepts is not None and len(graph.summed_concepts) == 4
+    refreshed = refresh_graph(before, graph, after, config, max_changed=1.0)
+    sums = refreshed.concept_sums
+    assert isinstance(sums, VectorRows) and sums.runs[0] is graph.concept_sums
+    assert sums.index.tolist() == [0, 1, 2, 4, 5]  # damson and elder: the new run's rows
+    np.testing.assert_array_equal(sums, derive_graph(after, config).concept_sums)
 
 
 def test_counts_by_delta_equal_a_full_recount_worked_by_hand() -> None:

@@ -127,15 +127,39 @@ def test_contiguous_rows_are_one_array_through_the_spill(tmp_path: Path) -> None
     assert mapped(whole) and np.array_equal(whole, np.concatenate([block(100, 1), base[::-1]]))
 
 
-def test_rows_refuse_what_is_not_float32_rows() -> None:
+def test_rows_refuse_what_is_not_float32_or_int64_rows_of_one_kind() -> None:
     with pytest.raises(ValueError, match="float32 rows of 3"):
         VectorRows([block(0, 2), np.zeros((2, 4), np.float32)], np.array([0, 1]))
-    with pytest.raises(ValueError, match="float32"):
+    with pytest.raises(ValueError, match="not float64"):
         VectorRows([block(0, 2).astype(np.float64)], np.array([0]))
+    with pytest.raises(ValueError, match="int64 rows of 3"):  # sums and vectors never mix
+        VectorRows([np.zeros((2, 3), np.int64), block(0, 2)], np.array([0, 2]))
     with pytest.raises(ValueError, match="outside the 2 rows"):
         VectorRows([block(0, 2)], np.array([2]))
     with pytest.raises(ValueError, match="at least one"):
         VectorRows([], np.zeros(0, np.int64))
+
+
+def test_fixed_point_sums_are_rows_too_kept_in_their_file_and_saved_as_int64(
+        tmp_path: Path) -> None:
+    """A graph's kept concept sums (int64) through an update: the unchanged rows stay in
+    the save's file, the recomputed ones in a small array, read and gathered as int64."""
+    old = saved(tmp_path, np.arange(12, dtype=np.int64).reshape(4, 3) * 2**40)
+    new = np.full((1, 3), -7, dtype=np.int64)
+    sums = rows_gathered([old, new], np.array([0, 4, 2, 3]), None)  # concept 1 recomputed
+    assert isinstance(sums, VectorRows) and sums.dtype == np.int64
+    assert mapped(sums.runs[0])
+    expected = np.stack([old[0], new[0], old[2], old[3]])
+    assert np.array_equal(np.asarray(sums), expected) and np.asarray(sums).dtype == np.int64
+    assert np.array_equal(sums[np.array([1, 3])], expected[[1, 3]])
+    assert np.array_equal(np.concatenate(list(sums.blocks(3))), expected)
+    assert sums.nbytes == 4 * 3 * 8
+    with pytest.raises(TypeError, match="float32 vectors"):
+        sums @ np.ones(3, dtype=np.float32)
+    # most rows dead: gathered into one plain int64 array
+    gathered = rows_gathered([old, new], np.array([4]), None)
+    assert isinstance(gathered, np.ndarray) and gathered.dtype == np.int64
+    assert gathered.tolist() == [[-7, -7, -7]]
 
 
 OPS = st.lists(st.one_of(
