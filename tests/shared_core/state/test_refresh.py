@@ -159,17 +159,21 @@ def _refresh_steps(name: str, thresholds: tuple[int, float], held: list[int],
         before = after
 
 
+FRUIT_CONFIG = ConceptGraphConfig(concepts_per_chunk=2, theta_co=1, theta_sem=-1.0)
+FRUIT_TEXTS = {"a": "apple banana apple banana.", "b": "banana cherry banana cherry.",
+               "c": "cherry damson cherry damson.", "d": "damson elder damson elder."}
+
+
+def fruit_state(ids: list[str]) -> CorpusState:
+    """Chunks of two concepts each, every one sharing one with the next (a-b-c-d)."""
+    return ConceptGraphIndex.from_texts([FRUIT_TEXTS[i] for i in ids], ids=ids,
+                                        embedder=HashingEmbedder(DIM),
+                                        config=FRUIT_CONFIG).state.corpus
+
+
 def test_only_the_concepts_of_changed_chunks_are_recomputed() -> None:
     """Worked by hand: adding one chunk changes exactly the concepts it contains."""
-    config = ConceptGraphConfig(concepts_per_chunk=2, theta_co=1, theta_sem=-1.0)
-    texts = {"a": "apple banana apple banana.", "b": "banana cherry banana cherry.",
-             "c": "cherry damson cherry damson.", "d": "damson elder damson elder."}
-
-    def state(ids: list[str]) -> CorpusState:
-        return ConceptGraphIndex.from_texts([texts[i] for i in ids], ids=ids,
-                                            embedder=HashingEmbedder(DIM),
-                                            config=config).state.corpus
-
+    config, state = FRUIT_CONFIG, fruit_state
     before, after = state(["a", "b", "c"]), state(["a", "b", "c", "d"])
     graph = derive_graph(before, config)
     assert graph.concepts == ("apple", "banana", "cherry", "damson")
@@ -197,15 +201,7 @@ def test_the_unchanged_concepts_sums_stay_in_the_array_they_were_in(
     and elder's (new) sums only; apple's, banana's and cherry's are read from the old
     graph's array, not copied, and every sum is a derivation's."""
     monkeypatch.setattr(derived_module, "SUMS_MIN_SENTENCES", 1)
-    config = ConceptGraphConfig(concepts_per_chunk=2, theta_co=1, theta_sem=-1.0)
-    texts = {"a": "apple banana apple banana.", "b": "banana cherry banana cherry.",
-             "c": "cherry damson cherry damson.", "d": "damson elder damson elder."}
-
-    def state(ids: list[str]) -> CorpusState:
-        return ConceptGraphIndex.from_texts([texts[i] for i in ids], ids=ids,
-                                            embedder=HashingEmbedder(DIM),
-                                            config=config).state.corpus
-
+    config, state = FRUIT_CONFIG, fruit_state
     before, after = state(["a", "b", "c"]), state(["a", "b", "c", "d"])
     graph = derive_graph(before, config)
     assert graph.summed_concepts is not None and len(graph.summed_concepts) == 4
