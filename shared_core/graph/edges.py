@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from ..embeddings.base import FIXED_POINT_BITS, fixed_point_product
 from .entries import column_entry_counts, compressed_entries
-from .loops import pair_counts_compiled, recertified_in_place
+from .loops import TOWARD_ZERO, pair_counts_compiled, recertified_in_place
 
 if TYPE_CHECKING:  # the state package imports this module
     from ..state.rows import Rows
@@ -382,7 +382,7 @@ def _toward_zero(values: np.ndarray) -> np.ndarray:
     at most 2^-24 of it, so it cannot come back up (below float32's normal range,
     around 1e-38, no margin certifies anything anyway).
     """
-    return (values * (1.0 - 2.0**-23)).astype(np.float32)
+    return (values * TOWARD_ZERO).astype(np.float32)
 
 
 def certificate_slack(dim: int) -> float:
