@@ -168,7 +168,8 @@ def test_without_numba_numpy_sums_and_a_large_index_warns(
                                          embedder=HashingEmbedder(64))
     stats = index.stats()
     assert stats["posting_sums"] == "numpy"
-    assert any("posting sums run in numpy: numba is not installed" in w
+    assert any("posting sums and an update's graph passes run in numpy: numba is not "
+               "installed: pip install 'conceptgraph[fast]'" in w
                for w in stats["warnings"])
 
 
