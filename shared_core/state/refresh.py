@@ -368,22 +368,25 @@ def _refreshed_vectors(graph: DerivedGraph, before: CorpusState, after: CorpusSt
     # the unchanged concepts' rows stay where they are (a state's rows are never written
     # again: the old vectors may be a mapped save), the changed ones' in a small array;
     # every query scans all the rows held, so once a quarter are dead they are gathered
-    position = was.copy()
-    position[changed] = len(graph.vectors) + np.arange(len(changed))
-    vectors = rows_gathered([graph.vectors, changed_vectors], position, together,
-                            CONCEPT_MAX_DEAD_SHARE)
+    vectors = _replaced_rows(graph.vectors, was, changed, changed_vectors, together)
     if summed is None:
         return vectors, counts, None, drift
     # the kept sums likewise: unchanged ones where they were (at 10 K passages three
     # quarters of 8.7 K rows of 3 KB), the computed ones in a small array
     computed = needed[summed]
-    new_sums = fresh_sums[np.searchsorted(fresh, summed[computed])]
-    sum_position = np.empty(len(summed), dtype=np.int64)
-    sum_position[~computed] = old_row[summed[~computed]]  # unchanged, kept before
-    sum_position[computed] = len(old_sums) + np.arange(len(new_sums))
-    sums = held_rows(rows_gathered([old_sums, new_sums], sum_position, together,
-                                   CONCEPT_MAX_DEAD_SHARE))
+    sums = held_rows(_replaced_rows(old_sums, old_row[summed], computed,
+                                    fresh_sums[np.searchsorted(fresh, summed[computed])],
+                                    together))
     return vectors, counts, KeptSums(sums, summed), drift
+
+
+def _replaced_rows(old: Rows, old_position: np.ndarray, replaced: np.ndarray,
+                   replacement: np.ndarray, spill: VectorSpill | None) -> Rows:
+    """Row ``i`` is ``old[old_position[i]]``, except the rows ``replaced`` (positions or
+    a mask), which are ``replacement``'s in order: the old rows left where they are."""
+    position = np.array(old_position, dtype=np.int64)
+    position[replaced] = len(old) + np.arange(len(replacement))
+    return rows_gathered([old, replacement], position, spill, CONCEPT_MAX_DEAD_SHARE)
 
 
 def _sum_change(graph: DerivedGraph, before: CorpusState, after: CorpusState,
