@@ -67,7 +67,7 @@ from .search.side_thread import prepare_side_thread
 from .search.summing import compiled as sums_compiled
 from .search.summing import missing as sums_missing
 from .search.summing import prepare as prepare_sums
-from .search.vector_index import row_scores, scan_scores
+from .search.vector_index import row_scores, rows_at, scan_scores
 from .search.walk import expansion_hops_for, walk_hops_for
 from .select.cost import Selection
 from .select.coverage import coverage_order, order_scores
@@ -1688,9 +1688,9 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
 
     def gathered(units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if unit_vectors is not None:
-            return unit_vectors[units], np.arange(len(units))
+            return rows_at(unit_vectors, units), np.arange(len(units))
         rows, first = sentence_rows(units)
-        return sentences[rows], first
+        return rows_at(sentences, rows), first
 
     def score(units: np.ndarray) -> np.ndarray:
         if not len(units):

@@ -10,18 +10,34 @@ with it and 0.17-0.25 s without. (faiss building HNSW had read every row once in
 shuffled order too; it now reads a block of coded rows at a time, ``search.ann``.)
 ``MADV_RANDOM`` turns read-around off. Pages already in memory are read as before, so
 nothing changes where the file fits, and the advice never changes what is read, only how.
+
+Without read-around, each row not in memory is still one fault that waits for its
+own read: 2,000 scattered rows of the 1 M index's 6.8 GB of sentence vectors took
+0.38-0.43 s from a cold cache. :func:`read_rows_ahead` first asks the kernel for all
+of their pages (``MADV_WILLNEED``, one call per run of pages), which queues the reads
+together, and the same rows then took 27-37 ms (``benchmarks/results/NOTES.md``,
+fifty-ninth round). Where the rows are already in memory it asks for nothing: it
+checks a few of them first (``mincore``), since each request costs about a
+microsecond even for a page in memory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import mmap
 import weakref
 from collections.abc import Iterator
+from functools import cache
+
+import numpy as np
 
 # maps advised MADV_RANDOM for as long as they are mapped: a block of random reads
 # over one of them leaves its advice as it was
 _ADVISED_RANDOM: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+# runs of pages checked for residency before the pages of rows read at random are asked for
+READ_AHEAD_PROBES = 8
 
 
 def _mapping(array: object) -> mmap.mmap | None:
@@ -84,3 +100,107 @@ def sequential_reads(array: object) -> contextlib.AbstractContextManager[bool]:
     rows in order: read-ahead, even where queries advised random reads), and after it
     the advice each map had for good."""
     return _advised_block(array, "MADV_SEQUENTIAL")
+
+
+def row_page_ranges(rows: np.ndarray, row_bytes: int, first_byte: int,
+                    page: int = mmap.PAGESIZE) -> tuple[np.ndarray, np.ndarray]:
+    """The byte ranges, page-aligned, that hold ``rows`` of an array whose rows are
+    ``row_bytes`` apart from ``first_byte`` into its map: ``(starts, ends)``, one range
+    per run of rows whose pages touch or overlap, in order."""
+    rows = np.unique(np.asarray(rows, dtype=np.int64))
+    if not len(rows):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    starts, ends = _page_span(rows, row_bytes, first_byte, page)
+    opens = np.ones(len(rows), dtype=bool)
+    opens[1:] = starts[1:] > ends[:-1]  # ends grow with the rows: one comparison merges
+    closing = np.append(np.flatnonzero(opens)[1:], len(rows)) - 1
+    return starts[opens], ends[closing]
+
+
+def _page_span(rows: np.ndarray, row_bytes: int, first_byte: int,
+               page: int = mmap.PAGESIZE) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's first and end byte, widened to whole pages."""
+    starts = first_byte + rows * row_bytes
+    return starts // page * page, -(-(starts + row_bytes) // page) * page
+
+
+def read_rows_ahead(array: object, rows: np.ndarray) -> int:
+    """Ask the kernel for the pages of ``rows`` (positions) of ``array`` at once, before
+    they are gathered; the number of page ranges asked for.
+
+    Only maps advised random reads (:func:`advise_random_reads`) are asked for, and
+    only where a few of the ranges (``READ_AHEAD_PROBES``) are not all in memory. An
+    array may be a mapped array or rows over mapped arrays (``state.rows.VectorRows``);
+    anything else is left alone (0). The request changes only when pages are read.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    runs, index = getattr(array, "runs", None), getattr(array, "index", None)
+    if not isinstance(runs, tuple) or index is None:
+        return _read_ahead(array, rows)
+    if not any(_mapping(run) in _ADVISED_RANDOM for run in runs):
+        return 0
+    at = np.asarray(index)[rows]
+    bases = np.cumsum([0, *(len(run) for run in runs)])
+    run_of = np.searchsorted(bases, at, side="right") - 1
+    return sum(_read_ahead(run, at[run_of == i] - bases[i])
+               for i, run in enumerate(runs) if np.any(run_of == i))
+
+
+def _read_ahead(array: object, rows: np.ndarray) -> int:
+    mapped = _mapping(array)
+    advice = getattr(mmap, "MADV_WILLNEED", None)
+    if (mapped is None or advice is None or mapped not in _ADVISED_RANDOM or not len(rows)
+            or not isinstance(array, np.ndarray) or array.ndim != 2
+            or array.strides[1] != array.itemsize):
+        return 0
+    map_address = _map_address(mapped)
+    first_byte = int(array.__array_interface__["data"][0]) - map_address
+    row_bytes = int(array.strides[0])
+    probes = min(READ_AHEAD_PROBES, len(rows))
+    probed = rows[np.arange(probes) * (len(rows) - 1) // max(probes - 1, 1)]
+    probe_starts, probe_ends = _page_span(probed, row_bytes, first_byte)
+    if all(_resident(map_address + start, end - start)
+           for start, end in zip(probe_starts.tolist(), probe_ends.tolist(), strict=True)):
+        return 0
+    starts, ends = row_page_ranges(rows, row_bytes, first_byte)
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        mapped.madvise(advice, start, end - start)
+    return len(starts)
+
+
+_MAP_ADDRESSES: weakref.WeakKeyDictionary[mmap.mmap, int] = weakref.WeakKeyDictionary()
+
+
+def _map_address(mapped: mmap.mmap) -> int:
+    """Where ``mapped`` starts in this process's memory."""
+    address = _MAP_ADDRESSES.get(mapped)
+    if address is None:
+        address = int(np.frombuffer(mapped, dtype=np.uint8, count=1).ctypes.data)
+        _MAP_ADDRESSES[mapped] = address
+    return address
+
+
+@cache
+def _mincore() -> object | None:
+    """libc's ``mincore``, where the C library has one."""
+    name = ctypes.util.find_library("c")
+    try:
+        function = ctypes.CDLL(name, use_errno=True).mincore
+    except (OSError, AttributeError):  # no C library found, or no mincore in it
+        return None
+    function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte))
+    function.restype = ctypes.c_int
+    return function
+
+
+def _resident(address: int, length: int) -> bool:
+    """Whether every page of the ``length`` bytes at page-aligned ``address`` is in
+    memory; ``False`` where that cannot be told."""
+    mincore = _mincore()
+    if mincore is None:
+        return False
+    pages = (ctypes.c_ubyte * -(-length // mmap.PAGESIZE))()
+    if mincore(address, length, pages) != 0:  # type: ignore[operator]
+        return False
+    return all(page & 1 for page in pages)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..paging import read_rows_ahead
 from .products import grouped_product
 
 if TYPE_CHECKING:  # the state package imports this module
@@ -66,11 +67,13 @@ def row_scores(matrix: Rows, positions: np.ndarray, query: np.ndarray) -> np.nda
     (:class:`ScoredRows`), else gathered and scanned here."""
     if isinstance(matrix, ScoredRows):
         return matrix.scores_at(positions, query)
+    read_rows_ahead(matrix, positions)
     return scan_scores(matrix[positions], query)
 
 
 def rows_at(matrix: Rows, positions: np.ndarray) -> np.ndarray:
     """The float32 rows ``positions`` of ``matrix``, one row each (a copy)."""
+    read_rows_ahead(matrix, positions)
     return np.asarray(matrix[positions], dtype=np.float32).reshape(len(positions),
                                                                    matrix.shape[1])
 
