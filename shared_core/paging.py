@@ -36,7 +36,8 @@ import numpy as np
 # maps advised MADV_RANDOM for as long as they are mapped: a block of random reads
 # over one of them leaves its advice as it was
 _ADVISED_RANDOM: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
-# runs of pages checked for residency before the pages of rows read at random are asked for
+# runs of pages checked for residency before the pages of rows read at random are asked
+# for; 0 turns the asking off (``benchmarks.cold_queries --no-read-ahead`` measures that)
 READ_AHEAD_PROBES = 8
 
 
@@ -150,7 +151,8 @@ def read_rows_ahead(array: object, rows: np.ndarray) -> int:
 def _read_ahead(array: object, rows: np.ndarray) -> int:
     mapped = _mapping(array)
     advice = getattr(mmap, "MADV_WILLNEED", None)
-    if (mapped is None or advice is None or mapped not in _ADVISED_RANDOM or not len(rows)
+    if (READ_AHEAD_PROBES <= 0 or mapped is None or advice is None
+            or mapped not in _ADVISED_RANDOM or not len(rows)
             or not isinstance(array, np.ndarray) or array.ndim != 2
             or array.strides[1] != array.itemsize):
         return 0

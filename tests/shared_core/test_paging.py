@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shared_core import paging
 from shared_core.paging import (
     advise_random_reads,
     read_rows_ahead,
@@ -186,3 +187,13 @@ def test_row_page_ranges_cover_the_rows_pages_and_no_others(
     assert sorted(covered) == sorted(wanted)  # every page once, none not asked for
     assert np.all(starts % page == 0) and np.all(ends % page == 0)
     assert np.all(starts[1:] > ends[:-1])  # apart: touching ranges were merged
+
+
+def test_no_probes_turn_the_read_ahead_off(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = cold_rows(tmp_path / "rows.npy")
+    advise_random_reads(rows)
+    monkeypatch.setattr(paging, "READ_AHEAD_PROBES", 0)
+    assert read_rows_ahead(rows, np.array([3, 100])) == 0
+    time.sleep(0.2)
+    assert resident_share(rows[3:4]) == resident_share(rows[100:101]) == 0

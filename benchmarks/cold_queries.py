@@ -1,0 +1,92 @@
+"""A fresh process's queries on a save whose pages are not cached, pass by pass.
+
+    sudo python -m benchmarks.capped --limit-gib 8 --drop-caches --out capped.json -- \
+        python -m benchmarks.cold_queries /tmp/q/idx1000000 --passes 5 --out cold.json
+
+A process that loads a save answers its first questions from disk: the rows a query
+rescores and the HNSW pages its search visits are read as it touches them. Where the
+save does not fit in the page cache (a 1 M save is 14.5 GB; ``benchmarks.capped`` gives
+the command a machine's worth of memory) they are read again and again. Each pass asks
+the same questions (the scale benchmark's: real pool sentences, their vectors given, no
+embedding timed) and reports its p50 and p95, and the major page faults and megabytes
+read from disk per question (Linux's ``/proc``). ``--no-read-ahead`` sets
+``shared_core.paging.READ_AHEAD_PROBES`` to 0, which turns off asking the kernel for a
+query's rows before they are gathered: what that asking saves is the difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.query_cost import saved_embedder
+from benchmarks.scale import DATA, query_latencies, scale_questions, sentence_pool
+
+
+def read_counters() -> tuple[int, int]:
+    """This process's major page faults and bytes read from storage so far."""
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("read_bytes:"):
+            return faults, int(line.split()[1])
+    raise RuntimeError("/proc/self/io has no read_bytes: this needs Linux")
+
+
+def pass_figures(latencies_ms: list[float], before: tuple[int, int],
+                 after: tuple[int, int]) -> dict[str, float]:
+    """One pass's p50 and p95 (ms), and its faults and MB read per question."""
+    asked = len(latencies_ms)
+    return {"p50_ms": round(float(np.percentile(latencies_ms, 50)), 2),
+            "p95_ms": round(float(np.percentile(latencies_ms, 95)), 2),
+            "major_faults_per_query": round((after[0] - before[0]) / asked, 1),
+            "mb_read_per_query": round((after[1] - before[1]) / 2**20 / asked, 2)}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("path", type=Path, help="a save (benchmarks.scale --save DIR)")
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--no-read-ahead", dest="read_ahead", action="store_false")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+
+    from shared_core import ConceptGraphIndex, HashingEmbedder, paging
+
+    if not args.read_ahead:
+        paging.READ_AHEAD_PROBES = 0
+    asked = scale_questions(sentence_pool(args.data), args.queries, HashingEmbedder(384))
+    start = time.perf_counter()
+    index = ConceptGraphIndex.load(str(args.path), saved_embedder(args.path))
+    load_s = time.perf_counter() - start
+    start = time.perf_counter()
+    index.warm()
+    warm_s = time.perf_counter() - start
+    passes = []
+    for number in range(args.passes):
+        before = read_counters()
+        latencies, _ = query_latencies(index, asked)
+        passes.append(pass_figures(latencies, before, read_counters()))
+        print(f"pass {number}: {passes[-1]}", flush=True)
+    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, check=False).stdout.strip()
+    result = {"command": "python -m benchmarks.cold_queries " + " ".join(sys.argv[1:]),
+              "code": code, "save": str(args.path), "read_ahead": args.read_ahead,
+              "queries": args.queries, "load_s": round(load_s, 1), "warm_s": round(warm_s, 1),
+              "passes": passes}
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
