@@ -72,7 +72,8 @@ def row_scores(matrix: Rows, positions: np.ndarray, query: np.ndarray) -> np.nda
 
 
 def rows_at(matrix: Rows, positions: np.ndarray) -> np.ndarray:
-    """The float32 rows ``positions`` of ``matrix``, one row each (a copy)."""
+    """The float32 rows ``positions`` of ``matrix``, one row each (a copy). Rows of a map
+    read at random that are not in memory are asked for together first (``paging``)."""
     read_rows_ahead(matrix, positions)
     return np.asarray(matrix[positions], dtype=np.float32).reshape(len(positions),
                                                                    matrix.shape[1])
