@@ -136,16 +136,12 @@ def read_rows_ahead(array: object, rows: np.ndarray) -> int:
     anything else is left alone (0). The request changes only when pages are read.
     """
     rows = np.asarray(rows, dtype=np.int64)
-    runs, index = getattr(array, "runs", None), getattr(array, "index", None)
-    if not isinstance(runs, tuple) or index is None:
+    located = getattr(array, "located", None)
+    if located is None:
         return _read_ahead(array, rows)
-    if not any(_mapping(run) in _ADVISED_RANDOM for run in runs):
+    if not any(mapped in _ADVISED_RANDOM for mapped in _mappings(array)):
         return 0
-    at = np.asarray(index)[rows]
-    bases = np.cumsum([0, *(len(run) for run in runs)])
-    run_of = np.searchsorted(bases, at, side="right") - 1
-    return sum(_read_ahead(run, at[run_of == i] - bases[i])
-               for i, run in enumerate(runs) if np.any(run_of == i))
+    return sum(_read_ahead(run, held) for run, held in located(rows))
 
 
 def _read_ahead(array: object, rows: np.ndarray) -> int:

@@ -67,8 +67,7 @@ def row_scores(matrix: Rows, positions: np.ndarray, query: np.ndarray) -> np.nda
     (:class:`ScoredRows`), else gathered and scanned here."""
     if isinstance(matrix, ScoredRows):
         return matrix.scores_at(positions, query)
-    read_rows_ahead(matrix, positions)
-    return scan_scores(matrix[positions], query)
+    return scan_scores(rows_at(matrix, positions), query)
 
 
 def rows_at(matrix: Rows, positions: np.ndarray) -> np.ndarray:

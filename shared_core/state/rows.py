@@ -101,6 +101,14 @@ class VectorRows:
     def __setitem__(self, key: Any, value: Any) -> None:
         raise ValueError("assignment destination is read-only: a state's vectors never change")
 
+    def located(self, positions: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Where rows ``positions`` sit: each array that holds any of them, with their row
+        numbers in it (in the order of ``positions``)."""
+        at = self._index[np.asarray(positions, dtype=np.int64)]
+        run_of = np.searchsorted(self._bases, at, side="right") - 1
+        return [(self._runs[i], at[run_of == i] - self._bases[i])
+                for i in np.unique(run_of).tolist()]
+
     def __matmul__(self, query: np.ndarray) -> np.ndarray:
         """Every row's product with ``query`` (float32): each run scanned once in full,
         dead rows included (at most ``MAX_DEAD_SHARE`` of them), then gathered."""

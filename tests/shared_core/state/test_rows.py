@@ -190,3 +190,17 @@ def test_any_sequence_of_takes_and_merges_equals_gathering_the_rows(ops: list) -
             assert sum(len(r) for r in rows.runs) <= 2 * len(rows)  # at most half dead
             query = np.array([0.5, -1.0, 2.0], dtype=np.float32)
             assert np.array_equal(rows @ query, held @ query)
+
+
+def test_rows_are_located_in_the_array_each_sits_in() -> None:
+    first = np.zeros((4, 2), dtype=np.float32)
+    second = np.ones((3, 2), dtype=np.float32)
+    # positions 0-3 are the concatenation's rows 5, 1, 6 and 2: second's 1, first's 1,
+    # second's 2, first's 2
+    rows = VectorRows((first, second), np.array([5, 1, 6, 2]))
+    located = rows.located(np.array([2, 1, 0]))
+    assert [(run is first, held.tolist()) for run, held in located] == [(True, [1]),
+                                                                        (False, [2, 1])]
+    # an array that holds none of the rows asked for is left out
+    (run, held), = rows.located(np.array([3]))
+    assert run is first and held.tolist() == [2]
