@@ -12,6 +12,10 @@ embedding timed) and reports its p50 and p95, and the major page faults and mega
 read from disk per question (Linux's ``/proc``). ``--no-read-ahead`` sets
 ``shared_core.paging.READ_AHEAD_PROBES`` to 0, which turns off asking the kernel for a
 query's rows before they are gathered: what that asking saves is the difference.
+``--rescore-from codes`` rescores from the rows' byte codes (``ConceptGraphConfig.
+rescore_from``), which ``warm()`` makes; ``--compare`` then also answers the questions
+once from the float32 rows after the passes and reports the share of their context the
+codes' answers kept (``benchmarks.scale.context_recall``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,13 @@ from typing import Any
 import numpy as np
 
 from benchmarks.query_cost import saved_embedder
-from benchmarks.scale import DATA, query_latencies, scale_questions, sentence_pool
+from benchmarks.scale import (
+    DATA,
+    context_recall,
+    query_latencies,
+    scale_questions,
+    sentence_pool,
+)
 
 
 def read_counters() -> tuple[int, int]:
@@ -57,6 +67,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--no-read-ahead", dest="read_ahead", action="store_false")
+    parser.add_argument("--rescore-from", choices=("vectors", "codes"), default="vectors")
+    parser.add_argument("--compare", action="store_true",
+                        help="after the passes, the context kept against rescoring from "
+                             "the float32 rows")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
 
@@ -68,19 +82,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     index = ConceptGraphIndex.load(str(args.path), saved_embedder(args.path))
     load_s = time.perf_counter() - start
+    index = index.reconfigured(rescore_from=args.rescore_from)
     start = time.perf_counter()
-    index.warm()
+    index.warm()  # with --rescore-from codes, the codes too
     warm_s = time.perf_counter() - start
     passes = []
+    contexts: list[dict[str, int]] = []
     for number in range(args.passes):
         before = read_counters()
-        latencies, _ = query_latencies(index, asked)
+        latencies, contexts = query_latencies(index, asked)
         passes.append(pass_figures(latencies, before, read_counters()))
         print(f"pass {number}: {passes[-1]}", flush=True)
+    kept = None
+    if args.compare:
+        _, from_vectors = query_latencies(index.reconfigured(rescore_from="vectors"), asked)
+        kept = round(context_recall(contexts, from_vectors), 4)
+        print(f"context kept against the float32 rows: {kept}", flush=True)
     code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True, check=False).stdout.strip()
     result = {"command": "python -m benchmarks.cold_queries " + " ".join(sys.argv[1:]),
               "code": code, "save": str(args.path), "read_ahead": args.read_ahead,
+              "rescore_from": args.rescore_from, "context_kept_against_vectors": kept,
               "queries": args.queries, "load_s": round(load_s, 1), "warm_s": round(warm_s, 1),
               "passes": passes}
     if args.out:

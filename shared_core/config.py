@@ -23,6 +23,7 @@ VectorIndexKind = Literal["auto", "exact", "hnsw"]
 WalkNodes = Literal["sentences", "units"]
 WalkSeeds = Literal["direct", "exact"]
 ConceptSearch = Literal["auto", "exact", "codes", "hnsw"]
+RescoreFrom = Literal["vectors", "codes"]
 
 # The knobs by what they act on, so that what a change costs can be read off its group:
 # build knobs shape the stored chunks (a change needs a rebuild), graph knobs the concept
@@ -38,7 +39,7 @@ KNOB_GROUPS: dict[str, tuple[str, ...]] = {
     "query": ("top_k", "hops", "budget", "ranking", "chunk_similarity", "overflow",
               "exact_match_seeds", "lexical", "rrf_k", "expansion_decay", "min_score",
               "candidates", "walk_hops", "walk_nodes", "walk_seeds", "walk_postings",
-              "concept_search", "query_threads"),
+              "concept_search", "query_threads", "rescore_from"),
     "fusion": ("lam",),
 }
 
@@ -162,6 +163,16 @@ class ConceptGraphConfig:
     (``shared_core.search.side_thread``); the answers are the same. 1 runs a query on the
     calling thread alone, for a server that already keeps every core busy with
     concurrent queries.
+
+    ``rescore_from`` is what the candidate path rescores the units its views found
+    from: ``"vectors"`` (the default), the stored float32 vectors, exactly;
+    ``"codes"``, a copy of them in one signed byte a value and one scale a row
+    (``shared_core.search.row_codes``), held on the heap: a quarter of the bytes, for
+    a machine whose memory does not hold the vectors beside the HNSW index (at a
+    million passages 1.7 GB of codes for 6.8 GB of vectors), at a small change of
+    scores measured in ``benchmarks/RESULTS.md``. The codes are made by the first
+    query that needs them, or by ``warm()``. The exact path always scores every
+    float32 vector.
     """
 
     theta_sem: float = 0.65
@@ -206,6 +217,7 @@ class ConceptGraphConfig:
     # (search.side_thread): 17-24 % less time a query from 80 K to 1 M passages, and the
     # sample 3-9 % more, the same answers (RESULTS.md, fiftieth and fifty-first rounds)
     query_threads: int = 2
+    rescore_from: RescoreFrom = "vectors"
 
     def __post_init__(self) -> None:
         _check_range("theta_sem", self.theta_sem, -1.0, 1.0)
@@ -237,6 +249,7 @@ class ConceptGraphConfig:
         if self.walk_postings is not None:
             _check_int("walk_postings", self.walk_postings, 1)
         _check_choice("concept_search", self.concept_search, ("auto", "exact", "codes", "hnsw"))
+        _check_choice("rescore_from", self.rescore_from, ("vectors", "codes"))
         if isinstance(self.query_threads, bool) or self.query_threads not in (1, 2):
             raise ValueError(f"query_threads must be 1 or 2; got {self.query_threads!r}")
         if self.concept_search in ("codes", "hnsw") and self.ranking != "fused":

@@ -63,11 +63,12 @@ from .search.external import (
 )
 from .search.fused import ConceptWeighting, concept_weights, fused_search
 from .search.local import Hit, SearchTrace, Stage, local_search
+from .search.row_codes import coded_rows_at, make_codes
 from .search.side_thread import prepare_side_thread
 from .search.summing import compiled as sums_compiled
 from .search.summing import missing as sums_missing
 from .search.summing import prepare as prepare_sums
-from .search.vector_index import row_scores, rows_at, scan_scores
+from .search.vector_index import ScoredRows, row_scores, rows_at, scan_scores
 from .search.walk import expansion_hops_for, walk_hops_for
 from .select.cost import Selection
 from .select.coverage import coverage_order, order_scores
@@ -1476,7 +1477,7 @@ def _search(state: IndexState, analyzer: Analyzer, q: np.ndarray, query: str,
     if not len(corpus):
         hits, trace = [], SearchTrace((), 0, 0, False)
     elif cfg.ranking == "fused":
-        unit_similarity = _unit_similarity(corpus, graph, q)
+        unit_similarity = _unit_similarity(corpus, graph, q, cfg.rescore_from == "codes")
         term_ids = _term_ids(corpus, analyzer, query) if cfg.lexical else None
         with (similarity_beside(unit_similarity, cfg.candidates,
                                 _lexical_beside(graph, term_ids))
@@ -1536,6 +1537,9 @@ def _make_query_path(state: IndexState) -> None:
         _searched_concepts(graph, concept_search)
     if graph.ann is not None and _similarity_beside(cfg, graph):
         prepare_side_thread()
+    if graph.ann is not None and cfg.rescore_from == "codes":
+        _check_own_rows(state.corpus, graph)
+        make_codes(_rescored_rows(state.corpus, graph))
 
 
 def _walks_sentences(cfg: ConceptGraphConfig, graph: DerivedGraph) -> bool:
@@ -1672,14 +1676,17 @@ def _unit_text(corpus: CorpusState, graph: DerivedGraph, pos: int) -> str:
 
 
 def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
-                 kept: GatheredUnits | None = None) -> Callable[[np.ndarray], np.ndarray]:
+                 kept: GatheredUnits | None = None, from_codes: bool = False
+                 ) -> Callable[[np.ndarray], np.ndarray]:
     """cos(query, unit) for given unit positions only: their best sentence, or their vector.
 
     ``kept`` holds the rows of unit sets scored before, gathered: a set asked for
     again (the rank sample, the same units for every query) is not gathered again.
+    ``from_codes`` reads the rows' codes instead of the rows (``search.row_codes``).
     """
     unit_vectors, offsets = graph.unit_vectors, graph.unit_offsets
     sentences = corpus.sentence_vectors
+    read_rows = coded_rows_at if from_codes else rows_at
 
     def sentence_rows(units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = concatenated_ranges(offsets[units], offsets[units + 1])
@@ -1688,14 +1695,15 @@ def _unit_scorer(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
 
     def gathered(units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if unit_vectors is not None:
-            return rows_at(unit_vectors, units), np.arange(len(units))
+            return read_rows(unit_vectors, units), np.arange(len(units))
         rows, first = sentence_rows(units)
-        return rows_at(sentences, rows), first
+        return read_rows(sentences, rows), first
 
     def score(units: np.ndarray) -> np.ndarray:
         if not len(units):
             return np.zeros(0, dtype=np.float32)
-        if kept is None and unit_vectors is None:  # rows in a store may score themselves
+        if kept is None and unit_vectors is None and not from_codes:
+            # rows in a store may score themselves
             positions, first = sentence_rows(units)
             return np.maximum.reduceat(row_scores(sentences, positions, q), first)
         rows, first = gathered(units) if kept is None else kept.rows(units, gathered)
@@ -1754,15 +1762,33 @@ def _found_by_engine(graph: DerivedGraph, cfg: ConceptGraphConfig,
     return _EngineFound(weighting, found[0], lexical)
 
 
-def _unit_similarity(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray
-                     ) -> np.ndarray | CandidateSimilarity:
+def _unit_similarity(corpus: CorpusState, graph: DerivedGraph, q: np.ndarray,
+                     from_codes: bool = False) -> np.ndarray | CandidateSimilarity:
     """cos(query, unit) for the fused ranking: every unit's on the exact path, else the
-    units its vector index finds, rescored exactly."""
+    units its vector index finds, rescored exactly (``from_codes``: from the rows' codes,
+    ``rescore_from="codes"``)."""
     if graph.ann is None:
         return _all_unit_similarity(corpus, graph, q)
-    return CandidateSimilarity(graph.ann, graph.ann_row_unit, _unit_scorer(corpus, graph, q),
+    if from_codes:
+        _check_own_rows(corpus, graph)
+    kept = graph.coded_units if from_codes else graph.gathered_units
+    return CandidateSimilarity(graph.ann, graph.ann_row_unit,
+                               _unit_scorer(corpus, graph, q, from_codes=from_codes),
                                q, len(graph.unit_tokens),
-                               _unit_scorer(corpus, graph, q, graph.gathered_units))
+                               _unit_scorer(corpus, graph, q, kept, from_codes))
+
+
+def _rescored_rows(corpus: CorpusState, graph: DerivedGraph) -> object:
+    """The rows the candidate path rescores: the units' vectors, or their sentences'."""
+    return graph.unit_vectors if graph.unit_vectors is not None else corpus.sentence_vectors
+
+
+def _check_own_rows(corpus: CorpusState, graph: DerivedGraph) -> None:
+    """``rescore_from="codes"`` codes the index's own rows: not rows a store scores."""
+    if isinstance(_rescored_rows(corpus, graph), ScoredRows):
+        raise ValueError("rescore_from='codes' codes the index's own vectors; this "
+                         "index's rows are in a vector store, which scores them: use "
+                         "rescore_from='vectors'")
 
 
 # a BM25 view that reads at least this many posting entries is made on the query's

@@ -83,7 +83,8 @@ class DerivedGraph:
     token counts were read from a save and not yet recounted from their texts
     (None when every count was counted here); retrieval clears a unit's mark the
     first time it returns it. ``gathered_units`` keeps the rows of the unit sets
-    every query scores (the rank sample).
+    every query scores (the rank sample), ``coded_units`` their rows decoded from
+    codes (``rescore_from="codes"``).
     """
 
     concepts: tuple[str, ...]
@@ -114,6 +115,7 @@ class DerivedGraph:
     ann_row_unit: np.ndarray | None = None
     unit_tokens_unconfirmed: np.ndarray | None = None
     gathered_units: GatheredUnits = field(default_factory=GatheredUnits, repr=False)
+    coded_units: GatheredUnits = field(default_factory=GatheredUnits, repr=False)
     edge_list: ConceptEdges | None = None
     # the fixed-point summed sentence vectors (graph.edges.concept_sums) of the concepts
     # ``summed_concepts`` (sorted; :func:`summed_concepts`), one row each, which a refresh
@@ -552,7 +554,7 @@ def with_vector_search(graph: DerivedGraph, corpus: CorpusState, config: Concept
         ann_rows=None if search is None else search.rows,
         ann_row_unit=None if search is None else _row_units(
             search.rows, None if graph.unit_vectors is not None else graph.unit_offsets),
-        gathered_units=GatheredUnits())
+        gathered_units=GatheredUnits(), coded_units=GatheredUnits())
 
 
 def _row_units(rows: np.ndarray, unit_offsets: np.ndarray | None) -> np.ndarray | None:

@@ -104,10 +104,16 @@ class VectorRows:
     def located(self, positions: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """Where rows ``positions`` sit: each array that holds any of them, with their row
         numbers in it (in the order of ``positions``)."""
+        runs, run_of, at = self.located_in_order(positions)
+        return [(runs[i], at[run_of == i]) for i in np.unique(run_of).tolist()]
+
+    def located_in_order(self, positions: np.ndarray
+                         ) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
+        """``(runs, run_of, at)``: for each of ``positions``, the run that holds it
+        (``runs[run_of[i]]``) and its row in that run (``at[i]``)."""
         at = self._index[np.asarray(positions, dtype=np.int64)]
         run_of = np.searchsorted(self._bases, at, side="right") - 1
-        return [(self._runs[i], at[run_of == i] - self._bases[i])
-                for i in np.unique(run_of).tolist()]
+        return self._runs, run_of, at - self._bases[run_of]
 
     def __matmul__(self, query: np.ndarray) -> np.ndarray:
         """Every row's product with ``query`` (float32): each run scanned once in full,

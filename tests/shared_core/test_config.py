@@ -75,6 +75,7 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("query_threads", 0),
     ("query_threads", True),      # a bool is not a thread count
     ("query_threads", "2"),
+    ("rescore_from", "int8"),     # vectors or codes
 ]
 
 
@@ -98,7 +99,7 @@ def test_out_of_range_knob_raises_naming_it(knob: str, value: Any) -> None:
         ("concept_links", "contains"), ("chunk_score", "mean"), ("chunk_similarity", "direct"),
         ("select_by", "tokens"),
         ("overflow", "skip"), ("pagerank_weighted", False), ("query_threads", 1),
-        ("query_threads", 2),
+        ("query_threads", 2), ("rescore_from", "vectors"), ("rescore_from", "codes"),
     ],
 )
 def test_boundary_values_are_accepted(knob: str, value: Any) -> None:

@@ -22,6 +22,7 @@ from shared_core.search.ann import (
     segment_file,
 )
 from shared_core.search.candidates import GatheredUnits
+from shared_core.search.row_codes import code_rows, codes_ready
 from shared_core.state import derived
 from shared_core.state.spill import VectorSpill
 from shared_core.store import CorruptIndexError, bytes_digest, index_folder
@@ -529,3 +530,55 @@ def test_changing_only_the_vector_index_keeps_the_graph_and_derives_nothing(
     assert before.ann is approximate.state.graph.ann  # the first index is untouched
     with pytest.raises(AssertionError, match="graph is the same"):
         approximate.reconfigured(vector_index="exact", theta_co=5)  # a graph knob too
+
+
+class UnevenEmbedder:
+    """Hashing vectors weighted unevenly by dimension: values a byte code cannot hold
+    exactly (a hashing vector's few equal values code without error)."""
+
+    model_id = "uneven-hashing-64"
+    dim = DIM
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        weights = 1.0 + (np.arange(DIM) % 7) * 0.37
+        rows = HashingEmbedder(DIM).embed(texts) * weights
+        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.parametrize("knobs", [{}, {"chunk_similarity": "direct", "unit_tokens": 12}])
+def test_rescoring_from_codes_scores_units_from_their_decoded_rows(
+        knobs: dict[str, object]) -> None:
+    index = ConceptGraphIndex.from_texts(TEXTS, embedder=UnevenEmbedder(), config=(
+        ConceptGraphConfig(vector_index="hnsw", rescore_from="codes", **knobs)))  # type: ignore[arg-type]
+    corpus, graph = index.state.corpus, index.state.graph
+    q = UnevenEmbedder().embed(["punched cards and looms"])[0]
+    units = np.arange(len(graph.unit_tokens))[::-1]
+    coded = index_module._unit_scorer(corpus, graph, q, from_codes=True)(units)
+    exact = index_module._unit_scorer(corpus, graph, q)(units)
+    rows = np.asarray(graph.unit_vectors if graph.unit_vectors is not None
+                      else corpus.sentence_vectors)
+    decoded = code_rows(rows).rows(np.arange(len(rows))) @ q
+    if graph.unit_vectors is None:  # a unit's best sentence
+        offsets = graph.unit_offsets
+        expected = np.array([decoded[offsets[u]:offsets[u + 1]].max() for u in units])
+    else:
+        expected = decoded[units]
+    assert coded == pytest.approx(expected, abs=1e-6)
+    assert not np.array_equal(coded, exact)  # the codes, not the vectors, were read
+    assert np.abs(coded - exact).max() < 0.02
+
+
+def test_warm_codes_the_rows_a_loaded_index_rescores_and_queries_read_them(
+        tmp_path: Path) -> None:
+    built = build(vector_index="hnsw", unit_tokens=12, rescore_from="codes")
+    built.save(str(tmp_path / "idx"))
+    loaded = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM))
+    sentences = loaded.state.corpus.sentence_vectors
+    assert isinstance(sentences, np.memmap) and not codes_ready(sentences)
+    loaded.reconfigured(rescore_from="vectors").warm()
+    assert not codes_ready(sentences)  # warm codes the rows only for rescore_from="codes"
+    loaded.warm()
+    assert codes_ready(sentences)
+    assert contexts(loaded) == contexts(built)
+    assert len(loaded.state.graph.coded_units) == 1  # the rank sample's decoded rows
+    assert len(loaded.state.graph.gathered_units) == 0

@@ -969,6 +969,24 @@ def test_reconfiguring_to_other_rows_than_the_store_holds_raises(
     store.close()
 
 
+@loopback
+def test_rescoring_from_codes_is_refused_where_a_store_scores_the_rows(tmp_path: Path) -> None:
+    store = engine("qdrant", tmp_path)
+    built = build(store, rescore_from="codes")  # the writer holds its rows: it codes them
+    assert contexts(built) != []
+    built.save(str(tmp_path / "idx"))
+    replica = ConceptGraphIndex.load(str(tmp_path / "idx"), HashingEmbedder(DIM),
+                                     vector_store=store, vectors_in_store=True)
+    assert replica.config.rescore_from == "codes"
+    with pytest.raises(ValueError, match="rows are in a vector store, which scores them"):
+        replica.retrieve(QUERIES[0])
+    with pytest.raises(ValueError, match="rows are in a vector store, which scores them"):
+        replica.warm()
+    assert contexts(replica.reconfigured(rescore_from="vectors")) == contexts(
+        built.reconfigured(rescore_from="vectors"))
+    store.close()
+
+
 def test_stored_rows_of_an_empty_index_are_empty() -> None:
     rows = StoredRows.of(ConceptGraphIndex(HashingEmbedder(DIM)).state.corpus, None)
     assert len(rows) == 0 and rows.keys_of([]) == [] and rows.rows_of([]).tolist() == []

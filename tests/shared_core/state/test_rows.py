@@ -204,3 +204,13 @@ def test_rows_are_located_in_the_array_each_sits_in() -> None:
     # an array that holds none of the rows asked for is left out
     (run, held), = rows.located(np.array([3]))
     assert run is first and held.tolist() == [2]
+
+
+def test_rows_are_located_in_the_order_asked() -> None:
+    first = np.zeros((4, 2), dtype=np.float32)
+    second = np.ones((3, 2), dtype=np.float32)
+    rows = VectorRows((first, second), np.array([5, 1, 6, 2]))  # as above
+    runs, run_of, at = rows.located_in_order(np.array([2, 1, 0, 3]))
+    assert runs[0] is first and runs[1] is second
+    assert run_of.tolist() == [1, 0, 1, 0]
+    assert at.tolist() == [2, 1, 1, 2]
