@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--no-read-ahead", dest="read_ahead", action="store_false")
+    parser.add_argument("--no-read-index", dest="read_index", action="store_false",
+                        help="warm() without reading the HNSW index's files into the cache")
     parser.add_argument("--rescore-from", choices=("vectors", "codes"), default="vectors")
     parser.add_argument("--compare", action="store_true",
                         help="after the passes, the context kept against rescoring from "
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     load_s = time.perf_counter() - start
     index = index.reconfigured(rescore_from=args.rescore_from)
     start = time.perf_counter()
-    index.warm()  # with --rescore-from codes, the codes too
+    index.warm(read_vector_index=args.read_index)  # with --rescore-from codes, the codes
     warm_s = time.perf_counter() - start
     passes = []
     contexts: list[dict[str, int]] = []
@@ -102,6 +104,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                           text=True, check=False).stdout.strip()
     result = {"command": "python -m benchmarks.cold_queries " + " ".join(sys.argv[1:]),
               "code": code, "save": str(args.path), "read_ahead": args.read_ahead,
+              "read_index": args.read_index,
               "rescore_from": args.rescore_from, "context_kept_against_vectors": kept,
               "queries": args.queries, "load_s": round(load_s, 1), "warm_s": round(warm_s, 1),
               "passes": passes}

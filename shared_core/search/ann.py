@@ -41,6 +41,7 @@ LINKS_PER_NODE = 32  # HNSW's M
 EF_CONSTRUCTION = 100  # the units' construction beam (the concept graph's is wider)
 EF_SEARCH = 128  # the search beam; never narrower than the answer asked for
 ROW_CODE_MAX = 127  # a coded row's largest magnitude: faiss's signed byte codes
+CACHE_READ_BLOCK = 8 << 20  # bytes of a mapped index's file read at a time into the cache
 BUILD_BLOCK = 131_072  # rows coded and added at a time: 200 MB of float32 at 384 dimensions
 # link slots sized per row before a build in blocks: level 0's 2 M, and a margin for the
 # upper levels (about one row in M reaches level 1, with M slots; 65.0 a row were used
@@ -181,6 +182,21 @@ class HnswVectorIndex:
 
     def __len__(self) -> int:
         return int(self.index.ntotal)
+
+    def read_into_cache(self) -> int:
+        """Read the saved file this index maps once, in order, so that the page cache
+        holds it before a search visits it; returns the bytes read (0 for an index on
+        the heap). A search reads one node after another, each where the last one
+        points, so its reads cannot be asked for ahead (``paging``): at a million
+        passages about 1,270 page faults a question, one at a time, where the file
+        was not cached (``benchmarks/results/NOTES.md``, fifty-eighth round)."""
+        if self.source is None:
+            return 0
+        read = _reader_at(self.source)
+        done = 0
+        while count := len(read(CACHE_READ_BLOCK)):
+            done += count
+        return done
 
     def with_rows(self, vectors: np.ndarray) -> HnswVectorIndex:
         """A copy with ``vectors`` appended as the next rows; this index is unchanged.
@@ -350,6 +366,11 @@ class HnswSegments:
 
     def sizes(self) -> list[int]:
         return [len(segment) for segment in self.segments]
+
+    def read_into_cache(self) -> int:
+        """Each mapped segment's file read once (:meth:`HnswVectorIndex.read_into_cache`);
+        the bytes read."""
+        return sum(segment.read_into_cache() for segment in self.segments)
 
     def scales(self) -> list[float | None]:
         """Each segment's code scale (None: coded by trained ranges), as a save lists them."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from shared_core.search.ann import (
     segment_file,
     segment_plan,
 )
-from tests.shared_core.test_paging import advice_of, needs_smaps
+from tests.shared_core.test_paging import advice_of, needs_smaps, resident_share
 
 
 @pytest.mark.parametrize(("sizes", "added", "plan"), [
@@ -348,3 +349,28 @@ def test_reserved_rows_are_added_in_blocks_without_moving_the_codes_or_the_links
             one.add(rows[start:start + 50])
             two.add(rows[start:start + 50])
         np.testing.assert_array_equal(one.search(rows[:20], 5)[1], two.search(rows[:20], 5)[1])
+
+
+def test_reading_a_mapped_index_into_the_cache_reads_its_whole_file(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    rows = rng.normal(size=(3000, 64)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    built = HnswVectorIndex.build(rows)
+    path = tmp_path / "ann.faiss"
+    built.save(path)
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(descriptor)
+    view = np.memmap(path, dtype=np.uint8, mode="r")
+    if resident_share(view) > 0:
+        pytest.skip("this file system keeps the file in the page cache (tmpfs)")
+    loaded = HnswVectorIndex.load(path, len(rows), rows.shape[1], scale=built.scale)
+    # faiss reads the links as it loads; the codes (192 KB of the file's 1 MB) stay
+    # mapped, unread, until a search visits them
+    assert resident_share(view) < 0.9
+    heap = HnswVectorIndex.build(rows[:20])  # on the heap: nothing to read
+    assert HnswSegments((loaded, heap)).read_into_cache() == path.stat().st_size
+    assert resident_share(view) == 1
