@@ -110,15 +110,21 @@ def cold_rows(path: Path, rows: int = 256, dim: int = 384) -> np.ndarray:
     values = np.arange(rows * dim, dtype=np.float32).reshape(rows, dim)
     np.save(path, values)
     mapped = np.load(path, mmap_mode="r")  # reading its header reads the file ahead: drop after
+    drop_from_cache(path)
+    if resident_share(mapped) > 0:
+        pytest.skip("this file system keeps the file in the page cache (tmpfs)")
+    return mapped
+
+
+def drop_from_cache(path: Path) -> None:
+    """Write ``path`` to disk and drop its pages from the page cache (those no process
+    has mapped in)."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
         os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(descriptor)
-    if resident_share(mapped) > 0:
-        pytest.skip("this file system keeps the file in the page cache (tmpfs)")
-    return mapped
 
 
 def resident_share(array: np.ndarray) -> float:

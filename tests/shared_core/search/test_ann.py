@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +26,12 @@ from shared_core.search.ann import (
     segment_file,
     segment_plan,
 )
-from tests.shared_core.test_paging import advice_of, needs_smaps, resident_share
+from tests.shared_core.test_paging import (
+    advice_of,
+    drop_from_cache,
+    needs_smaps,
+    resident_share,
+)
 
 
 @pytest.mark.parametrize(("sizes", "added", "plan"), [
@@ -358,12 +362,7 @@ def test_reading_a_mapped_index_into_the_cache_reads_its_whole_file(tmp_path: Pa
     built = HnswVectorIndex.build(rows)
     path = tmp_path / "ann.faiss"
     built.save(path)
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(descriptor)
+    drop_from_cache(path)
     view = np.memmap(path, dtype=np.uint8, mode="r")
     if resident_share(view) > 0:
         pytest.skip("this file system keeps the file in the page cache (tmpfs)")
