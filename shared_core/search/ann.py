@@ -93,7 +93,7 @@ def one_query_search(index: Any, query: np.ndarray, k: int, **kwargs: Any
         faiss.omp_set_num_threads(before)
 
 
-def _scale_for(largest: np.ndarray) -> np.ndarray:
+def code_scales(largest: np.ndarray) -> np.ndarray:
     """``ROW_CODE_MAX`` over each largest magnitude (1 where it is 0)."""
     largest = np.asarray(largest, dtype=np.float64)
     return np.where(largest > 0, ROW_CODE_MAX / np.where(largest > 0, largest, 1.0), 1.0)
@@ -107,7 +107,7 @@ def row_scale(vectors: np.ndarray) -> float:
         block = np.asarray(vectors[start:start + BUILD_BLOCK])
         if block.size:
             largest = max(largest, float(np.abs(block).max()))
-    return float(_scale_for(np.asarray(largest)))
+    return float(code_scales(np.asarray(largest)))
 
 
 def coded_rows(vectors: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
@@ -124,7 +124,7 @@ def coded_queries(queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each query row coded by a scale of its own (:func:`row_scale` of that row alone),
     and those scales: a query's codes use the byte range whatever its magnitudes."""
     queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
-    scales = _scale_for(np.abs(queries).max(axis=1, initial=0.0))
+    scales = code_scales(np.abs(queries).max(axis=1, initial=0.0))
     return coded_rows(queries, scales[:, None]), scales
 
 

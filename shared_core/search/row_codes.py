@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..paging import sequential_reads
+from .ann import ROW_CODE_MAX, code_scales
 
-CODE_MAX = 127  # a code's largest magnitude: signed bytes, symmetric
+CODE_MAX = ROW_CODE_MAX  # a code's largest magnitude: signed bytes, as HNSW's codes
 CODE_BLOCK = 1 << 14  # rows coded at a time: 50 MB of float64 temporaries at 384 dimensions
 
 
@@ -65,11 +66,10 @@ def code_rows(rows: np.ndarray) -> RowCodes:
     rows = np.asarray(rows, dtype=np.float32)
     if rows.ndim != 2:
         raise ValueError(f"rows to code are a 2-d array, got shape {rows.shape}")
-    largest = (np.abs(rows).max(axis=1).astype(np.float64) if rows.shape[1]
-               else np.zeros(len(rows)))
+    largest = np.abs(rows).max(axis=1, initial=0.0)
     if not np.all(np.isfinite(largest)):
         raise ValueError("rows to code hold a NaN or an infinite value")
-    steps = np.where(largest > 0, CODE_MAX / np.where(largest > 0, largest, 1.0), 1.0)
+    steps = code_scales(largest)  # float64
     codes = np.rint(rows * steps[:, None])
     scales = (1.0 / steps).astype(np.float32)
     np.clip(codes, -CODE_MAX, CODE_MAX, out=codes)
