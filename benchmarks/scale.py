@@ -22,8 +22,12 @@ concept-evidence and BM25 views as well as the nearest vectors.
 (``--milvus-uri``), in a collection of their own that each size drops when it ends;
 ``--engine-pid`` names the server's process, whose resident memory is then reported
 (``engine_rss_mb_*``). A standalone server runs on one machine with no container:
-``pip install milvus==2.3.5 && milvus-server --data DIR`` (Milvus 2.3, which has no
-sparse vectors, so ``milvus-terms`` needs a 2.4 or later server).
+``pip install milvus==2.3.5 && python -m benchmarks.milvus_server --data DIR`` (Milvus
+2.3, which has no sparse vectors, so ``milvus-terms`` needs a 2.4 or later server).
+After the build the run waits until the server has indexed every row
+(``engine_index_wait_s``): it indexes sealed segments in the background and searches
+the rest by brute force, so queries timed before that would measure a server still
+building.
 
 Corpora are synthetic but made of real text: the sentences of ``../shared/data``'s
 corpora, shuffled and recombined into passages of 3–6 sentences with unique ids,
@@ -355,6 +359,21 @@ def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "A
     raise ValueError(f"unknown backend {backend!r}")
 
 
+INDEX_POLL_S = 10.0
+
+
+def wait_for_index(store: TimedStore, poll_s: float = INDEX_POLL_S) -> float:
+    """Seconds until a Milvus server reports every row of the vector field indexed
+    (``pending_index_rows`` 0). A server indexes sealed segments in the background, and
+    searches the rest by brute force: queries timed before it is done measure a server
+    still building, not one serving."""
+    client, collection = store.store.client, store.store.collection
+    start = time.perf_counter()
+    while client.describe_index(collection, "vector")["pending_index_rows"]:
+        time.sleep(poll_s)
+    return time.perf_counter() - start
+
+
 def drop_collections(store: TimedStore) -> None:
     """Drop a server backend's collections (its rows and its generation marker)."""
     client = store.store.client
@@ -494,6 +513,11 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
     build_peak_heap = heap.reset()
     heap_after_build = heap.level_mb
     reached("built")
+    index_wait = None
+    if store is not None and engine.backend in SERVER_BACKENDS:
+        index_wait = wait_for_index(store)
+        engine_rss["after_index"] = engine.rss_mb()
+        reached(f"the server indexed every row ({index_wait:.0f} s after the build)")
     refresh = add = delete = load_verified = None
     if not lean:  # the graph alone, derived again from the built chunks
         refresh_start = time.perf_counter()
@@ -514,6 +538,8 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
     row: dict[str, Any] = {}
     if engine.pid is not None:
         row.update({f"engine_rss_mb_{when}": mb for when, mb in engine_rss.items()})
+    if index_wait is not None:
+        row["engine_index_wait_s"] = round(index_wait, 1)
     if store is not None:
         row["store_search_ms_mean"] = round(store.search_seconds * 1000 / queries, 2)
         row.update(percentile_fields("local_query_ms", local))

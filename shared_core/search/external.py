@@ -655,9 +655,11 @@ class EngineRows:
             rows = self.store.vectors_of(self.keys_of(positions))
         except MissingRowsError as exc:
             raise MissingRowsError(
-                f"{exc}. The store no longer holds rows of chunks this index loaded: the "
-                "writer changed it after the save this replica read. Load the writer's "
-                "latest save again.") from exc
+                f"{exc}. The store no longer returns rows of chunks this index loaded. "
+                "Either the writer changed it after the save this replica read: load the "
+                "writer's latest save again. Or the engine does not return rows it holds: "
+                "a Milvus 2.3.5 server with memory-mapped segments (queryNode.mmapDirPath) "
+                "returns few of its rows by key; run it without.") from exc
         rows = np.asarray(rows, dtype=np.float32)
         if rows.shape != (len(positions), self.shape[1]):
             raise ValueError(f"{type(self.store).__name__}.vectors_of returned rows of shape "

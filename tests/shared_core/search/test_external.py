@@ -1115,7 +1115,7 @@ def test_a_replica_query_that_needs_rows_the_writer_deleted_raises(
     # BM25 and concept evidence (the replica's own postings) find t1 and t2 for these
     # words, and their cosines need rows the engine no longer holds
     with pytest.raises(MissingRowsError, match=r"does not hold \d+ of the \d+ rows asked for.*"
-                                               "Load the writer's latest save again"):
+                                               "load the writer's latest save again"):
         replica.retrieve("Charles Babbage designed the analytical engine")
     store.close()
 
