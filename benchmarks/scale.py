@@ -297,7 +297,11 @@ class TimedStore:
         return rows
 
     # a store that scores its rows (``VectorScoresBackend``): a replica with
-    # ``scores_in_store`` asks it for them
+    # ``scores_in_store`` asks it for them, unless its index scores from codes
+    @property
+    def scores_from_codes(self) -> bool:
+        return bool(getattr(self.store, "scores_from_codes", False))
+
     def scores_of(self, keys: Any, query: Any) -> np.ndarray:
         scores: np.ndarray = self._timed(self.store.scores_of, keys, query)
         return scores
@@ -860,7 +864,9 @@ def replica_figures(path: Path, embedder: Any, store: TimedStore, asked: Queries
     uncached_local: list[float] = []
     uncached, uncached_contexts = query_latencies(replica, asked, store, uncached_local)
     scored_fields: dict[str, Any] = {}
-    if scores_rows(store.store):  # and one whose store scores the rows it needs
+    if scores_rows(store.store) and store.scores_from_codes:  # refused by the index
+        scored_fields["replica_scored"] = "refused: the store's index scores from codes"
+    elif scores_rows(store.store):  # and one whose store scores the rows it needs
         scored = ConceptGraphIndex.load(str(path), embedder, vector_store=store,
                                         vectors_in_store=True, scores_in_store=True)
         query_latencies(scored, asked)

@@ -40,6 +40,9 @@ LIST_BATCH = 16_384  # keys per page when the collection is listed
 READ_BATCH = 16_384
 TERMS_FIELD = "terms"  # the sparse field of a unit's terms (``term_postings=True``)
 QUERY_CONSISTENCY = "Session"  # a query's searches and reads: see the class docstring
+# Milvus indexes that score from compressed codes rather than the rows: their search
+# scores are approximate (IVF_SQ8's one byte a value kept 0.904 of a replica's context)
+CODED_INDEXES = frozenset({"IVF_SQ8", "IVF_PQ", "HNSW_SQ", "HNSW_PQ", "HNSW_PRQ"})
 SPARSE_SINCE = (2, 4)  # the first Milvus release with sparse vector fields
 # what a string literal in a Milvus filter escapes: the other characters go in as they
 # are (Milvus Lite refuses \u escapes, and a raw carriage return ends a literal)
@@ -345,6 +348,19 @@ class MilvusVectorStore:
                 consistency_level=QUERY_CONSISTENCY, strict_float32=True))
 
         return rows_by_key(keys, self._dim, self._where, READ_BATCH, read)
+
+    @property
+    def scores_from_codes(self) -> bool:
+        """Whether the collection's vector index scores rows from compressed codes
+        (:data:`CODED_INDEXES`), so that its scores are not the rows' exact inner
+        products: a replica then reads its rows instead of asking for their scores
+        (``scores_in_store``). The collection's own index where it exists, else the one
+        this store would build."""
+        index_type = self.index_type
+        if self._dim is not None:
+            index_type = self.client.describe_index(self.collection, "vector").get(
+                "index_type", index_type)
+        return str(index_type).upper() in CODED_INDEXES
 
     def scores_of(self, keys: Sequence[str], query: np.ndarray) -> np.ndarray:
         """Each row's inner product with ``query`` (``VectorScoresBackend``): a search
