@@ -321,3 +321,31 @@ def test_the_warm_up_build_is_timed_and_shares_no_id_with_the_measured_passages(
     assert seconds > 0 and len(built) == 1 and len(built[0]) == 6
     measured = real(pool, 6, seed=1)[0] + real(pool, 6, seed=2)[0]
     assert not set(built[0]) & set(measured)
+
+
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_waiting_for_a_servers_index_returns_once_every_sealed_row_is_indexed(
+        tmp_path: Path) -> None:
+    from benchmarks.scale import TimedStore, wait_for_index
+    from shared_core.search.external import row_key, text_digest
+    from shared_core.search.milvus import MilvusVectorStore
+    from tests.shared_core.search.milvus_server import database_client, milvus_server_uri
+
+    client = database_client(tmp_path)
+    store = MilvusVectorStore(milvus_server_uri(), "waited", index_type="HNSW",
+                              index_params={"M": 8, "efConstruction": 200}, client=client)
+    # 6,000 rows in one sealed segment: the server indexes it in the background, and
+    # reports them pending until it is done
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((6000, 64)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    keys = [row_key(f"c{i}", text_digest(f"c{i}"), "s", 0) for i in range(len(vectors))]
+    store.upsert(keys, vectors, ["text"] * len(keys),
+                 [{"chunk_id": f"c{i}", "part": 0} for i in range(len(keys))])
+    client.flush("waited")
+    waited = wait_for_index(TimedStore(store), poll_s=0.05)
+    described = client.describe_index("waited", "vector")
+    # the moment it returns, every row is indexed: none left to a brute-force search
+    assert (described["pending_index_rows"], described["indexed_rows"]) == (0, 6000)
+    assert waited >= 0.0
+    store.close()
