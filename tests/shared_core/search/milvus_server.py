@@ -67,18 +67,24 @@ def _errors(folder: str, most: int = 20) -> str:
     return "\n".join(lines[-most:]) or "(none logged)"
 
 
-def _stop(server: subprocess.Popen[str], folder: str) -> None:
-    """Stop the server and everything it started (the wrapper, Milvus, its etcd)."""
+def _stop(server: subprocess.Popen[str], folder: str, grace_s: float = 30.0) -> None:
+    """Stop the server and everything it started (the wrapper, Milvus, its etcd), and
+    return only once all of them have exited: Milvus outlives its wrapper by seconds,
+    holding port 2380, and a test run started meanwhile could not start its own."""
     import shutil
+    import time
 
     try:
         os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-    except ProcessLookupError:  # the group has already exited: nothing left to stop
-        pass
-    except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            server.poll()  # reap the wrapper, or the group never empties
+            os.killpg(server.pid, 0)  # raises once no process of the group is left
+            time.sleep(0.1)
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
+    except ProcessLookupError:  # the group has exited: nothing left to stop
+        pass
     shutil.rmtree(folder, ignore_errors=True)
 
 
