@@ -364,6 +364,7 @@ def open_store(backend: str, folder: Path, embedder: Any, milvus_index: str = "A
 
 
 INDEX_POLL_S = 10.0
+PASS_POLL_S = 2.0  # before a timed pass: the waits are seconds to minutes
 
 
 def wait_for_index(store: TimedStore, poll_s: float = INDEX_POLL_S) -> float:
@@ -376,6 +377,21 @@ def wait_for_index(store: TimedStore, poll_s: float = INDEX_POLL_S) -> float:
     while client.describe_index(collection, "vector")["pending_index_rows"]:
         time.sleep(poll_s)
     return time.perf_counter() - start
+
+
+def settled(store: TimedStore | None, engine: Engine,
+            poll_s: float = PASS_POLL_S) -> dict[str, float] | None:
+    """Wait, before a timed pass, until a server has indexed every row, and say how many
+    rows were waiting and for how long. Minutes after a build or an update a server
+    compacts its segments and indexes the merged ones again, searching their rows by
+    brute force meanwhile (NOTES, sixty-second round): a pass timed then measures the
+    compaction, not the index. None for a backend that is not a server."""
+    if store is None or engine.backend not in SERVER_BACKENDS:
+        return None
+    client, collection = store.store.client, store.store.collection
+    pending = int(client.describe_index(collection, "vector")["pending_index_rows"])
+    return {"pending_index_rows": pending,
+            "waited_s": round(wait_for_index(store, poll_s) if pending else 0.0, 1)}
 
 
 def drop_collections(store: TimedStore) -> None:
@@ -534,6 +550,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         store.search_seconds = 0.0
     local: list[float] = []
     reads_before = disk_reads()
+    settled_before = {"built": settled(store, engine)}
     latencies, contexts = query_latencies(index, asked, store, local)
     built_query_reads = disk_reads().since(reads_before)
     reached(f"queried the built index ({np.percentile(latencies, 50):.1f} ms p50, "
@@ -544,6 +561,9 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         row.update({f"engine_rss_mb_{when}": mb for when, mb in engine_rss.items()})
     if index_wait is not None:
         row["engine_index_wait_s"] = round(index_wait, 1)
+        # the rows each timed pass found waiting for the index, and the wait (the
+        # passes below add theirs)
+        row["engine_settled_before_pass"] = settled_before
     if store is not None:
         row["store_search_ms_mean"] = round(store.search_seconds * 1000 / queries, 2)
         row.update(percentile_fields("local_query_ms", local))
@@ -566,6 +586,19 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
     # each later step's heap peak and where it fell: the run's peak is one of them
     phases = {"queries and updates on the built index" if not lean else
               "queries on the built index": heap.phase()}
+
+    def time_repeated_updates(updated: Any) -> None:
+        repeated = repeated_updates(updated, extra_texts, extra_ids)
+        row.update(repeated)
+        row["add_median_share_of_build"] = round(
+            repeated["add_1pct_median_s"] / max(non_embedding_build, 1e-9), 3)
+        phases["repeated updates"] = heap.phase()
+
+    # each update gives an engine's rows a new generation, and a replica loads only the
+    # save of the store's latest one: with a store the repeated updates come first
+    repeat_before_save = not lean and store is not None
+    if repeat_before_save:
+        time_repeated_updates(index)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index"
         save_start = time.perf_counter()
@@ -575,12 +608,8 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         reached("saved")
         disk = folder_size(path)
         stats = index.stats()
-        if not lean:  # after the save, which holds the state after one add and delete
-            repeated = repeated_updates(index, extra_texts, extra_ids)
-            row.update(repeated)
-            row["add_median_share_of_build"] = round(
-                repeated["add_1pct_median_s"] / max(non_embedding_build, 1e-9), 3)
-            phases["repeated updates"] = heap.phase()
+        if not lean and not repeat_before_save:  # the save holds one add and delete
+            time_repeated_updates(index)
         del index  # the load below is measured on its own, not beside the built index
         import gc
 
@@ -590,8 +619,10 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         load = time.perf_counter() - load_start
         # a loaded index recounts each unit's text the first time it returns it
         # (saved token counts are confirmed, not trusted): the first pass pays that
+        settled_before["loaded_first"] = settled(store, engine)
         first_pass, _ = query_latencies(loaded, asked)
         loaded_local: list[float] = []
+        settled_before["loaded"] = settled(store, engine)
         second_pass, loaded_contexts = query_latencies(loaded, asked, store, loaded_local)
         row.update(percentile_fields("loaded_local_query_ms", loaded_local))
         if store is not None and returns_vectors(store.store):
@@ -607,8 +638,11 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         row["warm_s"] = round(time.perf_counter() - warm_start, 2)
         # a third pass after warm(), as a server asks: fresh processes on a save, warmed,
         # answered faster than the second pass here, which this compares within the run
-        third_pass, _ = query_latencies(loaded, asked, store)
+        settled_before["loaded_warm"] = settled(store, engine)
+        warm_local: list[float] = []
+        third_pass, _ = query_latencies(loaded, asked, store, warm_local)
         row["loaded_warm_query_ms_p50"] = round(float(np.percentile(third_pass, 50)), 2)
+        row.update(percentile_fields("loaded_warm_local_query_ms", warm_local))
         phases["load and queries"] = heap.phase()
         reached(f"loaded and queried ({row['loaded_query_ms_p50']:.1f} ms p50)")
         if lean:  # the updates on the loaded index, the built one gone: half the memory

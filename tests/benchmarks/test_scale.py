@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -323,29 +324,49 @@ def test_the_warm_up_build_is_timed_and_shares_no_id_with_the_measured_passages(
     assert not set(built[0]) & set(measured)
 
 
-@pytest.mark.allow_hosts(["127.0.0.1"])
-def test_waiting_for_a_servers_index_returns_once_every_sealed_row_is_indexed(
-        tmp_path: Path) -> None:
-    from benchmarks.scale import TimedStore, wait_for_index
+def sealed_rows(store: Any, client: Any, collection: str, rows: int) -> None:
+    """``rows`` random unit vectors written to ``store`` and sealed: the server indexes
+    them in the background, and reports them pending until it is done."""
     from shared_core.search.external import row_key, text_digest
+
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((rows, 64)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    keys = [row_key(f"c{i}", text_digest(f"c{i}"), "s", 0) for i in range(rows)]
+    store.upsert(keys, vectors, ["text"] * rows,
+                 [{"chunk_id": f"c{i}", "part": 0} for i in range(rows)])
+    client.flush(collection)
+
+
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_a_timed_pass_on_a_server_waits_until_every_sealed_row_is_indexed(
+        tmp_path: Path) -> None:
+    from benchmarks.scale import Engine, TimedStore, settled, wait_for_index
     from shared_core.search.milvus import MilvusVectorStore
     from tests.shared_core.search.milvus_server import database_client, milvus_server_uri
 
     client = database_client(tmp_path)
-    store = MilvusVectorStore(milvus_server_uri(), "waited", index_type="HNSW",
-                              index_params={"M": 8, "efConstruction": 200}, client=client)
-    # 6,000 rows in one sealed segment: the server indexes it in the background, and
-    # reports them pending until it is done
-    rng = np.random.default_rng(5)
-    vectors = rng.standard_normal((6000, 64)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    keys = [row_key(f"c{i}", text_digest(f"c{i}"), "s", 0) for i in range(len(vectors))]
-    store.upsert(keys, vectors, ["text"] * len(keys),
-                 [{"chunk_id": f"c{i}", "part": 0} for i in range(len(keys))])
-    client.flush("waited")
-    waited = wait_for_index(TimedStore(store), poll_s=0.05)
+    stores = {name: MilvusVectorStore(milvus_server_uri(), name, index_type="HNSW",
+                                      index_params={"M": 8, "efConstruction": 200},
+                                      client=client) for name in ("waited", "settled")}
+    # 6,000 rows in one sealed segment each: far more than an instant's indexing
+    sealed_rows(stores["waited"], client, "waited", 6000)
+    waited = wait_for_index(TimedStore(stores["waited"]), poll_s=0.05)
     described = client.describe_index("waited", "vector")
     # the moment it returns, every row is indexed: none left to a brute-force search
     assert (described["pending_index_rows"], described["indexed_rows"]) == (0, 6000)
     assert waited >= 0.0
-    store.close()
+    # before a timed pass: the rows found waiting are reported, and waited for ...
+    sealed_rows(stores["settled"], client, "settled", 6000)
+    server = Engine(backend="milvus")
+    found = settled(TimedStore(stores["settled"]), server, poll_s=0.05)
+    assert found is not None and found["pending_index_rows"] == 6000
+    assert client.describe_index("settled", "vector")["pending_index_rows"] == 0
+    # ... and once indexed, nothing is waited for
+    assert settled(TimedStore(stores["settled"]), server) == {"pending_index_rows": 0,
+                                                              "waited_s": 0.0}
+    # a backend in this process, or none, has no server to wait for
+    assert settled(TimedStore(stores["settled"]), Engine(backend="milvus-lite")) is None
+    assert settled(None, server) is None
+    for store in stores.values():
+        store.close()
