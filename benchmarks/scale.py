@@ -382,8 +382,8 @@ def wait_for_index(store: TimedStore, poll_s: float = INDEX_POLL_S) -> float:
 def settled(store: TimedStore | None, engine: Engine,
             poll_s: float = PASS_POLL_S) -> dict[str, float] | None:
     """Wait, before a timed pass, until a server has indexed every row, and say how many
-    rows were waiting and for how long. Minutes after a build or an update a server
-    compacts its segments and indexes the merged ones again, searching their rows by
+    rows were waiting and for how long. Minutes after a build (and maybe after an update)
+    a server compacts its segments and indexes the merged ones again, searching their rows by
     brute force meanwhile (NOTES, sixty-second round): a pass timed then measures the
     compaction, not the index. None for a backend that is not a server."""
     if store is None or engine.backend not in SERVER_BACKENDS:
@@ -626,6 +626,7 @@ def _measure_size(n: int, data: Path, queries: int, vector_index: str, engine: E
         second_pass, loaded_contexts = query_latencies(loaded, asked, store, loaded_local)
         row.update(percentile_fields("loaded_local_query_ms", loaded_local))
         if store is not None and returns_vectors(store.store):
+            settled_before["replica"] = settled(store, engine)
             row.update(replica_figures(path, embedder, store, asked, loaded_contexts))
             row.update(writer_figures(path, embedder, store, asked, loaded_contexts,
                                       extra_texts, extra_ids))
