@@ -44,6 +44,29 @@ def is_yes_no(answers: Iterable[str]) -> bool:
     return bool(normalized) and normalized <= YES_NO
 
 
+def hits_with_yes_no_by_support(cr_hits: str, sr_hits: str, open_answers: str) -> str | None:
+    """Each question's outcome with a yes/no question scored by its supporting passages.
+
+    CR cannot score a comparison question ("Are A and B both ...?"): the word occurs in
+    contexts whatever they hold. What answers it is having both passages, which SR
+    checks. Open answers keep their CR outcome. The three strings are a run's per-question
+    marks in question order; ``None`` when a yes/no question has no supporting ids
+    (``"-"``), since it then has no outcome to take.
+    """
+    if not len(cr_hits) == len(sr_hits) == len(open_answers):
+        raise ValueError(f"per-question marks differ in length: {len(cr_hits)} CR, "
+                         f"{len(sr_hits)} SR, {len(open_answers)} open-answer")
+    marks = []
+    for cr, sr, is_open in zip(cr_hits, sr_hits, open_answers, strict=True):
+        if is_open == "1":
+            marks.append(cr)
+        elif sr == "-":
+            return None
+        else:
+            marks.append(sr)
+    return "".join(marks)
+
+
 def sign_test(wins: int, losses: int) -> float:
     """Two-sided exact sign test of paired outcomes: the chance of a split at least this
     uneven if each discordant question went either way with probability 1/2."""

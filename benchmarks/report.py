@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from .data import UNSUPPORTED
-from .metrics import sign_test
+from .metrics import hits_with_yes_no_by_support, sign_test
 
 # DESIGN.md: independent prototype, MiniLM, MuSiQue, beta = 12000, CR %.
 REFERENCE_MUSIQUE: dict[str, dict[str, float]] = {
@@ -106,10 +106,23 @@ def _merge(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]
         entries = {**r["methods"],
                    **{name: {"error": error} for name, error in r.get("failed", {}).items()}}
         for name, metrics in entries.items():
-            table[r["dataset"]][r["protocol"]][name] = {**metrics, "_file": r["_file"],
-                                                        "_embedder": r["embedder"],
-                                                        "_open_answers": r.get("open_answers")}
+            table[r["dataset"]][r["protocol"]][name] = {
+                **metrics, **_yes_no_by_support(metrics, r.get("open_answers")),
+                "_file": r["_file"], "_embedder": r["embedder"],
+                "_open_answers": r.get("open_answers")}
     return table
+
+
+def _yes_no_by_support(metrics: dict[str, Any], open_answers: str | None) -> dict[str, Any]:
+    """``cr_by_support`` (and its per-question marks): CR with each yes/no question scored
+    by SR; only for runs with yes/no questions that all have supporting ids."""
+    cr_hits, sr_hits = metrics.get("cr_hits"), metrics.get("sr_hits")
+    if not (cr_hits and sr_hits and open_answers and "0" in open_answers):
+        return {}
+    hits = hits_with_yes_no_by_support(cr_hits, sr_hits, open_answers)
+    if hits is None:
+        return {}
+    return {"cr_by_support": hits.count("1") / len(hits), "cr_by_support_hits": hits}
 
 
 def _method_order(names: set[str]) -> list[str]:
@@ -181,16 +194,24 @@ def paired_lines(per_protocol: dict[str, dict[str, Any]], default: str = "g2cons
             cells.append(f"{wins} / {losses} | {_p_value(wins, losses)}")
         else:
             cells.append("– | –")
+        if ours.get("cr_by_support_hits") and theirs.get("cr_by_support_hits"):
+            wins, losses = _paired(ours["cr_by_support_hits"], theirs["cr_by_support_hits"],
+                                   None)
+            gap_support = 100 * (ours["cr_by_support"] - theirs["cr_by_support"])
+            cells.append(f"{gap_support:+.1f} | {wins} / {losses} | {_p_value(wins, losses)}")
+        else:
+            cells.append("– | – | –")
         gap = 100 * (ours["cr"] - theirs["cr"])
         gap_open = ("–" if ours.get("cr_open") is None or theirs.get("cr_open") is None
                     else f"{100 * (ours['cr_open'] - theirs['cr_open']):+.1f}")
         rows.append(f"| {protocol} | {best} | {gap:+.1f} | {cells[0]} | {gap_open} | "
-                    f"{cells[1]} | {cells[2]} |")
+                    f"{cells[1]} | {cells[2]} | {cells[3]} |")
     if not rows:
         return []
     return ["| protocol | best other method (CR) | CR gap | won / lost | sign test p | "
-            "CR gap, open answers | won / lost | sign test p | SR won / lost | sign test p |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
+            "CR gap, open answers | won / lost | sign test p | SR won / lost | sign test p | "
+            "CR gap, yes/no by SR | won / lost | sign test p |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
 
 
 def variant_lines(per_protocol: dict[str, dict[str, Any]], default: str = "g2cons") -> list[str]:
@@ -589,12 +610,22 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
                       "whatever passages they hold: for those questions CR measures the word, "
                       "not the retrieval. SR does measure them.", "",
                       *cr_table(per_protocol, "cr_open"), ""]
+        if any(m.get("cr_by_support") is not None
+               for p in per_protocol.values() for m in p.values()):
+            lines += ["### CR % with yes/no questions scored by their supporting passages", "",
+                      "Every question counts: an open answer by CR, a yes/no question by SR "
+                      "(the context holds all of its supporting passages, which is what "
+                      "answers a comparison). Only for runs that recorded each question's "
+                      "outcome.", "",
+                      *cr_table(per_protocol, "cr_by_support"), ""]
         paired = paired_lines(per_protocol)
         if paired:
             lines += ["### G2ConS against the best other method, question by question", "",
                       "Won / lost: questions whose answer only G2ConS's context holds, and only "
                       "the other method's. The sign test p is the chance of a split at least "
-                      "that uneven if each of those questions went either way at even odds.",
+                      "that uneven if each of those questions went either way at even odds. "
+                      "The last three columns score each yes/no question by SR, where all have "
+                      "supporting ids.",
                       "", *paired, ""]
         variants = variant_lines(per_protocol)
         if variants:

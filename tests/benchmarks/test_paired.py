@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from benchmarks.__main__ import main
-from benchmarks.metrics import is_yes_no, sign_test
+from benchmarks.metrics import hits_with_yes_no_by_support, is_yes_no, sign_test
 from benchmarks.report import paired_lines, variant_lines
 from tests.benchmarks.dev_sets import write_dev_set
 
@@ -96,8 +96,9 @@ def test_paired_lines_count_the_questions_that_differ() -> None:
     assert lines[0].startswith("| protocol | best other method (CR) | CR gap |")
     # all six: g2cons alone on q2, q4; bm25 alone on q3, q5, q6 -> 2 / 3, p = 2 * 16 / 32 = 1
     # open (q1-q5): 2 / 2, p = 2 * 11 / 16 -> 1. SR: g2cons alone on q2, bm25 on q3
+    # q6 is yes/no without supporting ids: no outcome by SR
     assert lines[2] == ("| passage | bm25 | -16.7 | 2 / 3 | 1.00 | +0.0 | 2 / 2 | 1.00 | "
-                        "1 / 1 | 1.00 |")
+                        "1 / 1 | 1.00 | – | – | – |")
     # runs from before per-question outcomes give no row
     for metrics in per_protocol["passage"].values():
         metrics.pop("cr_hits")
@@ -112,10 +113,31 @@ def test_paired_lines_significance() -> None:
     }}
     # six questions only g2cons answers: 2 / 64
     assert paired_lines(per_protocol)[2] == ("| sub100 | bm25 | +50.0 | 6 / 0 | 0.03 | +50.0 | "
-                                             "6 / 0 | 0.03 | – | – |")
+                                             "6 / 0 | 0.03 | – | – | – | – | – |")
     # eight: 2 / 256, under 0.01
     per_protocol["sub100"]["bm25"] = _metrics("0" * 8 + "1" * 4, None, open_answers)
     assert "| 8 / 0 | < 0.01 |" in paired_lines(per_protocol)[2]
+
+
+def test_yes_no_questions_take_their_support_outcome() -> None:
+    # q1, q2 open (CR kept: 1, 0); q3, q4 yes/no (SR taken: 0, 1); q2's SR is ignored
+    assert hits_with_yes_no_by_support("1011", "1001", "1100") == "1001"
+    assert hits_with_yes_no_by_support("1011", "1-01", "1100") == "1001"  # "-" on an open one
+    assert hits_with_yes_no_by_support("1011", "10-1", "1100") is None  # on a yes/no one
+    assert hits_with_yes_no_by_support("", "", "") == ""
+    with pytest.raises(ValueError, match="differ in length"):
+        hits_with_yes_no_by_support("101", "10", "111")
+
+
+def test_paired_lines_with_yes_no_scored_by_support() -> None:
+    open_answers = "1100"
+    ours = _metrics("1011", "1001", open_answers)
+    theirs = _metrics("1111", "1110", open_answers)
+    ours.update(cr_by_support=2 / 4, cr_by_support_hits="1001")
+    theirs.update(cr_by_support=3 / 4, cr_by_support_hits="1110")
+    line = paired_lines({"chunk1200": {"g2cons": ours, "bm25": theirs}})[2]
+    # by support: only g2cons on q4, only bm25 on q2 and q3 -> 1 / 2, p = 2 * 4 / 8 -> 1
+    assert line.endswith("| -25.0 | 1 / 2 | 1.00 |")
 
 
 def test_report_scores_yes_no_apart(tmp_path: Path) -> None:
@@ -141,6 +163,28 @@ def test_report_scores_yes_no_apart(tmp_path: Path) -> None:
     assert "| hybrid |" not in section and "| hybrid | 50.0 |" in text  # in the CR table only
     assert "### G2ConS against the best other method, question by question" in text
     assert "| passage | bm25 |" in text
+    # q4, a yes/no question, has no supporting ids: nothing to score it by
+    assert "yes/no questions scored by their supporting passages" not in text
+
+
+def test_report_scores_yes_no_by_support(tmp_path: Path) -> None:
+    comparison = {"id": "q5", "question": "Did Bruno Keller compose an opera?", "answers": ["no"],
+                  "supporting_ids": ["p2", "p3"], "hops": 2}
+    data = write_dev_set(tmp_path / "tiny", PASSAGES, [*QUESTIONS[:3], comparison])
+    results = tmp_path / "results"
+    assert main(["run", "--data", str(data), "--protocol", "passage", "--methods", "bm25",
+                 "--budget", "12", "--embedder", "hashing", "--no-coverage",
+                 "--out", str(results / "tiny_passage.json"),
+                 "--cache", str(tmp_path / "c.sqlite")]) == 0
+    out = tmp_path / "RESULTS.md"
+    assert main(["report", "--results", str(results), "--out", str(out)]) == 0
+    text = out.read_text()
+    section = text[text.index("### CR % with yes/no questions scored by their supporting"):]
+    section = section[:section.index("\n### ", 1)]
+    # p1 for q1 (Lyon: hit), p2 for q2 (no Vienna: miss), p4 for q3 (its support: hit),
+    # p2 for q5: "no" is in "bruno", a CR hit, but p3 is missing, an SR miss
+    assert "| bm25 | 50.0 |" in section
+    assert "| bm25 | 75.0 |" in text[:text.index("### SR %")]  # CR over all questions
 
 
 def test_variant_lines_compare_each_variant_with_the_default() -> None:
