@@ -353,7 +353,7 @@ COVERAGE_SELECTORS = ("g2cons", "g2cons_coverage", "ketrag_knn", "random")
 
 def sd_from_random(value: float | None, spread: dict[str, Any] | None, key: str) -> str:
     """How many of random selection's standard deviations ``value`` lies above (or below)
-    random's mean: the issue's bar for a selection rule is +2 at every kappa."""
+    random's mean; a rule that beats random's draw lies +2 or more at every kappa."""
     if value is None or not spread or spread.get(key) is None or not spread.get(f"{key}_sd"):
         return "–"
     distance = (value - spread[key]) / spread[f"{key}_sd"]
