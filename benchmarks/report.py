@@ -346,8 +346,8 @@ def coverage_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-# the selection rules in the tables; ``g2cons_coverage`` (greedy max-coverage) is absent
-# from runs older than it, which then show no row for it
+# the selection rules in the tables; one a run did not measure (``g2cons_coverage``, the
+# greedy max-coverage, is absent from runs older than it) has no row
 COVERAGE_SELECTORS = ("g2cons", "g2cons_coverage", "ketrag_knn", "random")
 
 
@@ -366,7 +366,7 @@ def _coverage_rows(selectors: dict[str, Any], by: str) -> list[str]:
     spreads = selectors.get("random_seeds") or {}
     for selector in COVERAGE_SELECTORS:
         entry = selectors.get(selector)
-        if entry is None and selector == "g2cons_coverage":
+        if entry is None:
             continue
         if not entry or "unavailable" in entry:
             lines.append(f"| {selector} | {by} | | unavailable | | | | | | |")
@@ -675,7 +675,7 @@ def write_report(results_dir: str | Path, out: str | Path) -> None:
               "default rule (concept PageRank), `g2cons_coverage` the greedy weighted "
               "max-coverage of concept PageRank (`select(method=\"coverage\")`), `ketrag_knn` "
               "KET-RAG's KNN-graph PageRank. \"sd from random\" is a rule's distance from random "
-              "selection's mean in its standard deviations over 10 seeds (+2 or more beats "
+              "selection's mean in its standard deviations over its seeds (+2 or more beats "
               "random's draw).", "",
               *coverage_lines(results)]
     sweeps = sweep_lines(results_dir)

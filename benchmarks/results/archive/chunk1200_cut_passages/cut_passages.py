@@ -66,12 +66,10 @@ else:
             if answer_in_context(q.answers, " ".join(texts[i] for i in context)):
                 continue
             misses += 1
-            held = spans[context]
-            partly_held += any(
-                answer_in_context(q.answers, passages[position[p.id]])
-                and bool(((held[:, 0] < corpus.passage_spans[position[p.id]][1])
-                          & (held[:, 1] > corpus.passage_spans[position[p.id]][0])).any())
-                for p in ds.passages)
+            held = set(context)
+            partly_held += any(answer_in_context(q.answers, passages[i])
+                               and not held.isdisjoint(chunks_of(i))
+                               for i in (position[p.id] for p in ds.passages))
             around = {i + d for i in context for d in (-1, 1)} - set(context)
             next_door += any(0 <= a < len(texts) and answer_in_context(q.answers, texts[a])
                              for a in around)
